@@ -1,0 +1,35 @@
+# Every set-up step lives here, so that a fresh clone needs only `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test proto demo check-java clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# PySpark needs a JVM; say what to install rather than failing deep inside Spark.
+check-java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "error: 'java' not found. PySpark needs Java 17:"; \
+	  echo "  Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless"; \
+	  echo "  RHEL/Fedora:   dnf install -y java-17-openjdk-headless"; \
+	  exit 1; }
+
+test: venv check-java
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+proto: venv
+	$(PY) -m canalbridge.protocol.generate
+
+demo: venv check-java
+	$(VENV)/bin/canalbridge demo
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from canalbridge.cli import main
+
+sys.exit(main())

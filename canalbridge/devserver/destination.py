@@ -1,0 +1,196 @@
+"""One Canal destination of the dev server: credentials, store, clients, and its binlog feed.
+
+Entries fed to a destination wait in its *source log* (the stand-in for the
+MySQL binlog) until a parser thread moves them into the store, the way
+Canal's parser does: it starts with the first subscription, drops ROWDATA
+entries that the subscription filter rejects, and blocks while the store is
+full, so a slow or non-acking client holds the source back exactly as it
+holds back Canal's parser.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from canalbridge.canal.scramble import server_check, stored_password_hash
+from canalbridge.devserver.meta import ClientMeta
+from canalbridge.devserver.store import BatchMode, EventStore, StoreClosed, StoredEvent
+from canalbridge.devserver.table_filter import TableFilter
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+
+# Canal's EventTransactionBuffer hands the store at most this many events at once.
+PARSER_CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class DestinationConfig:
+    """How one destination is set up (Canal's instance.properties, in short)."""
+
+    name: str
+    username: str = ""
+    password: str = ""
+    capacity: int = 16384  # canal.instance.memory.buffer.size
+    mem_unit: int = 1024  # canal.instance.memory.buffer.memunit
+    batch_mode: BatchMode = BatchMode.ITEMSIZE
+
+    def __repr__(self) -> str:  # keeps the password out of logs and test output
+        return (
+            f"DestinationConfig(name={self.name!r}, username={self.username!r}, "
+            f"capacity={self.capacity}, batch_mode={self.batch_mode.value})"
+        )
+
+
+class Destination:
+    """State of one destination; shared by every connection to it."""
+
+    def __init__(self, config: DestinationConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.store = EventStore(config.capacity, config.mem_unit, config.batch_mode)
+        self._password_hash = stored_password_hash(config.password) if config.password else b""
+        self._clients: dict[str, ClientMeta] = {}
+        self._clients_lock = threading.Lock()
+        # Held across a get and the batch id it creates, as Canal synchronises
+        # getWithoutAck on the instance: batch ids then follow store order.
+        self.get_lock = threading.Lock()
+        self._filter = TableFilter("")
+        self._source: collections.deque[Iterator[entry_pb.Entry]] = collections.deque()
+        self._source_cond = threading.Condition()
+        self._in_flight = False  # a chunk drawn from the source is being put
+        self._parser: threading.Thread | None = None
+        self._stopping = False
+
+    # -- credentials --------------------------------------------------------
+
+    def accepts(self, username: str, token: bytes, seed: bytes) -> bool:
+        """Canal's server-side auth: user must match (when set), then the scramble."""
+        if self.config.username and username != self.config.username:
+            return False
+        if not self._password_hash:
+            return True
+        if not token:
+            return False
+        return server_check(token, self._password_hash, seed)
+
+    # -- clients --------------------------------------------------------------
+
+    def client(self, client_id: str) -> ClientMeta:
+        with self._clients_lock:
+            meta = self._clients.get(client_id)
+            if meta is None:
+                meta = self._clients[client_id] = ClientMeta(self.name, client_id)
+            return meta
+
+    def clients(self) -> list[ClientMeta]:
+        with self._clients_lock:
+            return list(self._clients.values())
+
+    def subscribe(self, client_id: str, filter_text: str) -> ClientMeta:
+        """Subscribe a client; the newest filter governs what the parser keeps."""
+        meta = self.client(client_id)
+        meta.subscribed = True
+        meta.filter_text = filter_text
+        with self._source_cond:
+            self._filter = TableFilter(filter_text)
+        self.start_parser()
+        return meta
+
+    # -- the source log and its parser -------------------------------------------
+
+    def feed(self, entries: Iterable[entry_pb.Entry]) -> None:
+        """Append entries to the source log. Iterables are consumed lazily."""
+        with self._source_cond:
+            self._source.append(iter(entries))
+            self._source_cond.notify_all()
+
+    def start_parser(self) -> None:
+        with self._source_cond:
+            if self._parser is not None:
+                return
+            self._stopping = False
+            self._parser = threading.Thread(
+                target=self._parse_loop, name=f"devserver-parser-{self.name}", daemon=True
+            )
+            self._parser.start()
+
+    def stop_parser(self) -> None:
+        """Stop the parser thread; entries not yet in the store stay in the source log.
+
+        The caller closes the store first, so that a parser blocked in a full
+        store wakes up.
+        """
+        with self._source_cond:
+            parser, self._parser = self._parser, None
+            self._stopping = True
+            self._source_cond.notify_all()
+        if parser is not None:
+            parser.join()
+
+    def _parse_loop(self) -> None:
+        while True:
+            events = self._next_chunk()
+            if events is None:
+                return
+            try:
+                self.store.put(events)
+            except StoreClosed:
+                # The server stopped: keep the chunk for the next start so nothing is lost.
+                with self._source_cond:
+                    self._source.appendleft(iter([entry_of(event) for event in events]))
+                    self._in_flight = False
+                    self._source_cond.notify_all()
+                return
+            with self._source_cond:
+                self._in_flight = False
+                self._source_cond.notify_all()
+
+    def _next_chunk(self) -> list[StoredEvent] | None:
+        """Draw up to one chunk of kept entries from the source; None when stopping."""
+        limit = min(PARSER_CHUNK, self.store.capacity)
+        with self._source_cond:
+            while not self._stopping:
+                events: list[StoredEvent] = []
+                while self._source and len(events) < limit:
+                    entry = next(self._source[0], None)
+                    if entry is None:
+                        self._source.popleft()
+                    elif self._keeps(entry):
+                        events.append(StoredEvent.from_entry(entry))
+                if events:
+                    self._in_flight = True
+                    return events
+                self._source_cond.notify_all()  # the source may just have run dry
+                self._source_cond.wait()
+            return None
+
+    def _keeps(self, entry: entry_pb.Entry) -> bool:
+        if entry.entryType != entry_pb.EntryType.ROWDATA:
+            return True
+        header = entry.header
+        return self._filter.matches(header.schemaName, header.tableName)
+
+    # -- observation ----------------------------------------------------------------
+
+    def wait_parsed(self, timeout_s: float) -> bool:
+        """Wait until every fed entry has reached the store (or was filtered out)."""
+        with self._source_cond:
+            return self._source_cond.wait_for(
+                lambda: not self._source and not self._in_flight, timeout_s
+            )
+
+    def wait_acked(self, timeout_s: float) -> bool:
+        """Wait until every fed entry is in the store and acked by a client."""
+        if not self.wait_parsed(timeout_s):
+            return False
+        return self.store.wait_for(lambda cursors: cursors.ack == cursors.put, timeout_s)
+
+
+def entry_of(event: StoredEvent) -> entry_pb.Entry:
+    """Parse a stored event back into an Entry (used when a put is interrupted)."""
+    entry = entry_pb.Entry()
+    entry.ParseFromString(event.raw)
+    return entry
+

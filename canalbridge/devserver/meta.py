@@ -1,0 +1,65 @@
+"""Per-client batch bookkeeping, as Canal's ``MemoryMetaManager`` keeps it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from canalbridge.devserver.store import LogPosition
+
+
+class MetaError(Exception):
+    """A request the meta manager refuses; the server answers it with an error Ack."""
+
+
+@dataclass(frozen=True)
+class BatchRange:
+    """The store range one batch id covers."""
+
+    end_sequence: int
+    ack_position: LogPosition | None
+
+
+class ClientMeta:
+    """One client identity's subscription, outstanding batches and cursor.
+
+    Batch ids start at 1 and only grow for the life of the server, and acks
+    and rollbacks must name the oldest outstanding batch: Canal refuses any
+    other order because it could lose data.
+    """
+
+    def __init__(self, destination: str, client_id: str) -> None:
+        self.destination = destination
+        self.client_id = client_id
+        self.subscribed = False
+        self.filter_text = ""
+        # Canal's meta cursor: the last acked transaction boundary.
+        self.cursor: LogPosition | None = None
+        self._batches: dict[int, BatchRange] = {}
+        self._next_batch_id = 1
+        self._lock = threading.Lock()
+
+    def add_batch(self, batch: BatchRange) -> int:
+        with self._lock:
+            batch_id = self._next_batch_id
+            self._next_batch_id += 1
+            self._batches[batch_id] = batch
+            return batch_id
+
+    def remove_batch(self, batch_id: int) -> BatchRange | None:
+        """Remove ``batch_id`` if it is the oldest; None if it is not outstanding."""
+        with self._lock:
+            if batch_id not in self._batches:
+                return None
+            oldest = min(self._batches)
+            if batch_id != oldest:
+                raise MetaError(f"batchId:{batch_id} is not the firstly:{oldest}")
+            return self._batches.pop(batch_id)
+
+    def clear_batches(self) -> None:
+        with self._lock:
+            self._batches.clear()
+
+    def outstanding(self) -> list[int]:
+        with self._lock:
+            return sorted(self._batches)

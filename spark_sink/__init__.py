@@ -1,0 +1,1 @@
+"""Everything that touches Spark: the session, typed conversion and the Iceberg writer."""

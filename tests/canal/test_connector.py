@@ -1,0 +1,292 @@
+"""Our connector against the dev server: every operation and every failure it must report."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from canalbridge.canal import (
+    CanalAuthError,
+    CanalConnectionError,
+    CanalConnector,
+    CanalServerError,
+)
+from canalbridge.devserver import DestinationConfig
+from canalbridge.devserver.catalog import standard_tables
+from canalbridge.devserver.replay import apply_entries
+from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+
+PASSWORD = "canal-secret"
+
+
+def connector(server, **overrides) -> CanalConnector:
+    destination = overrides.pop("destination", "example")
+    options = {"username": "canal", "password": PASSWORD, "so_timeout_s": 10.0, **overrides}
+    return CanalConnector("127.0.0.1", server.port, destination, **options)
+
+
+def fed(server, rows=200, **spec) -> Workload:
+    workload = Workload(WorkloadSpec(row_changes=rows, **spec))
+    server.feed("example", workload)
+    server.destinations["example"].start_parser()  # as if a client had subscribed before
+    assert server.destinations["example"].wait_parsed(30)
+    return workload
+
+
+def offsets(batch) -> list[tuple[str, int]]:
+    return [(e.header.logfileName, e.header.logfileOffset) for e in batch.entries]
+
+
+def wait_acked_to(server, sequence: int) -> None:
+    # Acks have no reply: observe the server's store instead.
+    assert server.destinations["example"].store.wait_for(lambda c: c.ack == sequence, 10)
+
+
+def test_drain_with_get_and_ack_reproduces_every_table(dev_server):
+    workload = fed(dev_server, rows=500)
+    tables: dict = {}
+    with connector(dev_server) as client:
+        client.subscribe(r".*\..*")
+        client.rollback()
+        while True:
+            batch = client.get_without_ack(64, timeout_ms=50)
+            if batch.is_empty:
+                break
+            assert batch.raw_size == sum(e.ByteSize() for e in batch.entries)
+            apply_entries(tables, batch.entries)
+            client.ack(batch.batch_id)
+        wait_acked_to(dev_server, dev_server.cursors("example").put)
+    for name, expected in workload.expected.items():
+        assert tables[name] == expected.canal_rows(), name
+
+
+def test_empty_get_has_batch_id_minus_one(dev_server):
+    with connector(dev_server) as client:
+        client.subscribe()
+        assert client.get_without_ack(10).batch_id == -1
+        assert client.get_without_ack(10, timeout_ms=20).is_empty
+
+
+def test_several_outstanding_batches_are_acked_oldest_first(dev_server):
+    fed(dev_server)
+    with connector(dev_server) as client:
+        client.subscribe()
+        batches = [client.get_without_ack(5) for _ in range(3)]
+        assert [b.batch_id for b in batches] == [1, 2, 3]
+        assert dev_server.cursors("example").get == 14
+        for batch in batches:
+            client.ack(batch.batch_id)
+        wait_acked_to(dev_server, 14)
+
+
+def test_ack_out_of_order_is_refused_and_drops_the_connection(dev_server):
+    fed(dev_server)
+    with connector(dev_server) as client:
+        client.subscribe()
+        first, second = client.get_without_ack(5), client.get_without_ack(5)
+        client.ack(second.batch_id)
+        with pytest.raises(CanalServerError) as failure:
+            client.get_without_ack(5)
+        assert failure.value.code == 400
+        assert f"batchId:{second.batch_id} is not the firstly:{first.batch_id}" in str(failure.value)
+        assert not client.connected
+    assert dev_server.cursors("example").ack == -1
+
+
+def test_rollback_replays_from_ack_cursor(dev_server):
+    fed(dev_server)
+    with connector(dev_server) as client:
+        client.subscribe()
+        first = client.get_without_ack(5)
+        second = client.get_without_ack(5)
+        client.ack(first.batch_id)
+        client.rollback()
+        replayed = client.get_without_ack(5)
+        assert replayed.batch_id == 3
+        assert offsets(replayed) == offsets(second)
+
+
+def test_rollback_of_one_batch_id_rolls_back_the_store(dev_server):
+    fed(dev_server)
+    with connector(dev_server) as client:
+        client.subscribe()
+        first = client.get_without_ack(5)
+        client.get_without_ack(5)
+        client.rollback(first.batch_id)
+        assert offsets(client.get_without_ack(5)) == offsets(first)
+
+
+def test_reconnect_keeps_ack_cursor(dev_server):
+    fed(dev_server)
+    client = connector(dev_server)
+    client.connect()
+    client.subscribe()
+    acked = client.get_without_ack(5)
+    unacked = client.get_without_ack(5)
+    client.ack(acked.batch_id)
+    client.disconnect()
+
+    again = connector(dev_server)
+    again.connect()
+    again.subscribe()
+    again.rollback()
+    replayed = again.get_without_ack(5)
+    assert offsets(replayed) == offsets(unacked)
+    assert replayed.batch_id > unacked.batch_id  # ids never restart
+    again.disconnect()
+
+
+def test_server_restart_resumes_from_ack_cursor(dev_server):
+    fed(dev_server)
+    client = connector(dev_server)
+    client.connect()
+    client.subscribe()
+    acked = client.get_without_ack(5)
+    unacked = client.get_without_ack(5)
+    client.ack(acked.batch_id)
+    wait_acked_to(dev_server, 4)
+    dev_server.restart()
+    with pytest.raises(CanalConnectionError):
+        client.get_without_ack(5)
+    client.connect()
+    client.subscribe()
+    assert offsets(client.get_without_ack(5)) == offsets(unacked)
+    client.disconnect()
+
+
+def test_filter_keeps_only_subscribed_tables(dev_server):
+    with connector(dev_server) as client:
+        client.subscribe(r"shop\.orders")
+        fed(dev_server, rows=300)
+        kinds = set()
+        while not (batch := client.get_without_ack(100)).is_empty:
+            for entry in batch.entries:
+                if entry.entryType == entry_pb.EntryType.ROWDATA:
+                    kinds.add(entry.header.tableName)
+            client.ack(batch.batch_id)
+    assert kinds == {"orders"}
+
+
+def test_full_store_holds_the_source_back_until_acks(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example", capacity=16))
+    workload = Workload(WorkloadSpec(row_changes=300))
+    server.feed("example", workload)
+    with connector(server, username="", password="") as client:
+        client.subscribe()
+        assert server.destinations["example"].store.wait_for(lambda c: c.put - c.ack >= 9, 10)
+        batch = client.get_without_ack(16)
+        # Nothing acked yet: the parser cannot have put more than the capacity.
+        assert server.cursors("example").put - server.cursors("example").ack <= 16
+        tables: dict = {}
+        while not batch.is_empty or not server.is_drained("example"):
+            apply_entries(tables, batch.entries)
+            client.ack(batch.batch_id)
+            batch = client.get_without_ack(16, timeout_ms=20)
+    for name, expected in workload.expected.items():
+        assert tables.get(name, {}) == expected.canal_rows()
+
+
+def test_wrong_password_is_a_clear_auth_error_without_the_password(dev_server):
+    client = connector(dev_server, password="not-the-password")
+    with pytest.raises(CanalAuthError) as failure:
+        client.connect()
+    message = str(failure.value)
+    assert "authentication failed for user 'canal'" in message
+    assert f"127.0.0.1:{dev_server.port}" in message
+    assert "not-the-password" not in message and "not-the-password" not in repr(client)
+    assert not client.connected
+
+
+def test_missing_password_is_refused_when_the_server_has_one(dev_server):
+    with pytest.raises(CanalAuthError):
+        connector(dev_server, password="").connect()
+
+
+def test_server_without_password_accepts_any_client(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("open"))
+    with CanalConnector("127.0.0.1", server.port, "open") as client:
+        client.subscribe()
+        assert client.get_without_ack(1).is_empty
+
+
+def test_unknown_destination_is_a_server_error(dev_server):
+    with connector(dev_server) as client:
+        client.destination = "nope"
+        with pytest.raises(CanalServerError, match="destination:nope should start first"):
+            client.subscribe()
+
+
+def test_get_before_subscribe_is_refused(dev_server_factory):
+    server = dev_server_factory()
+    with connector(server) as client:
+        client.client_id = "2002"
+        with pytest.raises(CanalServerError, match="should subscribe first"):
+            client.get_without_ack(1)
+
+
+def test_connection_refused_names_the_address():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = CanalConnector("127.0.0.1", port, "example", connect_timeout_s=2)
+    with pytest.raises(CanalConnectionError, match=f"127.0.0.1:{port}.*cannot connect"):
+        client.connect()
+
+
+def test_server_going_away_mid_get_is_a_connection_error_not_a_hang(dev_server):
+    fed(dev_server, rows=5)
+    errors: list[Exception] = []
+    with connector(dev_server) as client:
+        client.subscribe()
+
+        def long_get():
+            try:
+                client.get_without_ack(10_000, timeout_ms=60_000)
+            except CanalConnectionError as exc:
+                errors.append(exc)
+
+        started = time.monotonic()
+        getter = threading.Thread(target=long_get)
+        getter.start()
+        dev_server.stop()
+        getter.join(30)
+        assert not getter.is_alive()
+    assert errors and "connection lost" in str(errors[0])
+    assert time.monotonic() - started < 30
+
+
+def test_silent_server_times_out_on_handshake():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = CanalConnector("127.0.0.1", listener.getsockname()[1], "example", so_timeout_s=0.3)
+        with pytest.raises(CanalConnectionError, match="handshake: no reply within"):
+            client.connect()
+
+
+def test_idle_timeout_asked_in_auth_makes_the_server_close(dev_server):
+    client = connector(dev_server, idle_timeout_ms=100)
+    client.connect()
+    assert dev_server.wait_sessions(1, 5)
+    assert dev_server.wait_sessions(0, 10)  # the server closed the idle connection
+    with pytest.raises(CanalConnectionError):
+        client.subscribe()
+
+
+def test_gtid_travels_in_headers(dev_server):
+    from canalbridge.devserver.entries import BinlogWriter
+
+    workload = Workload(WorkloadSpec(row_changes=20, tables=standard_tables(1)), BinlogWriter(gtid_uuid="u-1"))
+    dev_server.feed("example", workload)
+    with connector(dev_server) as client:
+        client.subscribe()
+        assert dev_server.destinations["example"].wait_parsed(10)
+        batch = client.get_without_ack(3)
+    begin = batch.entries[0]
+    assert begin.entryType == entry_pb.EntryType.TRANSACTIONBEGIN
+    assert begin.header.gtid == "u-1:1-1"
+    assert {p.key: p.value for p in begin.header.props}["curtGtid"] == "u-1:1"

@@ -1,0 +1,71 @@
+"""The console script: --version, devserver standalone, and the demo."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+from canalbridge import __version__
+from canalbridge.canal import CanalAuthError, CanalConnector
+
+CLI = [sys.executable, "-m", "canalbridge"]
+
+
+def test_version():
+    result = subprocess.run([*CLI, "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == f"canalbridge {__version__}"
+
+
+def test_devserver_runs_standalone_and_stops_on_sigterm():
+    env = dict(os.environ, DEV_PASSWORD="s3cret")
+    process = subprocess.Popen(
+        [*CLI, "devserver", "--port", "0", "--destination", "dest1", "--user", "canal",
+         "--password-env", "DEV_PASSWORD", "--workload", "300", "--tables", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        line = process.stdout.readline()
+        match = re.fullmatch(r"canal devserver listening on 127\.0\.0\.1:(\d+) destination dest1\n", line)
+        assert match, line
+        port = int(match.group(1))
+        try:
+            CanalConnector("127.0.0.1", port, "dest1", username="canal", password="wrong").connect()
+            raise AssertionError("a wrong password was accepted")
+        except CanalAuthError:
+            pass
+        rows = 0
+        with CanalConnector("127.0.0.1", port, "dest1", username="canal", password="s3cret") as client:
+            client.subscribe()
+            for _ in range(100):  # bounded: 300 rows take a handful of gets
+                batch = client.get_without_ack(500, timeout_ms=200)
+                for entry in batch.entries:
+                    rows += int({p.key: p.value for p in entry.header.props}.get("rowsCount", 0))
+                client.ack(batch.batch_id)
+                if rows >= 300:
+                    break
+        assert rows == 300
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert "s3cret" not in stderr
+
+
+def test_devserver_missing_password_env_is_a_clear_error():
+    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_VAR"}
+    result = subprocess.run(
+        [*CLI, "devserver", "--port", "0", "--password-env", "NO_SUCH_VAR"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "NO_SUCH_VAR is not set" in result.stderr
+
+
+def test_demo_verifies_every_table():
+    result = subprocess.run([*CLI, "demo", "--rows", "3000"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "demo: all tables match" in result.stdout
+    assert result.stdout.count(" OK") == 3
