@@ -223,7 +223,7 @@ class CanalConnector:
 
     # -- plumbing (callers hold _io_lock) ----------------------------------
 
-    def _request_ack(self, packet_type: int, body: bytes, request: str) -> None:
+    def _request_ack(self, packet_type: packet_pb.PacketType, body: bytes, request: str) -> None:
         with self._io_lock:
             self._send_locked(packet_type, body, request)
             reply = self._read_locked(request)
@@ -247,7 +247,7 @@ class CanalConnector:
             )
         return self._sock
 
-    def _send_locked(self, packet_type: int, body: bytes, request: str) -> None:
+    def _send_locked(self, packet_type: packet_pb.PacketType, body: bytes, request: str) -> None:
         sock = self._require_socket(request)
         try:
             sock.sendall(encode_packet(packet_type, body))

@@ -57,7 +57,9 @@ def read_packet(sock: socket.socket) -> packet_pb.Packet:
     return packet
 
 
-def encode_packet(packet_type: int, body: bytes, *, with_version: bool = False) -> bytes:
+def encode_packet(
+    packet_type: packet_pb.PacketType, body: bytes, *, with_version: bool = False
+) -> bytes:
     """Serialize a ``Packet`` of ``packet_type`` around ``body``, with its length prefix."""
     packet = packet_pb.Packet(type=packet_type, body=body)
     if with_version:

@@ -77,7 +77,7 @@ class BinlogWriter:
         return f"{self.journal_prefix}.{self.file_number:06d}"
 
     def _header(self, event_bytes: int, *, schema: str = "", table: str = "",
-                event_type: int | None = None) -> entry_pb.Header:
+                event_type: entry_pb.EventType | None = None) -> entry_pb.Header:
         length = EVENT_HEADER_BYTES + event_bytes
         header = entry_pb.Header(
             version=1,
@@ -120,7 +120,7 @@ class BinlogWriter:
     def rows(
         self,
         table: TableDef,
-        event_type: int,
+        event_type: entry_pb.EventType,
         images: Sequence[tuple[Row | None, Row | None]],
     ) -> entry_pb.Entry:
         """One rows event: (before, after) images for INSERT, UPDATE or DELETE."""
@@ -138,7 +138,7 @@ class BinlogWriter:
         header.props.add(key="rowsCount", value=str(len(images)))
         return entry_pb.Entry(header=header, entryType=EntryType.ROWDATA, storeValue=body)
 
-    def ddl(self, schema: str, table: str, event_type: int, sql: str) -> entry_pb.Entry:
+    def ddl(self, schema: str, table: str, event_type: entry_pb.EventType, sql: str) -> entry_pb.Entry:
         """A DDL statement: a ROWDATA entry with ``isDdl`` and the SQL, outside any transaction."""
         change = entry_pb.RowChange(eventType=event_type, isDdl=True, sql=sql, ddlSchemaName=schema)
         body = change.SerializeToString()

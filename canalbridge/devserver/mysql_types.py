@@ -188,7 +188,9 @@ class MySqlType:
 
 def _split_args(args: str) -> list[str]:
     """Split ``'a','b,c'`` or ``10,2`` at commas outside quotes."""
-    parts, current, quoted = [], [], False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
     for char in args:
         if char == "'":
             quoted = not quoted
@@ -261,9 +263,10 @@ def _java_style(digits: str, exponent: int, negative: bool) -> str:
 def _shortest_digits(text: str) -> tuple[str, int, bool]:
     """Split a Python ``repr``-style float text into (digits, exponent, negative)."""
     negative = text.startswith("-")
-    sign, digit_tuple, exp = Decimal(text.lstrip("-")).normalize().as_tuple()
+    _, digit_tuple, exponent = Decimal(text.lstrip("-")).normalize().as_tuple()
+    assert isinstance(exponent, int), f"{text} is not finite"
     digits = "".join(map(str, digit_tuple))
-    return digits, len(digits) + exp - 1, negative
+    return digits, len(digits) + exponent - 1, negative
 
 
 def java_double_str(value: float) -> str:

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable, Mapping
 
 import structlog
+from google.protobuf.message import DecodeError
 
 from canalbridge.canal.framing import FrameError, encode_packet, read_packet
 from canalbridge.devserver.destination import Destination
@@ -53,7 +54,8 @@ class Session:
         self.destinations = destinations
         self._on_close = on_close
         self._authorized: frozenset[str] = frozenset()
-        self.peer = "%s:%s" % sock.getpeername()[:2]
+        host, port = sock.getpeername()[:2]
+        self.peer = f"{host}:{port}"
 
     def close(self) -> None:
         """Drop the connection (used to stop the server or to simulate a network cut)."""
@@ -72,6 +74,8 @@ class Session:
                 packet = read_packet(self.sock)
                 try:
                     self._dispatch(packet)
+                except DecodeError as exc:
+                    self._send_ack(400, f"cannot decode the body of packet type {packet.type}: {exc}")
                 except RequestError as exc:
                     self._send_ack(exc.code, exc.message)
         except TimeoutError:
@@ -91,7 +95,11 @@ class Session:
         while True:
             packet = read_packet(self.sock)
             auth = packet_pb.ClientAuth()
-            auth.ParseFromString(packet.body)
+            try:
+                auth.ParseFromString(packet.body)
+            except DecodeError:
+                self._send_ack(400, "auth failed: the packet body is not a ClientAuth")
+                continue
             candidates = (
                 [self.destinations[auth.destination]]
                 if auth.destination in self.destinations
@@ -228,7 +236,7 @@ class Session:
             )
         return meta
 
-    def _send(self, packet_type: int, body: bytes) -> None:
+    def _send(self, packet_type: packet_pb.PacketType, body: bytes) -> None:
         self.sock.sendall(encode_packet(packet_type, body, with_version=True))
 
     def _send_ack(self, code: int, message: str) -> None:

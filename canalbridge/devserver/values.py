@@ -46,7 +46,9 @@ def random_value(mysql_type: MySqlType, rng: random.Random) -> object:
         raw = rng.choice((3.4e38, -1.5e-38)) if extreme else round(rng.uniform(-1e6, 1e6), 2)
         return struct.unpack(">f", struct.pack(">f", raw))[0]
     if base == "double":
-        return rng.choice((1.7976931348623157e308, -2.2250738585072014e-308, 1e-5)) if extreme else rng.uniform(-1e9, 1e9)
+        if extreme:
+            return rng.choice((1.7976931348623157e308, -2.2250738585072014e-308, 1e-5))
+        return rng.uniform(-1e9, 1e9)
     if base in ("char", "varchar"):
         limit = int(mysql_type.args[0]) if mysql_type.args else 16
         text = "" if extreme else _text(rng, limit)
@@ -67,10 +69,8 @@ def random_value(mysql_type: MySqlType, rng: random.Random) -> object:
         data = bytes(rng.choice((0, 255, rng.randint(1, 254))) for _ in range(width - 1))
         return data + bytes([rng.randint(1, 255)])  # MySQL strips trailing 0x00 pad bytes
     if base in ("varbinary", "blob", "tinyblob", "mediumblob", "longblob"):
-        length = rng.randint(0, 16)
-        return bytes([0, 255]) + bytes(rng.randint(0, 255) for _ in range(length)) if extreme else bytes(
-            rng.randint(0, 255) for _ in range(length)
-        )
+        data = bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 16)))
+        return bytes([0, 255]) + data if extreme else data
     if base == "bit":
         width = int(mysql_type.args[0]) if mysql_type.args else 1
         return (1 << width) - 1 if extreme else rng.randint(0, (1 << width) - 1)

@@ -102,7 +102,7 @@ class Workload:
 
     def _transaction_body(self, size: int) -> Iterator[entry_pb.Entry]:
         pending: list[tuple[Row | None, Row | None]] = []
-        pending_key: tuple[str, int] | None = None
+        pending_key: tuple[str, entry_pb.EventType] | None = None
         for _ in range(size):
             expected = self._tables[self._rng.choice(list(self._tables))]
             event_type, image = self._change(expected)
@@ -115,12 +115,12 @@ class Workload:
         if pending:
             yield self._flush(pending_key, pending)
 
-    def _flush(self, key: tuple[str, int] | None, images: list[tuple[Row | None, Row | None]]) -> entry_pb.Entry:
+    def _flush(self, key: tuple[str, entry_pb.EventType] | None, images: list[tuple[Row | None, Row | None]]) -> entry_pb.Entry:
         assert key is not None
         table = self._tables[key[0]].table
         return self.writer.rows(table, key[1], list(images))
 
-    def _change(self, expected: ExpectedTable) -> tuple[int, tuple[Row | None, Row | None]]:
+    def _change(self, expected: ExpectedTable) -> tuple[entry_pb.EventType, tuple[Row | None, Row | None]]:
         spec = self.spec
         self.row_changes += 1
         operation = "insert"

@@ -55,7 +55,8 @@ def main(port: int, destination: str, expected_entries: int, out_path: str) -> i
                     }
     client.disconnect()
     with open(out_path, "w", encoding="utf-8") as out:
-        json.dump({"entries": entries, "rows": rows, "batches": batches, "entry_types": entry_types, "tables": tables}, out)
+        summary = {"entries": entries, "rows": rows, "batches": batches, "entry_types": entry_types}
+        json.dump({**summary, "tables": tables}, out)
     return 0
 
 

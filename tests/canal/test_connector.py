@@ -10,6 +10,7 @@ import pytest
 
 from canalbridge.canal import (
     CanalAuthError,
+    CanalBatch,
     CanalConnectionError,
     CanalConnector,
     CanalServerError,
@@ -120,14 +121,21 @@ def test_rollback_of_one_batch_id_rolls_back_the_store(dev_server):
         assert offsets(client.get_without_ack(5)) == offsets(first)
 
 
-def test_reconnect_keeps_ack_cursor(dev_server):
-    fed(dev_server)
-    client = connector(dev_server)
+def ack_one_leave_one(server) -> tuple[CanalConnector, CanalBatch]:
+    """Connect, take two batches, ack the first; return the client and the un-acked batch."""
+    fed(server)
+    client = connector(server)
     client.connect()
     client.subscribe()
     acked = client.get_without_ack(5)
     unacked = client.get_without_ack(5)
     client.ack(acked.batch_id)
+    wait_acked_to(server, 4)
+    return client, unacked
+
+
+def test_reconnect_keeps_ack_cursor(dev_server):
+    client, unacked = ack_one_leave_one(dev_server)
     client.disconnect()
 
     again = connector(dev_server)
@@ -141,14 +149,7 @@ def test_reconnect_keeps_ack_cursor(dev_server):
 
 
 def test_server_restart_resumes_from_ack_cursor(dev_server):
-    fed(dev_server)
-    client = connector(dev_server)
-    client.connect()
-    client.subscribe()
-    acked = client.get_without_ack(5)
-    unacked = client.get_without_ack(5)
-    client.ack(acked.batch_id)
-    wait_acked_to(dev_server, 4)
+    client, unacked = ack_one_leave_one(dev_server)
     dev_server.restart()
     with pytest.raises(CanalConnectionError):
         client.get_without_ack(5)
@@ -290,3 +291,12 @@ def test_gtid_travels_in_headers(dev_server):
     assert begin.entryType == entry_pb.EntryType.TRANSACTIONBEGIN
     assert begin.header.gtid == "u-1:1-1"
     assert {p.key: p.value for p in begin.header.props}["curtGtid"] == "u-1:1"
+
+
+def test_unsubscribe_ends_the_subscription(dev_server):
+    with connector(dev_server) as client:
+        client.subscribe()
+        assert client.get_without_ack(1).is_empty
+        client.unsubscribe()
+        with pytest.raises(CanalServerError, match="should subscribe first"):
+            client.get_without_ack(1)

@@ -126,7 +126,7 @@ def test_standard_tables_include_a_composite_key():
 def test_expected_is_refused_before_generation_ends():
     workload = Workload(WorkloadSpec(row_changes=10))
     with pytest.raises(RuntimeError):
-        workload.expected
+        _ = workload.expected
     list(workload)
     with pytest.raises(RuntimeError):
         list(workload)
