@@ -34,8 +34,12 @@ NO_WAIT = -1  # Get.timeout -1: return at once with whatever the store holds
 class CanalConnector:
     """One connection to one destination of a Canal server.
 
-    Calls from several threads are serialised on one lock (the Receiver gets
-    while the Consumer acks), so request and reply never interleave.
+    Safe to share between threads: request/reply exchanges (connect,
+    subscribe, get) hold ``_request_lock`` so replies pair with requests,
+    while ack and rollback, which have no reply, only take ``_write_lock``.
+    So the Consumer can ack while the Receiver's get waits on the server;
+    Canal handles a connection's packets in order, so the ack takes effect
+    when that get returns.
     """
 
     def __init__(
@@ -61,7 +65,8 @@ class CanalConnector:
         self.so_timeout_s = so_timeout_s
         self.idle_timeout_ms = idle_timeout_ms
         self._sock: socket.socket | None = None
-        self._io_lock = threading.Lock()
+        self._request_lock = threading.Lock()
+        self._write_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never shows the password
         return (
@@ -81,7 +86,7 @@ class CanalConnector:
 
     def connect(self) -> None:
         """Open the socket, read the handshake and authenticate."""
-        with self._io_lock:
+        with self._request_lock:
             if self._sock is not None:
                 return
             try:
@@ -96,7 +101,7 @@ class CanalConnector:
             try:
                 self._handshake_and_auth()
             except BaseException:
-                self._close_locked()
+                self._close()
                 raise
 
     def _handshake_and_auth(self) -> None:
@@ -125,9 +130,11 @@ class CanalConnector:
             raise CanalAuthError(ack.error_message, address=self.address, username=self.username)
 
     def disconnect(self) -> None:
-        """Close the socket. Outstanding batches stay on the server until rolled back."""
-        with self._io_lock:
-            self._close_locked()
+        """Close the socket now, waking a get that waits on it.
+
+        Outstanding batches stay on the server until rolled back.
+        """
+        self._close()
 
     def __enter__(self) -> CanalConnector:
         self.connect()
@@ -171,7 +178,7 @@ class CanalConnector:
             auto_ack=False,
         )
         read_timeout = self.so_timeout_s + max(timeout_ms or 0, 0) / 1000.0
-        with self._io_lock:
+        with self._request_lock:
             self._send_locked(PacketType.GET, request.SerializeToString(), "get")
             reply = self._read_locked("get", timeout_s=read_timeout)
             if reply.type == PacketType.ACK:
@@ -180,7 +187,7 @@ class CanalConnector:
                 # be trusted, so drop the connection as well as failing.
                 ack = packet_pb.Ack()
                 self._parse(ack, reply.body, "get")
-                self._close_locked()
+                self._close()
                 raise CanalServerError(
                     ack.error_code,
                     ack.error_message,
@@ -210,21 +217,19 @@ class CanalConnector:
         message = packet_pb.ClientAck(
             destination=self.destination, client_id=self.client_id, batch_id=batch_id
         )
-        with self._io_lock:
-            self._send_locked(PacketType.CLIENTACK, message.SerializeToString(), "ack")
+        self._send_locked(PacketType.CLIENTACK, message.SerializeToString(), "ack")
 
     def rollback(self, batch_id: int = 0) -> None:
         """Roll back ``batch_id``, or every outstanding batch when 0. No reply."""
         message = packet_pb.ClientRollback(
             destination=self.destination, client_id=self.client_id, batch_id=batch_id
         )
-        with self._io_lock:
-            self._send_locked(PacketType.CLIENTROLLBACK, message.SerializeToString(), "rollback")
+        self._send_locked(PacketType.CLIENTROLLBACK, message.SerializeToString(), "rollback")
 
-    # -- plumbing (callers hold _io_lock) ----------------------------------
+    # -- plumbing ----------------------------------------------------------
 
     def _request_ack(self, packet_type: packet_pb.PacketType, body: bytes, request: str) -> None:
-        with self._io_lock:
+        with self._request_lock:
             self._send_locked(packet_type, body, request)
             reply = self._read_locked(request)
             if reply.type != PacketType.ACK:
@@ -248,11 +253,12 @@ class CanalConnector:
         return self._sock
 
     def _send_locked(self, packet_type: packet_pb.PacketType, body: bytes, request: str) -> None:
-        sock = self._require_socket(request)
+        frame = encode_packet(packet_type, body)
         try:
-            sock.sendall(encode_packet(packet_type, body))
+            with self._write_lock:
+                self._require_socket(request).sendall(frame)
         except OSError as exc:
-            self._close_locked()
+            self._close()
             raise CanalConnectionError(
                 f"{request}: connection lost while sending: {exc}",
                 address=self.address,
@@ -265,14 +271,14 @@ class CanalConnector:
             sock.settimeout(timeout_s if timeout_s is not None else self.so_timeout_s)
             return read_packet(sock)
         except TimeoutError as exc:
-            self._close_locked()
+            self._close()
             raise CanalConnectionError(
                 f"{request}: no reply within {sock.gettimeout()} s",
                 address=self.address,
                 destination=self.destination,
             ) from exc
         except (OSError, FrameError) as exc:
-            self._close_locked()
+            self._close()
             raise CanalConnectionError(
                 f"{request}: connection lost: {exc}", address=self.address, destination=self.destination
             ) from exc
@@ -289,15 +295,18 @@ class CanalConnector:
 
     def _unexpected(self, packet: packet_pb.Packet, expected: str) -> CanalProtocolError:
         name = PacketType.Name(packet.type) if packet.type in PacketType.values() else str(packet.type)
-        self._close_locked()
+        self._close()
         return CanalProtocolError(
             f"expected a {expected} packet, got {name}", address=self.address, destination=self.destination
         )
 
-    def _close_locked(self) -> None:
+    def _close(self) -> None:
+        # No lock needed: swapping the attribute is atomic, and a thread still
+        # reading the old socket gets an error from the shutdown and reports it.
         sock, self._sock = self._sock, None
         if sock is not None:
             try:
-                sock.close()
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            sock.close()

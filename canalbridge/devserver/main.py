@@ -7,9 +7,12 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from canalbridge.devserver.catalog import standard_tables
 from canalbridge.devserver.destination import DestinationConfig
+from canalbridge.devserver.entries import BinlogWriter
+from canalbridge.devserver.entry_file import read_entries
 from canalbridge.devserver.server import DevServer
 from canalbridge.devserver.store import BatchMode
 from canalbridge.devserver.workload import Workload, WorkloadSpec
@@ -29,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how a get's batch size counts: events (ITEMSIZE) or KiB (MEMSIZE)",
     )
     parser.add_argument("--workload", type=int, default=0, metavar="ROWS", help="feed ROWS generated row changes")
+    parser.add_argument("--entries", type=Path, metavar="FILE", help="feed the entries saved in FILE (see entry_file)")
     parser.add_argument("--tables", type=int, default=3, help="tables in the generated workload (default 3)")
     parser.add_argument("--seed", type=int, default=42, help="workload random seed (default 42)")
     parser.add_argument("--gtid", action="store_true", help="generate GTIDs as MySQL's gtid_mode=ON does")
@@ -50,11 +54,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: cannot start the dev server on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
     if args.workload:
-        from canalbridge.devserver.entries import BinlogWriter
-
         spec = WorkloadSpec(tables=standard_tables(args.tables), row_changes=args.workload, seed=args.seed)
         writer = BinlogWriter(gtid_uuid="3e11fa47-71ca-11e1-9e33-c80aa9429562" if args.gtid else None)
         server.feed(args.destination, Workload(spec, writer))
+    if args.entries:
+        if not args.entries.is_file():
+            print(f"error: entries file {args.entries} does not exist", file=sys.stderr)
+            server.stop()
+            return 2
+        server.feed(args.destination, read_entries(args.entries))
     print(f"canal devserver listening on {server.address} destination {args.destination}", flush=True)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -150,6 +150,7 @@ class EventStore:
         self._get_bytes = 0
         self._ack_bytes = 0
         self._closed = False
+        self._ack_listeners: list[Callable[[list[StoredEvent]], None]] = []
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
         self._not_empty = threading.Condition(self._lock)
@@ -264,6 +265,13 @@ class EventStore:
 
     # -- ack / rollback -------------------------------------------------------
 
+    def add_ack_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
+        """Call ``listener`` with the events of every ack, before they are released (for tests).
+
+        The listener runs under the store's lock: it must not call back into the store.
+        """
+        self._ack_listeners.append(listener)
+
     def ack(self, end_sequence: int) -> None:
         """Release every event up to and including ``end_sequence``."""
         with self._lock:
@@ -271,6 +279,10 @@ class EventStore:
                 raise ValueError(
                     f"ack to sequence {end_sequence} outside ({self._ack_seq}, {self._get_seq}]"
                 )
+            if self._ack_listeners:
+                acked = [self._slot(s) for s in range(self._ack_seq + 1, end_sequence + 1)]
+                for listener in self._ack_listeners:
+                    listener(acked)
             for sequence in range(self._ack_seq + 1, end_sequence + 1):
                 slot = sequence & self._mask
                 event = self._slots[slot]

@@ -43,9 +43,30 @@ class ExpectedTable:
 
     table: TableDef
     rows: dict[Key, Row] = field(default_factory=dict)
+    # The keys again, in a list, so that a random row is picked in O(1).
+    _keys: list[Key] = field(default_factory=list, repr=False)
+    _slot: dict[Key, int] = field(default_factory=dict, repr=False)
 
     def key_of(self, row: Row) -> Key:
         return tuple(row[name] for name in self.table.key_names)
+
+    def put(self, row: Row) -> None:
+        key = self.key_of(row)
+        if key not in self.rows:
+            self._slot[key] = len(self._keys)
+            self._keys.append(key)
+        self.rows[key] = row
+
+    def remove(self, key: Key) -> None:
+        del self.rows[key]
+        slot = self._slot.pop(key)
+        last = self._keys.pop()
+        if last != key:  # move the last key into the freed slot
+            self._keys[slot] = last
+            self._slot[last] = slot
+
+    def random_key(self, rng: random.Random) -> Key:
+        return self._keys[rng.randrange(len(self._keys))]
 
     def canal_rows(self) -> dict[Key, dict[str, str | None]]:
         """The rows as Canal text (None for NULL), keyed by the Canal text of the key."""
@@ -67,6 +88,7 @@ class Workload:
         self.writer = writer or BinlogWriter()
         self._rng = random.Random(self.spec.seed)
         self._tables = {t.qualified: ExpectedTable(t) for t in self.spec.tables}
+        self._table_list = list(self._tables.values())
         self._next_key = {t.qualified: 1 for t in self.spec.tables}
         self._started = False
         self.finished = False
@@ -104,7 +126,7 @@ class Workload:
         pending: list[tuple[Row | None, Row | None]] = []
         pending_key: tuple[str, entry_pb.EventType] | None = None
         for _ in range(size):
-            expected = self._tables[self._rng.choice(list(self._tables))]
+            expected = self._rng.choice(self._table_list)
             event_type, image = self._change(expected)
             group = (expected.table.qualified, event_type)
             if pending and (group != pending_key or len(pending) >= self.spec.rows_per_event):
@@ -115,7 +137,9 @@ class Workload:
         if pending:
             yield self._flush(pending_key, pending)
 
-    def _flush(self, key: tuple[str, entry_pb.EventType] | None, images: list[tuple[Row | None, Row | None]]) -> entry_pb.Entry:
+    def _flush(
+        self, key: tuple[str, entry_pb.EventType] | None, images: list[tuple[Row | None, Row | None]]
+    ) -> entry_pb.Entry:
         assert key is not None
         table = self._tables[key[0]].table
         return self.writer.rows(table, key[1], list(images))
@@ -130,13 +154,13 @@ class Workload:
             )[0]
         if operation == "insert":
             row = self._new_row(expected.table)
-            expected.rows[expected.key_of(row)] = row
+            expected.put(row)
             self.counts["insert"] += 1
             return EventType.INSERT, (None, row)
-        key = self._rng.choice(list(expected.rows))
+        key = expected.random_key(self._rng)
         before = expected.rows[key]
         if operation == "delete":
-            del expected.rows[key]
+            expected.remove(key)
             self.counts["delete"] += 1
             return EventType.DELETE, (before, None)
         after = dict(before)
@@ -146,8 +170,8 @@ class Workload:
         if self._rng.random() < spec.pk_change_ratio:
             after.update(self._new_key(expected.table))
             self.counts["pk_change"] += 1
-        del expected.rows[key]
-        expected.rows[expected.key_of(after)] = after
+        expected.remove(key)
+        expected.put(after)
         self.counts["update"] += 1
         return EventType.UPDATE, (before, after)
 

@@ -1,0 +1,202 @@
+"""A channel: one source table into one target, with a thread that writes while a transaction is open.
+
+The Consumer hands a channel the raw row changes of its table
+(:meth:`Channel.add`); the channel's thread decodes and maps them and sends
+them to the writer in chunks while the transaction is still open, so that
+a commit only has to flush the tail and apply. Work reaches the thread
+through a bounded queue, which also holds the Consumer back when the
+writer is slower than Canal.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import structlog
+
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.errors import ChannelCommitError
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.writer import ChannelWriter
+
+log = structlog.get_logger("canalbridge.channel")
+
+SEND_EVERY_ENTRIES = 256  # raw row changes per chunk handed to the channel thread
+QUEUE_CHUNKS = 8  # chunks in flight before the Consumer waits
+
+
+@dataclass(frozen=True)
+class _Begin:
+    label: str
+
+
+@dataclass(frozen=True)
+class _Send:
+    changes: list[tuple[EntryPosition, bytes]]
+
+
+@dataclass(frozen=True)
+class _Commit:
+    end_position: EntryPosition
+    result: Future[bool]
+
+
+@dataclass(frozen=True)
+class _Abort:
+    reason: str
+    result: Future[None]
+
+
+class _Stop:
+    pass
+
+
+class Channel:
+    """One table's share of every transaction. Methods are called from the Consumer thread."""
+
+    def __init__(self, job: str, settings: ChannelSettings, writer: ChannelWriter, *, debug: bool = False) -> None:
+        self.job = job
+        self.settings = settings
+        self.source = settings.source
+        self.writer = writer
+        self.debug = debug
+        self.committed_position: EntryPosition | None = None
+        self._pending: list[tuple[EntryPosition, bytes]] = []
+        self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _Stop] = queue.Queue(QUEUE_CHUNKS)
+        self._thread: threading.Thread | None = None
+        self._log = log.bind(job=job, channel=settings.source)
+        # Owned by the channel thread:
+        self._mapper: RowMapper | None = None
+        self._label = ""
+        self._rows_sent = 0
+        self._begun = False  # the writer has an open transaction
+        self._failure: BaseException | None = None
+
+    # -- lifecycle (Consumer thread / job) --------------------------------------------
+
+    def start(self) -> None:
+        """Read the committed position back from the target and start the thread."""
+        self.committed_position = self.writer.committed_position()
+        self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key)
+        self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
+        self._thread.start()
+        self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._work.put(_Stop())
+        self._thread.join()
+        self._thread = None
+
+    # -- transaction (Consumer thread) ----------------------------------------------------
+
+    def begin(self, label: str) -> None:
+        self._pending = []
+        self._work.put(_Begin(label))
+
+    def add(self, position: EntryPosition, row_change: bytes) -> None:
+        """Queue one ROWDATA entry's row change for this transaction."""
+        self._pending.append((position, row_change))
+        if len(self._pending) >= SEND_EVERY_ENTRIES:
+            self._flush()
+
+    def commit(self, end_position: EntryPosition) -> Future[bool]:
+        """Flush the tail and commit through ``end_position``.
+
+        The future resolves to True when rows were written, False when the
+        transaction had none for this table, or raises ChannelCommitError.
+        """
+        self._flush()
+        result: Future[bool] = Future()
+        self._work.put(_Commit(end_position, result))
+        return result
+
+    def abort(self, reason: str) -> Future[None]:
+        self._pending = []
+        result: Future[None] = Future()
+        self._work.put(_Abort(reason, result))
+        return result
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._work.put(_Send(self._pending))
+            self._pending = []
+
+    # -- the channel thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if isinstance(item, _Stop):
+                return
+            if isinstance(item, _Begin):
+                self._label, self._rows_sent, self._failure = item.label, 0, None
+                self._begun = False
+            elif isinstance(item, _Send):
+                if self._failure is None:
+                    try:
+                        self._send(item.changes)
+                    except Exception as exc:  # reported at commit, which aborts and replays
+                        self._failure = exc
+                        self._log.warning("channel.send_failed", label=self._label, error=str(exc))
+            elif isinstance(item, _Commit):
+                self._commit(item)
+            elif isinstance(item, _Abort):
+                self._abort(item)
+
+    def _send(self, changes: list[tuple[EntryPosition, bytes]]) -> None:
+        assert self._mapper is not None
+        rows = []
+        for position, raw in changes:
+            change = entry_pb.RowChange.FromString(raw)
+            mapped = self._mapper.map(change, position)
+            if self.debug:
+                for row in mapped:
+                    self._log.debug("channel.row", op=row.op.value, position=str(position), values=row.values)
+            rows.extend(mapped)
+        if not rows:
+            return
+        if not self._begun:
+            self.writer.begin(self._label)
+            self._begun = True
+        self.writer.send(self._mapper.batch(rows))
+        self._rows_sent += len(rows)
+
+    def _commit(self, item: _Commit) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            self._abort_writer(f"send failed: {failure}")
+            item.result.set_exception(ChannelCommitError(self.source, self._label, failure))
+            return
+        if not self._begun:
+            item.result.set_result(False)
+            return
+        try:
+            self.writer.commit(item.end_position)
+        except Exception as exc:
+            self._abort_writer(f"commit failed: {exc}")
+            item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
+            return
+        self.committed_position = item.end_position
+        self._begun = False
+        self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(item.end_position))
+        item.result.set_result(True)
+
+    def _abort(self, item: _Abort) -> None:
+        self._failure = None
+        if self._begun:
+            self._abort_writer(item.reason)
+        item.result.set_result(None)
+
+    def _abort_writer(self, reason: str) -> None:
+        self._begun = False
+        try:
+            self.writer.abort(reason)
+        except Exception as exc:  # an abort that fails must not hide the original failure
+            self._log.warning("channel.abort_failed", label=self._label, error=str(exc))

@@ -1,0 +1,308 @@
+"""The Consumer: routes Canal entries to channels, commits them together, and acks Canal.
+
+One *transaction* of the Consumer spans any number of Canal batches. It
+begins on every channel, routes each ROWDATA entry to the channel of its
+``schema.table`` (skipping what that channel already committed), and when
+the commit policy says so, commits every channel through the same cut
+position. Only if every channel committed does it ack Canal, oldest batch
+first, and only the batches that lie wholly at or before the cut; the rest
+of a batch cut in the middle is carried into the next transaction. If any
+channel fails, the others are aborted, Canal is rolled back to its ack
+cursor and the data is consumed again; channels that had committed skip
+what they hold, so nothing is applied twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from canalbridge.canal import CanalBatch, CanalConnector, CanalError
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.batch_queue import BatchQueue, QueuedBatch
+from canalbridge.sync.channel import Channel
+from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
+from canalbridge.sync.errors import ChannelCommitError, SyncError
+from canalbridge.sync.position import EntryPosition, OutstandingBatch, PositionMeta, PositionRange
+from canalbridge.sync.settings import JobSettings
+
+log = structlog.get_logger("canalbridge.consumer")
+
+EventType = entry_pb.EventType
+# Plain ints: attribute lookups on protobuf enum wrappers are slow in a per-entry loop.
+_BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
+_END = int(entry_pb.EntryType.TRANSACTIONEND)
+_ROWDATA = int(entry_pb.EntryType.ROWDATA)
+_DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)})
+
+
+@dataclass
+class ConsumerStats:
+    """Counters for status and metrics; written by the Consumer thread only."""
+
+    transactions: int = 0
+    commits: int = 0
+    rollbacks: int = 0
+    entries: int = 0
+    rows_routed: int = 0
+    skipped: int = 0
+    ddl: int = 0
+    split_source_txns: int = 0
+    last_commit_time_ms: int | None = None
+
+
+class Consumer:
+    """Owns the transaction loop and the position meta; runs in its own thread."""
+
+    def __init__(
+        self,
+        settings: JobSettings,
+        connector: CanalConnector,
+        batches: BatchQueue,
+        channels: Sequence[Channel],
+        meta: PositionMeta,
+        stop: threading.Event,
+        on_failure: Callable[[SyncError], None],
+    ) -> None:
+        self.settings = settings
+        self.job = settings.name
+        self.connector = connector
+        self.batches = batches
+        self.channels = {channel.source: channel for channel in channels}
+        self.meta = meta
+        self.policy = CommitPolicy(settings.commit, settings.canal.batch_size)
+        self.stats = ConsumerStats()
+        self._stop = stop
+        self._on_failure = on_failure
+        self._epoch = -1  # the Receiver opens epoch >= 1 when it connects
+        self._carry: list[entry_pb.Entry] = []  # entries after a mid-batch cut
+        self._next: QueuedBatch | None = None  # a batch taken but not yet routed
+        self._last_position: EntryPosition | None = None
+        self._thread: threading.Thread | None = None
+        self._log = log.bind(job=self.job)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"consumer-{self.job}", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self._transaction():
+                    failures = 0
+            except SyncError as exc:
+                failures += 1
+                self._recover(exc)
+                if not exc.transient or failures > self.settings.commit.retries:
+                    self._log.error("consumer.giving_up", error=str(exc), attempts=failures)
+                    self._on_failure(exc)
+                    return
+                delay = min(
+                    self.settings.commit.retry_initial_seconds * 2 ** (failures - 1),
+                    self.settings.commit.retry_max_seconds,
+                )
+                self._log.warning("consumer.retrying", error=str(exc), attempt=failures, retry_in_s=delay)
+                if self._stop.wait(delay):
+                    break
+        self._log.info("consumer.stopped", commits=self.stats.commits, rollbacks=self.stats.rollbacks)
+
+    # -- one transaction --------------------------------------------------------------
+
+    def _transaction(self) -> bool:
+        """Run one transaction to its commit; True if it committed, False if it stopped."""
+        self.stats.transactions += 1
+        label = f"{self.job}-{self.stats.transactions}"
+        for channel in self.channels.values():
+            channel.begin(label)
+        work = PendingWork(started_at=time.monotonic())
+        self._last_position = None
+        while True:
+            if self._stop.is_set():
+                self._abort_all("job stopping")
+                return False
+            if self._carry:
+                entries, self._carry = self._carry, []
+                if self._route(entries, work, label):
+                    return True
+            else:
+                item = self._next or self.batches.get(self.policy.poll_timeout(work, time.monotonic()))
+                self._next = None
+                if item is not None:
+                    if item.epoch != self._epoch:
+                        self._rolled_back(item)
+                        return False
+                    self._take(item.batch, work)
+                    if self._route(list(item.batch.entries), work, label):
+                        return True
+            if self._commit_if_due(work, label, at_batch_end=True):
+                return True
+
+    def _take(self, batch: CanalBatch, work: PendingWork) -> None:
+        first, last = batch.entries[0], batch.entries[-1]
+        self.meta.add_batch(
+            OutstandingBatch(
+                batch.batch_id,
+                PositionRange(EntryPosition.of(first), EntryPosition.of(last)),
+                len(batch.entries),
+                batch.raw_size,
+            )
+        )
+        work.bytes += batch.raw_size
+
+    def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str) -> bool:
+        """Route entries; commit after a source transaction end when due. True if it committed."""
+        ack_position = self.meta.ack_position
+        committed = self.meta.committed
+        for index, entry in enumerate(entries):
+            header = entry.header
+            position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime, header.gtid)
+            self._last_position = position
+            if ack_position is not None and position <= ack_position:
+                self.stats.skipped += 1  # replayed after a Canal restart: already acked
+                continue
+            work.events += 1
+            self.stats.entries += 1
+            entry_type = entry.entryType
+            if entry_type == _BEGIN:
+                if work.source_txn_open_since is None:
+                    work.source_txn_open_since = time.monotonic()
+                continue
+            if entry_type == _END:
+                work.source_txn_open_since = None
+            elif entry_type == _ROWDATA:
+                if header.eventType not in _DML:
+                    # DDL or another statement: note it and go on with the batch
+                    # (Doris returned here and dropped the rest of the batch).
+                    self.stats.ddl += 1
+                    self._log.info(
+                        "consumer.ddl_skipped", table=f"{header.schemaName}.{header.tableName}",
+                        event_type=EventType.Name(header.eventType), position=str(position),
+                    )
+                    if work.in_source_txn:
+                        continue
+                else:
+                    channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
+                    if channel is not None:
+                        done = committed.get(channel.source)
+                        if done is None or position > done:
+                            channel.add(position, entry.storeValue)
+                            self.stats.rows_routed += 1
+                        else:
+                            self.stats.skipped += 1
+                    continue
+            else:
+                continue
+            # A source transaction just ended (or a DDL stood alone): a clean cut point.
+            if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
+                self._carry = entries[index + 1 :]
+                return True
+        return False
+
+    def _commit_if_due(self, work: PendingWork, label: str, *, at_batch_end: bool) -> bool:
+        if self._last_position is None:
+            return False
+        now = time.monotonic()
+        outstanding = self.meta.outstanding_entries
+        reason = self.policy.due(work, outstanding, now)
+        if reason is None:
+            return False
+        if work.in_source_txn:
+            split = self.policy.must_split_source_txn(work, outstanding, now)
+            if split is None:
+                return False  # wait for the source transaction to end
+            self.stats.split_source_txns += 1
+            self._log.warning(
+                "consumer.splitting_source_txn", reason=split, label=label, position=str(self._last_position)
+            )
+        self._commit(self._last_position, label, reason)
+        return True
+
+    # -- commit, ack, recover -------------------------------------------------------------
+
+    def _commit(self, cut: EntryPosition, label: str, reason: str) -> None:
+        started = time.monotonic()
+        futures = {source: channel.commit(cut) for source, channel in self.channels.items()}
+        failures: list[ChannelCommitError] = []
+        written = []
+        for source, future in futures.items():
+            try:
+                if future.result():
+                    written.append(source)
+            except ChannelCommitError as exc:
+                failures.append(exc)
+        for source in written:
+            self.meta.committed[source] = cut
+        if failures:
+            raise failures[0]
+        acked = self._ack_through(cut)
+        self.stats.commits += 1
+        self.stats.last_commit_time_ms = int(time.time() * 1000)
+        self._log.info(
+            "consumer.committed", label=label, reason=reason, position=str(cut), channels=written,
+            batches_acked=acked, seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _ack_through(self, cut: EntryPosition) -> int:
+        """Ack, oldest first, the batches the commit covers wholly. Returns how many."""
+        ready = self.meta.ackable_through(cut)
+        if not ready:
+            return 0
+        with self.batches.epoch_lock:
+            if self.batches.epoch != self._epoch:
+                return 0  # rolled back meanwhile: these ids are gone on the server
+            try:
+                for batch in ready:
+                    self.connector.ack(batch.batch_id)
+            except CanalError as exc:
+                # The data is committed; Canal will send it again and the
+                # channels skip it. The Receiver notices the broken connection.
+                self._log.warning("consumer.ack_failed", error=str(exc))
+                return 0
+        self.meta.mark_acked(ready, int(time.time() * 1000))
+        return len(ready)
+
+    def _abort_all(self, reason: str) -> None:
+        futures = [channel.abort(reason) for channel in self.channels.values()]
+        for future in futures:
+            future.result()
+
+    def _forget_taken(self) -> None:
+        self.meta.clear_outstanding()
+        self._carry = []
+        self._next = None
+
+    def _recover(self, exc: SyncError) -> None:
+        """Abort the transaction and roll Canal back to its ack cursor."""
+        self.stats.rollbacks += 1
+        self._log.warning("consumer.rollback", error=str(exc), ack_position=str(self.meta.ack_position))
+        self._abort_all(f"rollback: {exc}")
+        with self.batches.get_lock, self.batches.epoch_lock:
+            try:
+                self.connector.rollback()
+            except CanalError as error:
+                # The Receiver will reconnect, and reconnecting rolls back too.
+                self._log.warning("consumer.rollback_send_failed", error=str(error))
+                self.connector.disconnect()
+            self._epoch = self.batches.new_epoch()
+        self._forget_taken()
+
+    def _rolled_back(self, item: QueuedBatch) -> None:
+        """The Receiver reconnected (and rolled Canal back): start over from the ack cursor."""
+        if self.meta.outstanding or self._carry:
+            self._log.info("consumer.reset_after_reconnect", epoch=item.epoch)
+        self._abort_all("canal connection was reset")
+        self._forget_taken()
+        self._epoch = item.epoch
+        self._next = item

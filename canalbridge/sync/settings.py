@@ -1,0 +1,83 @@
+"""Settings of one sync job, as values. The TOML config builds these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CanalSettings:
+    """Where the job reads from (Doris's canal.* job properties)."""
+
+    host: str
+    port: int
+    destination: str
+    username: str = ""
+    password: str = field(default="", repr=False)
+    client_id: str = "1001"
+    batch_size: int = 8192  # canal.batchSize
+    poll_timeout_ms: int = 1000  # how long a get may wait on the server for a full batch
+    debug: bool = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class CommitSettings:
+    """When the consumer commits, and how it retries (Doris names in comments)."""
+
+    interval_seconds: float = 10.0  # sync_commit_interval_second
+    min_events: int = 10_000  # min_sync_commit_size
+    min_bytes: int = 15 * MB  # min_bytes_sync_commit
+    max_bytes: int = 64 * MB  # max_bytes_sync_commit
+    # How long a commit may wait for an open source transaction to end before
+    # committing part of it (see README, "Commits and source transactions").
+    max_source_txn_wait_seconds: float = 30.0
+    # Canal's canal.instance.memory.buffer.size: the store holds at most this
+    # many un-acked entries, so a larger source transaction is committed in parts.
+    store_capacity: int = 16384
+    retries: int = 5  # consecutive failed attempts before the job pauses
+    retry_initial_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+    reconnect_attempts: int = 10
+    queue_batches: int = 1024  # receiver -> consumer queue (Doris: 1024)
+
+
+@dataclass(frozen=True)
+class ChannelSettings:
+    """One source table synced into one target table."""
+
+    source: str  # "db.table"
+    target: str  # "lake.db.table"
+    columns: tuple[str, ...] | None = None  # target names in source column order
+    key: tuple[str, ...] | None = None  # overrides the source primary key
+    mode: str = "upsert"  # or "changelog"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """A whole job: one Canal destination and its channels."""
+
+    name: str
+    canal: CanalSettings
+    channels: tuple[ChannelSettings, ...]
+    commit: CommitSettings = CommitSettings()
+
+    @property
+    def canal_filter(self) -> str:
+        """Canal's subscription filter built from the channel sources (``db.t,db.u``), regex-quoted."""
+        return ",".join(_quote_table(channel.source) for channel in self.channels)
+
+
+def _quote_table(source: str) -> str:
+    schema, _, table = source.partition(".")
+    return f"{_escape(schema)}\\.{_escape(table)}"
+
+
+def _escape(name: str) -> str:
+    # Canal's filter is a regex; escape everything but letters, digits and '_'.
+    return "".join(char if char.isalnum() or char == "_" else "\\" + char for char in name)

@@ -1,0 +1,131 @@
+"""The writer interface a channel commits through, and an in-memory writer for tests.
+
+A writer applies one channel's transactions to one target table:
+``begin(label)``, any number of ``send(batch)`` while the transaction is
+open, then ``commit(end_position)`` (atomically, with the position stored
+alongside the data) or ``abort(reason)``. ``committed_position()`` reads the
+position of the last commit back from the target, so a restarted channel
+resumes exactly where its table stands. The Spark/Iceberg writer in
+``spark_sink`` implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import ChangeRow, Op, RowBatch
+
+
+class ChannelWriter(Protocol):
+    """What a channel needs from its target."""
+
+    def target_columns(self) -> tuple[str, ...] | None:
+        """The target's columns in order, or None when the target will be created from the source."""
+
+    def committed_position(self) -> EntryPosition | None:
+        """Position of the last committed transaction, read back from the target."""
+
+    def begin(self, label: str) -> None:
+        """Open a transaction."""
+
+    def send(self, batch: RowBatch) -> None:
+        """Stage rows of the open transaction."""
+
+    def commit(self, end_position: EntryPosition) -> None:
+        """Apply everything staged as one atomic write stamped with ``end_position``; raise on failure."""
+
+    def abort(self, reason: str) -> None:
+        """Drop everything staged."""
+
+
+class InjectedFailure(Exception):
+    """A failure the test asked an :class:`InMemoryWriter` to raise."""
+
+
+@dataclass
+class CommitRecord:
+    """One committed transaction, for tests to inspect."""
+
+    label: str
+    end_position: EntryPosition
+    rows: int
+
+
+@dataclass
+class InMemoryWriter:
+    """A target table in a dict, keyed by primary key; thread-safe.
+
+    Failures can be injected: ``fail_send_at``/``fail_commit_at`` name the
+    1-based call (counted over the writer's life) that raises, and
+    ``before_commit`` runs inside every commit (to block or inspect).
+    """
+
+    table: str
+    columns: tuple[str, ...] | None = None
+    fail_send_at: set[int] = field(default_factory=set)
+    fail_commit_at: set[int] = field(default_factory=set)
+    before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
+    rows: dict[tuple[str | None, ...], dict[str, str | None]] = field(default_factory=dict)
+    commits: list[CommitRecord] = field(default_factory=list)
+    aborts: list[str] = field(default_factory=list)
+    sends: int = 0
+    commit_calls: int = 0
+    _label: str | None = None
+    _staged: list[RowBatch] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def target_columns(self) -> tuple[str, ...] | None:
+        return self.columns
+
+    def committed_position(self) -> EntryPosition | None:
+        with self._lock:
+            return self.commits[-1].end_position if self.commits else None
+
+    def begin(self, label: str) -> None:
+        with self._lock:
+            self._label = label
+            self._staged = []
+
+    def send(self, batch: RowBatch) -> None:
+        with self._lock:
+            self.sends += 1
+            if self.sends in self.fail_send_at:
+                raise InjectedFailure(f"injected failure on send #{self.sends} to {self.table}")
+            self._staged.append(batch)
+
+    def commit(self, end_position: EntryPosition) -> None:
+        if self.before_commit is not None:
+            self.before_commit(self, end_position)
+        with self._lock:
+            self.commit_calls += 1
+            if self.commit_calls in self.fail_commit_at:
+                self._staged = []
+                raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
+            last = self.commits[-1].end_position if self.commits else None
+            if last is not None and end_position <= last:
+                raise AssertionError(f"{self.table}: commit at {end_position} is not after {last}")
+            count = 0
+            for batch in self._staged:
+                for row in batch.rows:
+                    count += 1
+                    self._apply(row, batch.target_columns, batch.key_indexes)
+            self.commits.append(CommitRecord(self._label or "", end_position, count))
+            self._staged = []
+            self._label = None
+
+    def _apply(self, row: ChangeRow, names: tuple[str, ...], keys: tuple[int, ...]) -> None:
+        key = tuple(row.values[i] for i in keys)
+        if row.op is Op.DELETE:
+            self.rows.pop(key, None)
+        else:
+            self.rows[key] = dict(zip(names, row.values))
+
+    def abort(self, reason: str) -> None:
+        with self._lock:
+            self.aborts.append(reason)
+            self._staged = []
+            self._label = None

@@ -1,0 +1,113 @@
+"""A sync job wired to a dev server and in-memory writers, with the checks every test wants."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from canalbridge.devserver import DevServer
+from canalbridge.devserver.store import StoredEvent
+from canalbridge.devserver.workload import Workload
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.job import SyncJob
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.writer import InMemoryWriter
+
+EventType = entry_pb.EventType
+
+FAST_COMMITS = CommitSettings(
+    interval_seconds=0.2, min_events=400, min_bytes=1, max_bytes=1 << 30,
+    retries=50, retry_initial_seconds=0.01, retry_max_seconds=0.05, reconnect_attempts=50,
+    max_source_txn_wait_seconds=5.0,
+)
+
+
+def job_settings(server: DevServer, workload: Workload, *, commit: CommitSettings = FAST_COMMITS,
+                 batch_size: int = 256, destination: str = "example", password: str = "") -> JobSettings:
+    canal = CanalSettings("127.0.0.1", server.port, destination, username="canal" if password else "",
+                          password=password, batch_size=batch_size, poll_timeout_ms=50)
+    channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
+    return JobSettings("job1", canal, channels, commit)
+
+
+@dataclass
+class AckAudit:
+    """Checks, at every ack the server takes, that each acked row's table has committed it."""
+
+    writers: dict[str, InMemoryWriter]
+    violations: list[str] = field(default_factory=list)
+    acked_rows: int = 0
+
+    def __call__(self, events: list[StoredEvent]) -> None:
+        for event in events:
+            if event.entry_type != entry_pb.EntryType.ROWDATA or event.event_type not in (
+                EventType.INSERT, EventType.UPDATE, EventType.DELETE
+            ):
+                continue
+            writer = self.writers.get(f"{event.schema}.{event.table}")
+            if writer is None:
+                continue
+            self.acked_rows += 1
+            committed = writer.committed_position()
+            position = EntryPosition(event.position.journal, event.position.offset)
+            if committed is None or committed < position:
+                self.violations.append(f"{event.schema}.{event.table} row at {position} acked, committed {committed}")
+
+
+class Harness:
+    """Build writers through the job's factory, audit acks, and compare with the expected tables."""
+
+    def __init__(self, server: DevServer, workload: Workload, settings: JobSettings, **writer_options) -> None:
+        self.server = server
+        self.workload = workload
+        self.writers: dict[str, InMemoryWriter] = {}
+        self._writer_options = writer_options
+        self.audit = AckAudit(self.writers)
+        server.destinations[settings.canal.destination].store.add_ack_listener(self.audit)
+        self.job = SyncJob(settings, self._make_writer)
+
+    def _make_writer(self, channel: ChannelSettings) -> InMemoryWriter:
+        options = self._writer_options.get(channel.source, {})
+        writer = self.writers[channel.source] = InMemoryWriter(channel.source, **options)
+        return writer
+
+    def run_until_acked(self, timeout_s: float = 60) -> None:
+        self.job.start()
+        assert self.server.destinations[self.job.settings.canal.destination].wait_acked(timeout_s), (
+            f"not everything was acked in {timeout_s} s: {self.job.state} {self.job.fail_message} {self.job.stats}"
+        )
+
+    def assert_exact(self) -> None:
+        assert not self.audit.violations, self.audit.violations[:5]
+        for name, expected in self.workload.expected.items():
+            assert self.writers[name].rows == expected.canal_rows(), name
+        applied = Counter({name: sum(c.rows for c in w.commits) for name, w in self.writers.items()})
+        assert applied == expected_row_writes(self.workload_entries), "a row change was applied twice or lost"
+
+    @property
+    def workload_entries(self) -> list[entry_pb.Entry]:
+        return self._entries
+
+    def feed(self) -> None:
+        self._entries = list(self.workload)
+        self.server.feed(self.job.settings.canal.destination, self._entries)
+
+
+def expected_row_writes(entries: list[entry_pb.Entry]) -> Counter:
+    """How many row writes each table must receive: UPDATEs that change the key write two."""
+    counts: Counter = Counter()
+    for entry in entries:
+        if entry.entryType != entry_pb.EntryType.ROWDATA:
+            continue
+        change = entry_pb.RowChange.FromString(entry.storeValue)
+        if change.isDdl:
+            continue
+        table = f"{entry.header.schemaName}.{entry.header.tableName}"
+        for row in change.rowDatas:
+            counts[table] += 1
+            if change.eventType == EventType.UPDATE:
+                before = [c.value for c in row.beforeColumns if c.isKey]
+                after = [c.value for c in row.afterColumns if c.isKey]
+                counts[table] += before != after
+    return counts

@@ -1,0 +1,232 @@
+"""The sync core end to end: dev server -> Receiver -> Consumer -> Channels -> in-memory targets."""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import threading
+import time
+
+import pytest
+
+from canalbridge.devserver import DestinationConfig
+from canalbridge.devserver.catalog import standard_tables
+from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.job import FailKind, JobState, JobStateError
+from canalbridge.sync.position import EntryPosition
+
+from .harness import FAST_COMMITS, Harness, job_settings
+
+
+def make(dev_server_factory, *, capacity=16384, batch_size=256, commit=FAST_COMMITS, writer_options=None, **spec):
+    server = dev_server_factory(DestinationConfig("example", capacity=capacity))
+    workload = Workload(WorkloadSpec(**spec))
+    harness = Harness(server, workload, job_settings(server, workload, commit=commit, batch_size=batch_size),
+                      **(writer_options or {}))
+    harness.feed()
+    return harness
+
+
+def test_multi_table_workload_ends_equal_to_expected(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=3000, pk_change_ratio=0.2)
+    harness.run_until_acked()
+    harness.job.pause()
+    harness.assert_exact()
+    dml_entries = [e for e in harness.workload_entries if e.entryType == entry_pb.EntryType.ROWDATA]
+    assert harness.audit.acked_rows == len(dml_entries)  # every row entry was acked, each after its commit
+
+
+def test_one_channel_commit_failure_rolls_back_without_applying_twice(dev_server_factory):
+    harness = make(
+        dev_server_factory, row_changes=2000,
+        writer_options={"shop.orders": {"fail_commit_at": {2, 3}}, "shop.accounts": {"fail_commit_at": {4}}},
+    )
+    harness.run_until_acked()
+    harness.job.pause()
+    assert harness.job.stats.rollbacks >= 2
+    assert len(harness.writers["shop.orders"].aborts) >= 2
+    harness.assert_exact()
+
+
+def test_send_failure_aborts_the_whole_transaction_and_replays(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=2000, writer_options={"shop.all_types": {"fail_send_at": {3}}})
+    harness.run_until_acked()
+    harness.job.pause()
+    assert harness.job.stats.rollbacks == 1
+    harness.assert_exact()
+
+
+def test_receiver_reconnects_after_the_server_drops_the_connection(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=3000, batch_size=64)
+    server = harness.server
+    dropped = threading.Event()
+    acked = []
+
+    def drop_once(events):
+        # Runs under the store's lock: count, and cut the connection from another thread.
+        acked.extend(events)
+        if not dropped.is_set() and len(acked) > 500:
+            dropped.set()
+            threading.Thread(target=server.drop_connections).start()
+
+    server.destinations["example"].store.add_ack_listener(drop_once)
+    harness.run_until_acked()
+    harness.job.pause()
+    assert dropped.is_set()
+    harness.assert_exact()
+
+
+def test_server_restart_mid_run_converges(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=2000, batch_size=64)
+    restarted = threading.Event()
+
+    def restart_once(events):
+        if not restarted.is_set():
+            restarted.set()
+            threading.Thread(target=harness.server.restart).start()
+
+    harness.server.destinations["example"].store.add_ack_listener(restart_once)
+    harness.run_until_acked()
+    harness.job.pause()
+    assert restarted.is_set()
+    harness.assert_exact()
+
+
+def test_ddl_mid_batch_does_not_drop_the_rows_after_it(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=1500, ddl_every=1, batch_size=4096)
+    harness.run_until_acked()
+    harness.job.pause()
+    assert harness.job.stats.ddl > 50
+    harness.assert_exact()
+
+
+def test_transactions_spanning_batches_are_never_split(dev_server_factory):
+    commit = dataclasses.replace(FAST_COMMITS, interval_seconds=0.05, min_events=1)
+    harness = make(dev_server_factory, row_changes=1500, rows_per_transaction=(20, 60), batch_size=7, commit=commit)
+    harness.run_until_acked()
+    harness.job.pause()
+    harness.assert_exact()
+    ends = {
+        EntryPosition.of(e).sort_key
+        for e in harness.workload_entries
+        if e.entryType == entry_pb.EntryType.TRANSACTIONEND
+    }
+    commits = [c for w in harness.writers.values() for c in w.commits]
+    assert len(commits) > 10
+    assert all(c.end_position.sort_key in ends for c in commits)
+    assert harness.job.stats.split_source_txns == 0
+
+
+def test_transaction_larger_than_the_store_goes_through_in_parts(dev_server_factory):
+    commit = dataclasses.replace(FAST_COMMITS, store_capacity=64, interval_seconds=1.0, min_events=10_000)
+    harness = make(
+        dev_server_factory, capacity=64, batch_size=16, commit=commit,
+        row_changes=600, rows_per_transaction=(300, 300), rows_per_event=1, tables=standard_tables(1),
+    )
+    harness.run_until_acked(timeout_s=60)
+    harness.job.pause()
+    assert harness.job.stats.split_source_txns > 0
+    harness.assert_exact()
+
+
+def test_idle_running_job_uses_almost_no_cpu(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(row_changes=0))
+    settings = job_settings(server, workload)
+    settings = dataclasses.replace(settings, canal=dataclasses.replace(settings.canal, poll_timeout_ms=1000))
+    harness = Harness(server, workload, settings)
+    harness.job.start()
+    assert server.wait_sessions(1, 10)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(5)  # measuring idle CPU over a wall-clock window, not synchronising
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    harness.job.pause()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert cpu < 0.25, f"an idle job (and its dev server) used {cpu:.3f} s of CPU in 5 s"
+
+
+def test_pause_acks_nothing_uncommitted_and_resume_continues(dev_server_factory):
+    commit = dataclasses.replace(FAST_COMMITS, interval_seconds=3600, min_events=10**9, max_bytes=1 << 40)
+    harness = make(dev_server_factory, row_changes=500, commit=commit)
+    harness.job.start()
+    store = harness.server.destinations["example"].store
+    assert store.wait_for(lambda c: c.get > 100, 10)
+    harness.job.pause()
+    assert harness.job.state is JobState.PAUSED
+    assert store.cursors().ack == -1 and all(not w.commits for w in harness.writers.values())
+    fast = dataclasses.replace(harness.job.settings, commit=FAST_COMMITS)
+    harness.job.settings = fast
+    harness.job.resume()
+    assert harness.server.destinations["example"].wait_acked(30)
+    harness.job.pause()
+    harness.assert_exact()
+
+
+def test_state_machine(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=10)
+    job = harness.job
+    assert job.state is JobState.PENDING and job.position_info() == "position:N/A"
+    with pytest.raises(JobStateError):
+        job.resume()
+    job.start()
+    with pytest.raises(JobStateError):
+        job.start()
+    assert harness.server.destinations["example"].wait_acked(30)
+    job.pause()
+    assert job.last_stop_time_ms >= job.last_start_time_ms >= job.create_time_ms
+    assert job.position_info().startswith("position:[mysql-bin.000001:")
+    assert "delay:" in job.position_info()
+    job.cancel()
+    assert job.state is JobState.CANCELLED and job.fail_message.kind is FailKind.USER_CANCEL
+    assert job.finish_time_ms is not None
+    with pytest.raises(JobStateError):
+        job.resume()
+
+
+def test_retries_exhausted_pause_with_the_reason_and_resume_converges(dev_server_factory):
+    commit = dataclasses.replace(FAST_COMMITS, retries=2)
+    harness = make(dev_server_factory, row_changes=800, commit=commit,
+                   writer_options={"shop.orders": {"fail_commit_at": set(range(1, 4))}})
+    harness.job.start()
+    assert harness.job.wait_state(JobState.PAUSED, 30)
+    message = harness.job.fail_message
+    assert message.kind is FailKind.RUN_FAIL and "channel shop.orders" in message.text
+    assert "injected failure on commit #3" in message.text
+    assert harness.server.cursors("example").ack < harness.server.cursors("example").put
+    harness.job.resume()
+    assert harness.server.destinations["example"].wait_acked(30)
+    harness.job.pause()
+    harness.assert_exact()
+
+
+def test_row_that_does_not_fit_pauses_with_table_count_and_position(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(row_changes=50, tables=standard_tables(2)))
+    settings = job_settings(server, workload)
+    harness = Harness(server, workload, settings, **{"shop.orders": {"columns": ("id", "customer")}})
+    harness.feed()
+    harness.job.start()
+    assert harness.job.wait_state(JobState.PAUSED, 30)
+    text = harness.job.fail_message.text
+    assert "table shop.orders" in text and "row has 6 columns but the target has 2" in text
+    assert "at binlog position mysql-bin.000001:" in text
+    assert harness.job.stats.rollbacks == 1  # not retried: retrying cannot make the row fit
+    assert server.cursors("example").ack < server.cursors("example").put
+
+
+def test_missing_target_cancels_the_job(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(row_changes=5))
+    settings = job_settings(server, workload)
+
+    def no_target(channel):
+        raise LookupError(f"target {channel.target} does not exist and cannot be created")
+
+    from canalbridge.sync.job import SyncJob
+
+    job = SyncJob(settings, no_target)
+    with pytest.raises(LookupError):
+        job.start()
+    assert job.state is JobState.CANCELLED
+    assert job.fail_message.kind is FailKind.SUBMIT_FAIL and "lake.shop.all_types" in job.fail_message.text

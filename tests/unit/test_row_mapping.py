@@ -1,0 +1,78 @@
+"""Row changes map onto target rows as the design says."""
+
+from __future__ import annotations
+
+import pytest
+
+from canalbridge.devserver.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.errors import RowMappingError
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import Op, RowMapper
+
+EventType = entry_pb.EventType
+TABLE = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))
+POSITION = EntryPosition("mysql-bin.000003", 120)
+
+
+def change(event_type, images, table=TABLE):
+    entry = BinlogWriter().rows(table, event_type, images)
+    return entry_pb.RowChange.FromString(entry.storeValue)
+
+
+def test_insert_writes_the_after_image():
+    rows = RowMapper("db.t", None).map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    assert [(r.op, r.values) for r in rows] == [(Op.UPSERT, ("1", "a"))]
+
+
+def test_delete_writes_the_before_image_flagged():
+    rows = RowMapper("db.t", None).map(change(EventType.DELETE, [({"id": 1, "name": "a"}, None)]), POSITION)
+    assert [(r.op, r.values) for r in rows] == [(Op.DELETE, ("1", "a"))]
+
+
+def test_update_keeping_the_key_writes_the_after_image():
+    images = [({"id": 1, "name": "a"}, {"id": 1, "name": "b"})]
+    rows = RowMapper("db.t", None).map(change(EventType.UPDATE, images), POSITION)
+    assert [(r.op, r.values) for r in rows] == [(Op.UPSERT, ("1", "b"))]
+
+
+def test_update_changing_the_key_deletes_the_old_key_first():
+    images = [({"id": 1, "name": "a"}, {"id": 2, "name": "a"})]
+    rows = RowMapper("db.t", None).map(change(EventType.UPDATE, images), POSITION)
+    assert [(r.op, r.values) for r in rows] == [(Op.DELETE, ("1", "a")), (Op.UPSERT, ("2", "a"))]
+
+
+def test_null_stays_none():
+    rows = RowMapper("db.t", None).map(change(EventType.INSERT, [(None, {"id": 1, "name": None})]), POSITION)
+    assert rows[0].values == ("1", None)
+
+
+def test_explicit_mapping_renames_by_position():
+    mapper = RowMapper("db.t", ("user_id", "user_name"))
+    mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    assert mapper.output_columns() == ("user_id", "user_name")
+
+
+def test_column_count_mismatch_names_table_counts_and_position():
+    mapper = RowMapper("db.t", ("only_one",))
+    with pytest.raises(RowMappingError) as failure:
+        mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    message = str(failure.value)
+    assert "table db.t" in message and "row has 2 columns but the target has 1" in message
+    assert "mysql-bin.000003:120" in message
+    assert not failure.value.transient
+
+
+def test_table_without_primary_key_needs_a_key_setting():
+    keyless = TableDef("db", "k", (ColumnDef.of("a", "int(11)"), ColumnDef.of("b", "int(11)")))
+    entry = change(EventType.INSERT, [(None, {"a": 1, "b": 2})], keyless)
+    with pytest.raises(RowMappingError, match="no primary key"):
+        RowMapper("db.k", None).map(entry, POSITION)
+    mapper = RowMapper("db.k", None, key_columns=("b",))
+    mapper.map(entry, POSITION)
+    assert mapper.key_indexes == (1,)
+
+
+def test_ddl_maps_to_nothing():
+    ddl = entry_pb.RowChange.FromString(BinlogWriter().ddl("db", "t", EventType.ALTER, "ALTER TABLE t").storeValue)
+    assert RowMapper("db.t", None).map(ddl, POSITION) == []
