@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from canalbridge.devserver.mysql_types import MySqlType
+from canalbridge.mysql_types import MySqlType
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 EntryType = entry_pb.EntryType

@@ -191,12 +191,16 @@ class Session:
         meta = self._client(rollback.destination, rollback.client_id)
         if not meta.subscribed:
             return  # Canal ignores a rollback before subscription
-        if rollback.batch_id == 0:
-            meta.clear_batches()
-        else:
-            self._remove_batch(meta, rollback.batch_id, "rollback error,")
-        # Canal rolls the whole store back even for a single batch id.
-        destination.store.rollback()
+        # Like Canal (both synchronise on the instance), a rollback waits for a
+        # get in progress, perhaps a dead connection's, so that get cannot
+        # take entries after the cursor was reset and strand them.
+        with destination.get_lock:
+            if rollback.batch_id == 0:
+                meta.clear_batches()
+            else:
+                self._remove_batch(meta, rollback.batch_id, "rollback error,")
+            # Canal rolls the whole store back even for a single batch id.
+            destination.store.rollback()
 
     # -- helpers --------------------------------------------------------------------
 

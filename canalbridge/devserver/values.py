@@ -6,13 +6,14 @@ import datetime as dt
 import json
 import random
 import struct
-from decimal import Decimal
+from decimal import Context, Decimal
 
-from canalbridge.devserver.mysql_types import ZERO_DATE, MySqlType
+from canalbridge.mysql_types import ZERO_DATE, MySqlType
 
 _INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
 # Letters from 1-, 2-, 3- and 4-byte UTF-8, quotes and backslashes included.
 _ALPHABET = "abcxyzABC019 _-'\"\\/éßøЖя中文字😀🚀𝄞"
+_WIDE = Context(prec=80)  # MySQL decimals have up to 65 digits
 _EPOCH_MIN = dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
 _EPOCH_MAX = dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=dt.timezone.utc)
 
@@ -41,7 +42,8 @@ def random_value(mysql_type: MySqlType, rng: random.Random) -> object:
         unscaled = int("9" * digits) if extreme else rng.randint(0, 10**digits - 1)
         if rng.random() < 0.15:
             unscaled = unscaled // 10**scale * 10**scale if scale else unscaled  # trailing zeros
-        return Decimal(unscaled * rng.choice((1, -1))).scaleb(-scale)
+        # scaleb in a wide context: the default one holds 28 digits and would round.
+        return Decimal(unscaled * rng.choice((1, -1))).scaleb(-scale, context=_WIDE)
     if base == "float":
         raw = rng.choice((3.4e38, -1.5e-38)) if extreme else round(rng.uniform(-1e6, 1e6), 2)
         return struct.unpack(">f", struct.pack(">f", raw))[0]
@@ -82,7 +84,8 @@ def random_value(mysql_type: MySqlType, rng: random.Random) -> object:
         return dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(-300_000, 300_000))
     if base == "datetime":
         if extreme:
-            return rng.choice((ZERO_DATE, dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)))
+            latest = dt.datetime(9999, 12, 31, 23, 59, 59, _truncate_micros(999_999, mysql_type.fsp))
+            return rng.choice((ZERO_DATE, dt.datetime(1000, 1, 1), latest))
         moment = dt.datetime(2000, 1, 1) + dt.timedelta(seconds=rng.randint(-10**9, 10**9))
         return moment.replace(microsecond=_truncate_micros(rng.randint(0, 999_999), mysql_type.fsp))
     if base == "timestamp":

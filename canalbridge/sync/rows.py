@@ -41,12 +41,18 @@ class SourceColumn:
 
 @dataclass(frozen=True)
 class ChangeRow:
-    """One row change in target column order; values are Canal text, None for NULL."""
+    """One row change in target column order; values are Canal text, None for NULL.
+
+    ``before`` is the before image of an UPDATE that kept its key (changelog
+    mode writes it); an UPDATE that changed the key arrives as a DELETE of
+    the old row and an UPSERT of the new one, both with event type UPDATE.
+    """
 
     op: Op
     values: tuple[str | None, ...]
     position: EntryPosition
     event_type: int
+    before: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,9 @@ class RowMapper:
                 after = self._values(row_data.afterColumns, position)
                 if self.key_of(before) != self.key_of(after):
                     rows.append(ChangeRow(Op.DELETE, before, position, event_type))
-                rows.append(ChangeRow(Op.UPSERT, after, position, event_type))
+                    rows.append(ChangeRow(Op.UPSERT, after, position, event_type))
+                else:
+                    rows.append(ChangeRow(Op.UPSERT, after, position, event_type, before))
         return rows
 
     def key_of(self, values: tuple[str | None, ...]) -> tuple[str | None, ...]:

@@ -20,6 +20,7 @@ from canalbridge.devserver.catalog import standard_tables
 from canalbridge.devserver.replay import apply_entries
 from canalbridge.devserver.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from tests.helpers import eventually
 
 PASSWORD = "canal-secret"
 
@@ -300,3 +301,23 @@ def test_unsubscribe_ends_the_subscription(dev_server):
         client.unsubscribe()
         with pytest.raises(CanalServerError, match="should subscribe first"):
             client.get_without_ack(1)
+
+
+def test_get_of_a_dropped_connection_cannot_strand_entries_after_rollback(dev_server):
+    fed(dev_server, rows=3)
+    first = connector(dev_server)
+    first.connect()
+    first.subscribe()
+    taken = first.get_without_ack(5)
+    # A get that waits on the server for a full batch, then the network cut.
+    waiting = threading.Thread(target=lambda: pytest.raises(CanalConnectionError, first.get_without_ack, 100, 1500))
+    waiting.start()
+    assert eventually(dev_server.destinations["example"].get_lock.locked, 5)  # the server is in that get
+    dev_server.drop_connections()
+    waiting.join(10)
+    with connector(dev_server) as second:
+        second.subscribe()
+        second.rollback()
+        # The old session's get ends on its own timeout; the rollback waits for it,
+        # as Canal's does, so the entries come back instead of going to a dead socket.
+        assert offsets(second.get_without_ack(5, timeout_ms=5000)) == offsets(taken)

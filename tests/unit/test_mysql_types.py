@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from canalbridge.devserver.mysql_types import ZERO_DATE, MySqlType, SqlType
+from canalbridge.mysql_types import ZERO_DATE, MySqlType, SqlType
 
 UTC = dt.timezone.utc
 
@@ -108,3 +108,7 @@ def test_type_parsing_keeps_enum_labels_and_precision():
     assert MySqlType.parse("decimal(30,10)").scale == 10
     assert MySqlType.parse("datetime(3)").fsp == 3
     assert MySqlType.parse("int(10) unsigned zerofill").unsigned
+
+
+def test_float_near_the_float32_maximum_renders():
+    assert MySqlType.parse("float").render(3.4028234663852886e38).text == "3.4028235E38"

@@ -136,3 +136,15 @@ def test_same_seed_same_entries():
     first = [e.SerializeToString() for e in generate(row_changes=200, seed=9)[1]]
     second = [e.SerializeToString() for e in generate(row_changes=200, seed=9)[1]]
     assert first == second
+
+
+def test_generated_decimals_stay_within_their_declared_precision():
+    from canalbridge.devserver.catalog import ALL_TYPES_COLUMNS
+    from canalbridge.devserver.entries import TableDef
+
+    table = TableDef("s", "t", ALL_TYPES_COLUMNS)
+    workload = Workload(WorkloadSpec(tables=(table,), row_changes=400, null_ratio=0))
+    list(workload)
+    wide = [row["c_decimal_wide"] for row in workload.expected["s.t"].rows.values()]
+    assert max(v.copy_abs() for v in wide) < 10**20  # decimal(30,10): 20 integer digits (abs() would round)
+    assert any(len(v.as_tuple().digits) == 30 for v in wide)  # extremes use every digit

@@ -1,4 +1,4 @@
-"""MySQL column types and how Canal renders their values.
+"""MySQL column types (parsed from Canal's ``mysqlType``) and how Canal renders their values.
 
 Canal ships every value as text plus a ``sqlType`` (java.sql.Types) and the
 column's ``mysqlType`` string. The rules here follow Canal's
@@ -285,6 +285,10 @@ def java_float_str(value: float) -> str:
         return java_double_str(single)
     for precision in range(1, 10):
         text = f"{single:.{precision}g}"
-        if struct.unpack(">f", struct.pack(">f", float(text)))[0] == single:
+        try:
+            round_trip = struct.unpack(">f", struct.pack(">f", float(text)))[0]
+        except OverflowError:  # rounding near float32's maximum went past it
+            continue
+        if round_trip == single:
             return _java_style(*_shortest_digits(repr(float(text))))
     raise AssertionError(f"no round-trip text for float32 {single!r}")

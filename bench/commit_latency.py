@@ -1,0 +1,80 @@
+"""Commit latency of the Iceberg upsert writer for N staged rows (Spark local[2]).
+
+For each size, rows of a 10-column table are staged through the writer
+(spilling to Parquet past 200,000) and committed with one MERGE INTO into
+the table the previous sizes filled: keys start half a batch back, so a
+batch updates the rows already there and inserts the rest. The first size
+also pays for creating the table and warming the JVM. Prints one JSON line
+per size, then a summary line.
+
+    .venv/bin/python bench/commit_latency.py --sizes 10000,100000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+from canalbridge.devserver.catalog import narrow_table
+from canalbridge.logs import configure_logging
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import ChangeRow, Op, RowBatch, SourceColumn
+from canalbridge.sync.settings import ChannelSettings
+from spark_sink.session import get_spark, stop_spark
+from spark_sink.settings import SparkSettings
+from spark_sink.writer import IcebergUpsertWriter
+
+TABLE = narrow_table(columns=10)
+SEND_ROWS = 5000  # rows per send, as a channel would hand them over
+
+
+def make_rows(start_key: int, count: int, offset: int) -> list[ChangeRow]:
+    position = EntryPosition("mysql-bin.000001", offset)
+    rows = []
+    for n in range(count):
+        key = start_key + n
+        values = (str(key), str(key % 1000), f"name-{key}", f"{key % 100000}.25", "2024-05-06 07:08:09.123",
+                  str(key * 7), str(n), f"v{n}", "1.50", "2025-01-01 00:00:00.000")
+        rows.append(ChangeRow(Op.UPSERT, values, position, 1))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    args = parser.parse_args()
+    configure_logging("warning")
+    root = tempfile.mkdtemp(prefix="canalbridge-bench-")
+    settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    spark = get_spark(settings)
+    columns = tuple(SourceColumn(c.name, c.mysql_type.declared, 0, c.is_key) for c in TABLE.columns)
+    names = tuple(c.name for c in TABLE.columns)
+    writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, "lake.bench.events"), "bench", settings)
+    results = {}
+    next_key, offset = 0, 4
+    for size in (int(s) for s in args.sizes.split(",")):
+        # Half the batch updates rows already in the table, half inserts new ones.
+        start_key = max(next_key - size // 2, 0)
+        rows = make_rows(start_key, size, offset)
+        writer.begin(f"bench-{size}")
+        started = time.perf_counter()
+        for index in range(0, size, SEND_ROWS):
+            writer.send(RowBatch(TABLE.qualified, names, columns, (0,), tuple(rows[index:index + SEND_ROWS])))
+        staged = time.perf_counter() - started
+        started = time.perf_counter()
+        writer.commit(EntryPosition("mysql-bin.000001", offset))
+        commit_s = time.perf_counter() - started
+        next_key = start_key + size
+        offset += 1000
+        total = spark.table("lake.bench.events").count()
+        results[size] = round(commit_s, 2)
+        print(json.dumps({"staged_rows": size, "stage_s": round(staged, 2), "commit_s": round(commit_s, 2),
+                          "rows_per_s": round(size / commit_s), "table_rows": total}), flush=True)
+    stop_spark()
+    print(json.dumps({"benchmark": "commit_latency", "commit_s_by_staged_rows": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""Channel writers into Iceberg: upsert (MERGE INTO) and changelog (append) modes.
+
+Both stage the open transaction's rows as text (:mod:`spark_sink.staging`),
+convert them to typed columns in Spark (:mod:`spark_sink.types`) at commit,
+and write them as one Iceberg commit whose snapshot summary carries the
+channel's end position (:mod:`spark_sink.commit_properties`), so that
+:meth:`committed_position` can read it back after a restart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.errors import SyncError
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import Op, RowBatch
+from canalbridge.sync.settings import ChannelSettings
+from spark_sink.commit_properties import with_commit_properties
+from spark_sink.identifiers import quote
+from spark_sink.settings import SparkSettings
+from spark_sink.staging import Staging
+from spark_sink.table import TargetColumn, TargetTable, TargetTableError, position_properties
+from spark_sink.types import convert, spark_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = structlog.get_logger("canalbridge.spark")
+_UPDATE = int(entry_pb.EventType.UPDATE)
+_DELETE = int(entry_pb.EventType.DELETE)
+_view_ids = itertools.count(1)
+# Spark error classes that retrying the same rows cannot fix.
+_DATA_ERRORS = ("CAST_INVALID_INPUT", "NUMERIC_VALUE_OUT_OF_RANGE", "CAST_OVERFLOW", "DATETIME_OVERFLOW")
+
+
+class ValueConversionError(SyncError):
+    """A value that is not a value of its column's type (e.g. "abc" for an int)."""
+
+    transient = False
+
+    def __init__(self, table: str, message: str) -> None:
+        self.table = table
+        super().__init__(f"table {table}: a value does not convert to its column type: {message}")
+
+
+class _IcebergWriter:
+    """What both modes share: the target table, staging, and the position bookkeeping."""
+
+    meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint"))
+
+    def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
+        self.spark = spark
+        self.channel = channel
+        self.job = job
+        self.table = TargetTable(spark, channel.target)
+        safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", channel.target)
+        self.staging = Staging(self.meta_fields, settings.spill_rows, Path(settings.spill_dir) / job / safe_name)
+        self._view = f"canalbridge_staged_{next(_view_ids)}"
+        self._label = ""
+        self._ready = False
+        self._batch: RowBatch | None = None  # column facts of the open transaction
+        self._seq = 0
+        self._log = log.bind(job=job, channel=channel.source, target=channel.target)
+
+    # -- ChannelWriter --------------------------------------------------------------------
+
+    def target_columns(self) -> tuple[str, ...] | None:
+        columns = self.table.columns()
+        if columns is None:
+            return None
+        return tuple(c for c in columns if c not in self._own_columns())
+
+    def committed_position(self) -> EntryPosition | None:
+        if self.table.columns() is None:
+            return None
+        return self.table.last_position(self.job)
+
+    def begin(self, label: str) -> None:
+        self.staging.clear()
+        self._label = label
+        self._seq = 0
+        self._batch = None
+
+    def send(self, batch: RowBatch) -> None:
+        if not self._ready:
+            self._prepare_table(batch)
+        self._batch = batch
+        self.staging.add(self._stage(batch))
+
+    def commit(self, end_position: EntryPosition) -> None:
+        if self._batch is None:
+            return
+        properties = position_properties(self.job, self._label, end_position)
+        try:
+            frame = self._typed(self.staging.to_dataframe(self.spark), self._batch)
+            self._write(frame, properties)
+        except Exception as exc:
+            reason = _data_error(exc)
+            if reason is not None:
+                raise ValueConversionError(self.channel.target, reason) from exc
+            raise
+        finally:
+            self.staging.clear()
+            self.spark.catalog.dropTempView(self._view)
+        self._log.debug("spark.committed", label=self._label, position=str(end_position))
+
+    def abort(self, reason: str) -> None:
+        self.staging.clear()
+        self._batch = None
+
+    def close(self) -> None:
+        self.staging.close()
+
+    # -- shared helpers ---------------------------------------------------------------------
+
+    def _own_columns(self) -> tuple[str, ...]:
+        return ()
+
+    def _prepare_table(self, batch: RowBatch) -> None:
+        wanted = list(batch.target_columns)
+        if self.table.columns() is None:
+            keys = {batch.target_columns[i] for i in batch.key_indexes}
+            columns = [
+                TargetColumn(name, spark_type(source.mysql_type), name in keys)
+                for name, source in zip(batch.target_columns, batch.columns)
+            ]
+            key_names = [batch.target_columns[i] for i in batch.key_indexes]
+            self.table.create(columns + self._own_target_columns(), key_names)
+            self._log.info("spark.table_created", columns=len(columns))
+        self.table.validate(wanted + [c.name for c in self._own_target_columns()])
+        self._ready = True
+
+    def _own_target_columns(self) -> list[TargetColumn]:
+        return []
+
+    def _converted(self, batch: RowBatch) -> list[Column]:
+        from pyspark.sql import functions as F
+
+        return [
+            convert(F.col(f"c{index}"), source.mysql_type).alias(name)
+            for index, (name, source) in enumerate(zip(batch.target_columns, batch.columns))
+        ]
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # -- mode-specific --------------------------------------------------------------------------
+
+    def _stage(self, batch: RowBatch) -> list[tuple]:
+        raise NotImplementedError
+
+    def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
+        raise NotImplementedError
+
+    def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
+        raise NotImplementedError
+
+
+class IcebergUpsertWriter(_IcebergWriter):
+    """Keeps the target equal to the source: the last change per key, merged in one MERGE INTO."""
+
+    def _stage(self, batch: RowBatch) -> list[tuple]:
+        return [("D" if row.op is Op.DELETE else "U", self._next_seq(), *row.values) for row in batch.rows]
+
+    def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        keys = [F.col(f"c{index}") for index in batch.key_indexes]
+        latest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
+        last_change = staged.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
+        return last_change.select(*self._converted(batch), F.col("_op"))
+
+    def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
+        assert self._batch is not None
+        frame.createOrReplaceTempView(self._view)
+        names = [quote(name) for name in self._batch.target_columns]
+        keys = [quote(self._batch.target_columns[i]) for i in self._batch.key_indexes]
+        on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        assignments = ", ".join(f"t.{n} = s.{n}" for n in names)
+        statement = (
+            f"MERGE INTO {self.table.identifier} t USING {self._view} s ON {on} "
+            f"WHEN MATCHED AND s._op = 'D' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {assignments} "
+            f"WHEN NOT MATCHED AND s._op <> 'D' THEN INSERT ({', '.join(names)}) "
+            f"VALUES ({', '.join('s.' + n for n in names)})"
+        )
+        def merge() -> None:
+            self.spark.sql(statement)
+
+        with_commit_properties(self.spark, properties, merge)
+
+
+class IcebergChangelogWriter(_IcebergWriter):
+    """Appends every change as a row: ``_op`` (+I, -U, +U, -D), its binlog position and execute time."""
+
+    meta_fields = (
+        ("_op", "string"), ("_seq", "bigint"), ("_journal", "string"), ("_offset", "bigint"),
+        ("_execute_time_ms", "bigint"),
+    )
+    _OWN = ("_op", "_journal", "_offset", "_execute_time", "_seq")
+
+    def _own_columns(self) -> tuple[str, ...]:
+        return self._OWN
+
+    def _own_target_columns(self) -> list[TargetColumn]:
+        return [
+            TargetColumn("_op", "string", True), TargetColumn("_journal", "string", True),
+            TargetColumn("_offset", "bigint", True), TargetColumn("_execute_time", "timestamp"),
+            TargetColumn("_seq", "bigint", True),
+        ]
+
+    def _stage(self, batch: RowBatch) -> list[tuple]:
+        staged: list[tuple] = []
+        for row in batch.rows:
+            where = (row.position.journal, row.position.offset, row.position.execute_time_ms)
+            if row.event_type == _UPDATE:
+                if row.op is Op.DELETE:
+                    staged.append(("-U", self._next_seq(), *where, *row.values))
+                    continue
+                if row.before is not None:
+                    staged.append(("-U", self._next_seq(), *where, *row.before))
+                staged.append(("+U", self._next_seq(), *where, *row.values))
+            elif row.op is Op.DELETE:
+                staged.append(("-D", self._next_seq(), *where, *row.values))
+            else:
+                staged.append(("+I", self._next_seq(), *where, *row.values))
+        return staged
+
+    def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        execute_time = F.timestamp_millis(F.col("_execute_time_ms")).alias("_execute_time")
+        return staged.select(
+            *self._converted(batch), F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
+            F.col("_seq"),
+        )
+
+    def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
+        writer = frame.writeTo(self.table.identifier)
+        for key, value in properties.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.append()
+
+
+def make_writer(
+    spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings
+) -> IcebergUpsertWriter | IcebergChangelogWriter:
+    """The writer for a channel's ``mode``."""
+    if channel.mode == "changelog":
+        return IcebergChangelogWriter(spark, channel, job, settings)
+    if channel.mode == "upsert":
+        return IcebergUpsertWriter(spark, channel, job, settings)
+    raise TargetTableError(f"channel {channel.source}: unknown mode {channel.mode!r} (upsert or changelog)")
+
+
+_DATA_ERROR_RE = re.compile(r"\[(?:" + "|".join(_DATA_ERRORS) + r")\][^\n]*?\.(?=\s|$)")
+
+
+def _data_error(exc: BaseException) -> str | None:
+    """Spark's sentence about a value that cannot convert (it names the value), if that is the error."""
+    match = _DATA_ERROR_RE.search(str(exc))
+    return match.group(0) if match else None
