@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from canalbridge import __version__
+from canalbridge import __version__, commands
 from canalbridge.logs import configure_logging
 
 
@@ -15,21 +15,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"canalbridge {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from canalbridge.devserver import main as devserver_main
+    run = sub.add_parser("run", help="run the daemon in the foreground (as systemd does)")
+    commands.add_config_argument(run)
+    run.set_defaults(handler=commands.run, logs_configured_by_handler=True)
 
-    devserver = commands.add_parser(
-        "devserver", help="run a Canal-protocol server for tests and demos (not a binlog parser)"
-    )
-    devserver_main.add_arguments(devserver)
-    devserver.set_defaults(handler=devserver_main.run)
+    validate = sub.add_parser("validate", help="check a configuration file and exit")
+    commands.add_config_argument(validate)
+    validate.set_defaults(handler=commands.validate)
+
+    status = sub.add_parser("status", help="show the jobs: live from the daemon, else from the state store")
+    commands.add_config_argument(status)
+    status.add_argument("--json", action="store_true", help="print the stable JSON document")
+    status.add_argument("job", nargs="?", help="only this job")
+    status.set_defaults(handler=commands.status)
+
+    for action, help_text in (("pause", "pause a job (nothing uncommitted is acked)"),
+                              ("resume", "resume a paused job from Canal's ack position"),
+                              ("stop", "stop a job for good (cancelled, as in Doris)")):
+        command = sub.add_parser(action, help=help_text)
+        commands.add_config_argument(command)
+        command.add_argument("job")
+        command.set_defaults(handler=commands.act, action=action)
 
     from canalbridge import demo
+    from canalbridge.devserver import main as devserver_main
 
-    demo_parser = commands.add_parser("demo", help="feed a generated workload through the dev server and verify it")
+    demo_parser = sub.add_parser("demo", help="the main job on its embedded default, verified table by table")
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(handler=demo.run)
+
+    devserver = sub.add_parser("devserver", help="run a Canal-protocol server for tests and demos")
+    devserver_main.add_arguments(devserver)
+    devserver.set_defaults(handler=devserver_main.run)
     return parser
 
 
@@ -39,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    configure_logging(args.log_level)
+    if not getattr(args, "logs_configured_by_handler", False):
+        configure_logging(args.log_level)
     return int(args.handler(args))
 
 

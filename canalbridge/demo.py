@@ -1,55 +1,117 @@
-"""``canalbridge demo``: a generated workload through the dev server, drained and verified.
+"""``canalbridge demo``: the main job on its embedded default, verified table by table.
 
-Until the daemon lands, the demo drains the dev server with the Canal
-connector (get, ack) and applies the rows to in-memory tables; then it
-compares every table with the generator's expected table and prints a
-verdict per table. Exit 0 only when all match.
+It starts the dev server with a generated workload (every MySQL type,
+inserts, updates with primary-key changes, deletes, DDL), writes a config,
+runs the daemon against it with Spark local and a local Iceberg warehouse
+until Canal has every entry acked, prints the status, and compares every
+target table with the generator's expected table. Exit 0 only if all match.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
+import threading
 import time
+from pathlib import Path
 
-from canalbridge.canal import CanalConnector
+from canalbridge.config import load_config
 from canalbridge.devserver import DestinationConfig, DevServer
 from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.replay import TextTables, apply_entries
 from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.logs import configure_logging
+from canalbridge.status import render_text
+
+CONFIG_TEMPLATE = """\
+# Written by `canalbridge demo`.
+[daemon]
+state_dir = "state"
+control = "127.0.0.1:0"
+log_level = "warning"
+
+[spark]
+master = "local[2]"
+warehouse = "warehouse"
+
+[[job]]
+name = "demo"
+[job.canal]
+host = "127.0.0.1"
+port = {port}
+destination = "demo"
+username = "canal"
+password_env = "CANALBRIDGE_DEMO_PASSWORD"
+batch_size = 4096
+poll_timeout_ms = 200
+[job.commit]
+interval_seconds = 2
+min_events = 10000
+min_bytes = 1048576
+{channels}
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=20000, help="row changes to generate (default 20000)")
     parser.add_argument("--tables", type=int, default=3, help="source tables (default 3)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="entries per get (default 1024)")
+    parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=42)
 
 
 def run(args: argparse.Namespace) -> int:
-    workload = Workload(WorkloadSpec(tables=standard_tables(args.tables), row_changes=args.rows, seed=args.seed))
-    tables: TextTables = {}
+    import os
+
+    from canalbridge.daemon import Daemon
+
+    configure_logging("warning")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    tables = standard_tables(args.tables)
+    workload = Workload(WorkloadSpec(tables=tables, row_changes=args.rows, pk_change_ratio=0.1, ddl_every=50,
+                                     seed=args.seed))
     started = time.monotonic()
-    with DevServer([DestinationConfig("demo", "canal", "canal", capacity=16384)]) as server:
+    password = "demo-" + os.urandom(4).hex()
+    os.environ["CANALBRIDGE_DEMO_PASSWORD"] = password
+    with DevServer([DestinationConfig("demo", "canal", password)]) as server:
         server.feed("demo", workload)
-        with CanalConnector("127.0.0.1", server.port, "demo", username="canal", password="canal") as client:
-            client.subscribe(r"shop\..*")
-            client.rollback()
-            rows = 0
-            while True:
-                batch = client.get_without_ack(args.batch_size, timeout_ms=200)
-                if batch.is_empty:
-                    if server.is_drained("demo"):
-                        break
-                    continue
-                rows += apply_entries(tables, batch.entries)
-                client.ack(batch.batch_id)
+        channels = "\n".join(
+            f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.demo.{t.name}"' for t in tables
+        )
+        config_path = workdir / "canalbridge.toml"
+        config_path.write_text(CONFIG_TEMPLATE.format(port=server.port, channels=channels))
+        config_path.chmod(0o600)
+        config = load_config(config_path)
+        daemon = Daemon(config)
+        runner = threading.Thread(target=daemon.run, kwargs={"install_signals": False}, name="demo-daemon")
+        runner.start()
+        try:
+            drained = server.destinations["demo"].wait_acked(1800)
+            print(render_text(daemon.status()))
+            verdicts = _verify(workload, tables) if drained else {}
+        finally:
+            daemon.stop_requested.set()
+            runner.join()
     elapsed = time.monotonic() - started
-    print(f"drained {rows} row changes in {elapsed:.1f} s through the Canal protocol")
-    failures = 0
-    for name, expected in sorted(workload.expected.items()):
-        actual = tables.get(name, {})
-        ok = actual == expected.canal_rows()
-        failures += not ok
-        print(f"  {name:<24} {len(actual):>7} rows  {'OK' if ok else 'MISMATCH'}")
+    print(f"\n{args.rows} row changes through Canal's protocol into Iceberg in {elapsed:.1f} s (workdir {workdir})")
+    if not drained:
+        print("demo: FAILED, not everything was committed and acked")
+        return 1
+    for name, (rows, ok) in verdicts.items():
+        print(f"  {name:<24} {rows:>7} rows  {'OK' if ok else 'MISMATCH'}")
+    failures = sum(not ok for _, ok in verdicts.values())
     print("demo: all tables match" if not failures else f"demo: {failures} table(s) differ")
     return 0 if not failures else 1
+
+
+def _verify(workload: Workload, tables) -> dict[str, tuple[int, bool]]:  # type: ignore[no-untyped-def]
+    from spark_sink.session import get_spark
+    from spark_sink.settings import SparkSettings
+    from spark_sink.verify import expected_typed, read_typed
+
+    spark = get_spark(SparkSettings())  # the daemon's session, already running
+    verdicts = {}
+    for table in tables:
+        expected = workload.expected[table.qualified]
+        actual = read_typed(spark, f"lake.demo.{table.name}", table)
+        verdicts[table.qualified] = (len(actual), actual == expected_typed(table, expected.rows.values()))
+    return verdicts

@@ -66,6 +66,9 @@ class Channel:
         self.writer = writer
         self.debug = debug
         self.committed_position: EntryPosition | None = None
+        # Counters for metrics (each written by one thread, read anywhere).
+        self.entries_received = 0
+        self.rows_written = 0
         self._pending: list[tuple[EntryPosition, bytes]] = []
         self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _Stop] = queue.Queue(QUEUE_CHUNKS)
         self._thread: threading.Thread | None = None
@@ -103,6 +106,7 @@ class Channel:
     def add(self, position: EntryPosition, row_change: bytes) -> None:
         """Queue one ROWDATA entry's row change for this transaction."""
         self._pending.append((position, row_change))
+        self.entries_received += 1
         if len(self._pending) >= SEND_EVERY_ENTRIES:
             self._flush()
 
@@ -184,6 +188,7 @@ class Channel:
             item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
             return
         self.committed_position = item.end_position
+        self.rows_written += self._rows_sent
         self._begun = False
         self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(item.end_position))
         item.result.set_result(True)

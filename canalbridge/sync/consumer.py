@@ -52,7 +52,10 @@ class ConsumerStats:
     skipped: int = 0
     ddl: int = 0
     split_source_txns: int = 0
+    retries: int = 0
+    batches: int = 0
     last_commit_time_ms: int | None = None
+    last_commit_seconds: float = 0.0
 
 
 class Consumer:
@@ -67,8 +70,10 @@ class Consumer:
         meta: PositionMeta,
         stop: threading.Event,
         on_failure: Callable[[SyncError], None],
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
+        self._on_commit = on_commit
         self.job = settings.name
         self.connector = connector
         self.batches = batches
@@ -113,6 +118,7 @@ class Consumer:
                     self.settings.commit.retry_initial_seconds * 2 ** (failures - 1),
                     self.settings.commit.retry_max_seconds,
                 )
+                self.stats.retries += 1
                 self._log.warning("consumer.retrying", error=str(exc), attempt=failures, retry_in_s=delay)
                 if self._stop.wait(delay):
                     break
@@ -160,6 +166,7 @@ class Consumer:
             )
         )
         work.bytes += batch.raw_size
+        self.stats.batches += 1
 
     def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str) -> bool:
         """Route entries; commit after a source transaction end when due. True if it committed."""
@@ -249,6 +256,9 @@ class Consumer:
         acked = self._ack_through(cut)
         self.stats.commits += 1
         self.stats.last_commit_time_ms = int(time.time() * 1000)
+        self.stats.last_commit_seconds = time.monotonic() - started
+        if self._on_commit is not None:
+            self._on_commit()
         self._log.info(
             "consumer.committed", label=label, reason=reason, position=str(cut), channels=written,
             batches_acked=acked, seconds=round(time.monotonic() - started, 3),

@@ -23,7 +23,7 @@ from canalbridge.sync.batch_queue import BatchQueue
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer, ConsumerStats
 from canalbridge.sync.errors import SyncError
-from canalbridge.sync.position import PositionMeta
+from canalbridge.sync.position import EntryPosition, PositionMeta
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
@@ -59,13 +59,18 @@ class JobStateError(Exception):
 
 
 WriterFactory = Callable[[ChannelSettings], ChannelWriter]
+# Called with the job and whether its state changed (else: a commit happened).
+JobListener = Callable[["SyncJob", bool], None]
 
 
 class SyncJob:
     """Runs one job's threads; thread-safe control methods."""
 
-    def __init__(self, settings: JobSettings, writer_factory: WriterFactory) -> None:
+    def __init__(
+        self, settings: JobSettings, writer_factory: WriterFactory, listener: JobListener | None = None
+    ) -> None:
         self.settings = settings
+        self.listener = listener
         self.name = settings.name
         self.writer_factory = writer_factory
         self.meta = PositionMeta()
@@ -113,7 +118,8 @@ class SyncJob:
                 self.settings.canal_filter, self._stop, self._fail,
             )
             self._consumer = Consumer(
-                self.settings, self._connector, batches, self.channels, self.meta, self._stop, self._fail
+                self.settings, self._connector, batches, self.channels, self.meta, self._stop, self._fail,
+                on_commit=lambda: self._notify(transition=False),
             )
             self._consumer.stats = self._stats
             self._batches = batches
@@ -146,6 +152,13 @@ class SyncJob:
             self._teardown()
             self.finish_time_ms = _now_ms()
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
+
+    def shutdown(self) -> None:
+        """Stop the threads for a daemon shutdown; the state stays as it is, to resume at next start."""
+        with self._lock:
+            if self.state is JobState.RUNNING:
+                self._teardown()
+                self._notify(transition=False)
 
     def wait_state(self, state: JobState, timeout_s: float) -> bool:
         """Wait until the job is in ``state``."""
@@ -221,6 +234,46 @@ class SyncJob:
             self.fail_message = message
         self._log.info("job.state", previous=previous.value, state=state.value, reason=str(message or ""))
         self._state_changed.notify_all()
+        self._notify(transition=True)
+
+    def _notify(self, *, transition: bool) -> None:
+        if self.listener is not None:
+            try:
+                self.listener(self, transition)
+            except Exception as exc:  # a listener must not break the job
+                self._log.error("job.listener_failed", error=str(exc))
+
+    def snapshot(self) -> dict[str, object]:
+        """The job's persistent facts, for the state store and status."""
+        committed = dict(self.meta.committed)
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "fail_kind": self.fail_message.kind.value if self.fail_message else None,
+            "fail_text": self.fail_message.text if self.fail_message else None,
+            "create_time_ms": self.create_time_ms,
+            "last_start_time_ms": self.last_start_time_ms,
+            "last_stop_time_ms": self.last_stop_time_ms,
+            "finish_time_ms": self.finish_time_ms,
+            "ack_position": self.meta.ack_position,
+            "ack_time_ms": self.meta.ack_time_ms,
+            "last_commit_time_ms": self._stats.last_commit_time_ms,
+            "channels": {c.source: (c.target, committed.get(c.source)) for c in self.settings.channels},
+            "updated_ms": _now_ms(),
+        }
+
+    def restore(self, state: JobState, fail_message: FailMessage | None, create_time_ms: int | None,
+                ack_position: EntryPosition | None, ack_time_ms: int | None,
+                last_commit_time_ms: int | None, finish_time_ms: int | None) -> None:
+        """Take back what the state store remembers (before start)."""
+        with self._lock:
+            self.state = state
+            self.fail_message = fail_message
+            self.create_time_ms = create_time_ms or self.create_time_ms
+            self.finish_time_ms = finish_time_ms
+            self.meta.ack_position = ack_position
+            self.meta.ack_time_ms = ack_time_ms
+            self._stats.last_commit_time_ms = last_commit_time_ms
 
 
 def _now_ms() -> int:

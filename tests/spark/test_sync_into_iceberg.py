@@ -23,10 +23,9 @@ from canalbridge.sync.settings import (
 )
 from spark_sink.identifiers import quote_table
 from spark_sink.table import TargetTableError
+from spark_sink.verify import expected_typed, read_typed
 from spark_sink.writer import make_writer
 from tests.helpers import eventually
-
-from .expected import expected_typed, read_typed
 
 COMMITS = CommitSettings(interval_seconds=1.0, min_events=5000, min_bytes=1, retries=100,
                          retry_initial_seconds=0.05, retry_max_seconds=0.5, max_source_txn_wait_seconds=10)

@@ -15,9 +15,8 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.types import spark_type
+from spark_sink.verify import expected_typed, read_typed
 from spark_sink.writer import IcebergUpsertWriter, ValueConversionError
-
-from .expected import expected_typed, read_typed
 
 UTC = dt.timezone.utc
 TABLE = TableDef("src", "all_types", ALL_TYPES_COLUMNS)

@@ -1,7 +1,8 @@
-"""What a typed Iceberg table must hold for the workload generator's logical values.
+"""Check an Iceberg table against the workload generator's expected table (demo and tests).
 
-Written from the type table in spark_sink/types.py, independently of its
-Spark expressions: logical MySQL value -> the Python value Spark returns.
+The expectation is written from the type table in spark_sink/types.py,
+independently of its Spark expressions: logical MySQL value -> the Python
+value Spark returns.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import struct
 from decimal import Decimal, localcontext
+from typing import Any
 
 from canalbridge.devserver.entries import TableDef
 from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
@@ -17,7 +19,7 @@ from spark_sink.identifiers import quote, quote_table
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def typed(value: object, declared: str) -> object:
+def typed(value: Any, declared: str) -> object:
     """The value Spark should read back for a logical MySQL value."""
     if value is None:
         return None

@@ -1,0 +1,111 @@
+"""The daemon-facing subcommands: run, validate, status, pause, resume, stop."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from canalbridge.config import Config, ConfigError, load_config
+from canalbridge.control import ControlError, request
+from canalbridge.logs import configure_logging
+from canalbridge.state import StateError, StateStore
+from canalbridge.status import job_json, render_text
+
+EXIT_CONFIG = 2
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", type=Path, required=True, help="the TOML configuration file")
+
+
+def _load(args: argparse.Namespace) -> Config | None:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return config
+
+
+def validate(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return EXIT_CONFIG
+    print(f"{args.config}: valid ({len(config.jobs)} job(s), "
+          f"{sum(len(j.channels) for j in config.jobs)} channel(s))")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return EXIT_CONFIG
+    configure_logging(args.log_level if args.log_level != "info" else config.daemon.log_level,
+                      config.daemon.log_format)
+    from canalbridge.daemon import Daemon, DaemonError
+    from spark_sink.session import SparkSetupError
+
+    try:
+        return Daemon(config).run()
+    except (DaemonError, StateError, SparkSetupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def status(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return EXIT_CONFIG
+    try:
+        document = request(config.daemon.control, "GET", "/status", config.daemon.control_token)
+    except ControlError:
+        try:
+            document = offline_status(config)
+        except StateError as exc:
+            print(f"error: the daemon is not running and {exc}", file=sys.stderr)
+            return 1
+    if args.job:
+        document["jobs"] = [job for job in document["jobs"] if job["name"] == args.job]
+        if not document["jobs"]:
+            print(f"error: no job named {args.job!r} in {args.config}", file=sys.stderr)
+            return 1
+    print(json.dumps(document, indent=2, sort_keys=True) if args.json else render_text(document))
+    return 0
+
+
+def offline_status(config: Config) -> dict[str, Any]:
+    """The status document from the state store, for a daemon that is not running."""
+    store = StateStore(config.daemon.state_dir, create=False)
+    try:
+        records = store.load_jobs()
+    finally:
+        store.close()
+    jobs = []
+    for settings in config.jobs:
+        record = records.get(settings.name)
+        if record is None:
+            snapshot: dict[str, Any] = {"name": settings.name, "state": "PENDING", "fail_kind": None,
+                                        "fail_text": None,
+                                        "channels": {c.source: (c.target, None) for c in settings.channels}}
+        else:
+            snapshot = {**record.__dict__}
+        jobs.append(job_json(snapshot, settings))
+    return {"live": False, "pid": None, "jobs": jobs}
+
+
+def act(args: argparse.Namespace) -> int:
+    config = _load(args)
+    if config is None:
+        return EXIT_CONFIG
+    try:
+        result = request(config.daemon.control, "POST", f"/jobs/{args.job}/{args.action}", config.daemon.control_token)
+    except ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"job {result['name']}: {result['state']}")
+    return 0

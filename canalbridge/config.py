@@ -1,0 +1,352 @@
+"""The TOML configuration: load, validate, and turn into settings.
+
+Every problem is reported with the file and the key path
+(``job[0].canal.port``), all of them at once, and nothing starts: the
+``canalbridge`` commands exit with status 2. Passwords are never echoed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from canalbridge.sync.settings import MB, CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from spark_sink.settings import SparkSettings
+
+# Canal's defaults: canal.instance.memory.buffer.size and .memunit.
+CANAL_STORE_EVENTS = 16384
+CANAL_STORE_MEMUNIT = 1024
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; ``problems`` lists each key path and what is wrong."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        listed = "\n".join(f"  - {problem}" for problem in problems)
+        super().__init__(f"{path}: invalid configuration:\n{listed}")
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    state_dir: Path
+    control: str = "127.0.0.1:8765"  # host:port, or a Unix socket path
+    control_token: str | None = field(default=None, repr=False)
+    log_format: str = "console"
+    log_level: str = "info"
+    metrics_port: int = 0  # 0: no metrics endpoint
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    daemon: DaemonSettings
+    spark: SparkSettings
+    jobs: tuple[JobSettings, ...]
+    warnings: tuple[str, ...] = ()
+
+
+# -- a small schema walker ---------------------------------------------------------------
+
+Check = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: type | tuple[type, ...]
+    required: bool = False
+    check: Check | None = None
+
+
+def _port(value: int) -> str | None:
+    return None if 1 <= value <= 65535 else f"port {value} is outside 1..65535"
+
+
+def _port_or_zero(value: int) -> str | None:
+    return None if 0 <= value <= 65535 else f"port {value} is outside 0..65535"
+
+
+def _positive(value: float) -> str | None:
+    return None if value > 0 else f"must be positive, got {value}"
+
+
+def _not_negative(value: float) -> str | None:
+    return None if value >= 0 else f"must not be negative, got {value}"
+
+
+def _one_of(*choices: str) -> Check:
+    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
+
+
+def _non_empty(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _table_name(parts: int) -> Check:
+    def check(value: str) -> str | None:
+        if len([p for p in value.split(".") if p]) < parts:
+            return f"{value!r} must name {'schema.table' if parts == 2 else 'catalog.namespace.table'}"
+        return None
+
+    return check
+
+
+DAEMON_KEYS = {
+    "state_dir": Key(str, required=True, check=_non_empty),
+    "control": Key(str, check=_non_empty),
+    "control_token_env": Key(str, check=_non_empty),
+    "log_format": Key(str, check=_one_of("json", "console")),
+    "log_level": Key(str, check=_one_of("debug", "info", "warning", "error")),
+    "metrics_port": Key(int, check=_port_or_zero),
+}
+SPARK_KEYS = {
+    "master": Key(str, check=_non_empty),
+    "app_name": Key(str, check=_non_empty),
+    "catalog": Key(str, check=_non_empty),
+    "warehouse": Key(str, check=_non_empty),
+    "spill_rows": Key(int, check=_positive),
+    "conf": Key(dict),
+}
+JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict, required=True),
+            "commit": Key(dict), "channel": Key(list, required=True)}
+CANAL_KEYS = {
+    "host": Key(str, required=True, check=_non_empty),
+    "port": Key(int, required=True, check=_port),
+    "destination": Key(str, required=True, check=_non_empty),
+    "username": Key(str),
+    "password": Key(str),
+    "password_env": Key(str, check=_non_empty),
+    "batch_size": Key(int, check=_positive),
+    "client_id": Key(str, check=lambda v: None if v.lstrip("-").isdigit() and -32768 <= int(v) <= 32767
+                     else f"must be a number that fits a Java short, got {v!r}"),
+    "debug": Key(bool),
+    "poll_timeout_ms": Key(int, check=_positive),
+    "store_capacity": Key(int, check=lambda v: None if v > 0 and v & (v - 1) == 0
+                          else f"must be a power of 2 like canal.instance.memory.buffer.size, got {v}"),
+}
+COMMIT_KEYS = {
+    "interval_seconds": Key((int, float), check=_positive),
+    "min_events": Key(int, check=_not_negative),
+    "min_bytes": Key(int, check=_not_negative),
+    "max_bytes": Key(int, check=_positive),
+    "max_source_txn_wait_seconds": Key((int, float), check=_positive),
+    "retries": Key(int, check=_not_negative),
+    "retry_initial_seconds": Key((int, float), check=_positive),
+    "retry_max_seconds": Key((int, float), check=_positive),
+    "reconnect_attempts": Key(int, check=_positive),
+}
+CHANNEL_KEYS = {
+    "source": Key(str, required=True, check=_table_name(2)),
+    "target": Key(str, required=True, check=_table_name(3)),
+    "columns": Key(list),
+    "key": Key(list),
+    "mode": Key(str, check=_one_of("upsert", "changelog")),
+}
+
+
+def _walk(table: Any, keys: dict[str, Key], where: str, problems: list[str]) -> dict[str, Any]:
+    """Check one TOML table against ``keys``; return the values that passed."""
+    if not isinstance(table, dict):
+        problems.append(f"{where}: must be a table, got {type(table).__name__}")
+        return {}
+    values: dict[str, Any] = {}
+    for name in table:
+        if name not in keys:
+            problems.append(f"{where}.{name}: unknown key (known: {', '.join(sorted(keys))})")
+    for name, key in keys.items():
+        path = f"{where}.{name}"
+        if name not in table:
+            if key.required:
+                problems.append(f"{path}: missing required key")
+            continue
+        value = table[name]
+        kinds = key.kind if isinstance(key.kind, tuple) else (key.kind,)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            wanted = " or ".join(k.__name__ for k in kinds)
+            shown = "<hidden>" if "password" in name else repr(value)
+            problems.append(f"{path}: must be {wanted}, got {type(value).__name__} {shown}")
+            continue
+        reason = key.check(value) if key.check else None
+        if reason:
+            problems.append(f"{path}: {reason}")
+            continue
+        values[name] = value
+    return values
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
+    """Read and validate ``path``; raise ConfigError listing every problem."""
+    environ = dict(os.environ) if environ is None else environ
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(path, ["the file does not exist"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [f"cannot read the file: {exc}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, [f"not valid TOML: {exc}"]) from None
+
+    problems: list[str] = []
+    warnings: list[str] = []
+    for name in raw:
+        if name not in ("daemon", "spark", "job"):
+            problems.append(f"{name}: unknown section (known: daemon, spark, job)")
+    daemon_values = _walk(raw.get("daemon", {}), DAEMON_KEYS, "daemon", problems)
+    if "daemon" not in raw:
+        problems.append("daemon: missing required section")
+    spark_values = _walk(raw.get("spark", {}), SPARK_KEYS, "spark", problems)
+    for conf_key, conf_value in spark_values.get("conf", {}).items():
+        if not isinstance(conf_value, (str, int, float, bool)):
+            problems.append(f"spark.conf.{conf_key}: must be a string, number or boolean")
+    raw_jobs = raw.get("job", [])
+    if not isinstance(raw_jobs, list) or not raw_jobs:
+        problems.append("job: at least one [[job]] is required")
+        raw_jobs = []
+
+    control_token = None
+    if "control_token_env" in daemon_values:
+        variable = daemon_values["control_token_env"]
+        control_token = environ.get(variable)
+        if not control_token:
+            problems.append(f"daemon.control_token_env: environment variable {variable} is not set")
+
+    jobs = [_job(raw_job, index, environ, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
+    _check_across_jobs(jobs, problems)
+    if _has_password(raw) and _world_readable(path):
+        warnings.append(f"{path} holds a password and is readable by every user: chmod 600 it or use password_env")
+    if problems:
+        raise ConfigError(path, problems)
+
+    base = path.parent
+    state_dir = (base / daemon_values["state_dir"]).resolve()
+    daemon = DaemonSettings(
+        state_dir=state_dir,
+        control=daemon_values.get("control", "127.0.0.1:8765"),
+        control_token=control_token,
+        log_format=daemon_values.get("log_format", "console"),
+        log_level=daemon_values.get("log_level", "info"),
+        metrics_port=daemon_values.get("metrics_port", 0),
+    )
+    spark = SparkSettings(
+        master=spark_values.get("master", "local[*]"),
+        app_name=spark_values.get("app_name", "canalbridge"),
+        catalog=spark_values.get("catalog", "lake"),
+        warehouse=str((base / spark_values.get("warehouse", str(state_dir / "warehouse"))).resolve()),
+        conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
+        spill_rows=spark_values.get("spill_rows", 200_000),
+        spill_dir=str(state_dir / "spill"),
+    )
+    return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))
+
+
+def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], warnings: list[str]) -> JobSettings | None:
+    where = f"job[{index}]"
+    count = len(problems)
+    values = _walk(raw, JOB_KEYS, where, problems)
+    canal = _walk(values.get("canal", {}), CANAL_KEYS, f"{where}.canal", problems) if "canal" in values else {}
+    commit = _walk(values.get("commit", {}), COMMIT_KEYS, f"{where}.commit", problems)
+    channels = []
+    for position, raw_channel in enumerate(values.get("channel", [])):
+        channel_where = f"{where}.channel[{position}]"
+        channel = _walk(raw_channel, CHANNEL_KEYS, channel_where, problems)
+        for list_key in ("columns", "key"):
+            items = channel.get(list_key)
+            if items is not None and (not items or not all(isinstance(i, str) and i for i in items)):
+                problems.append(f"{channel_where}.{list_key}: must be a non-empty list of column names")
+        channels.append(channel)
+    if "channel" in values and not values["channel"]:
+        problems.append(f"{where}.channel: at least one [[job.channel]] is required")
+
+    password = canal.get("password", "")
+    if "password" in canal and "password_env" in canal:
+        problems.append(f"{where}.canal: set password or password_env, not both")
+    elif "password_env" in canal:
+        variable = canal["password_env"]
+        if variable not in environ:
+            problems.append(f"{where}.canal.password_env: environment variable {variable} is not set")
+        password = environ.get(variable, "")
+
+    store_capacity = canal.get("store_capacity", CANAL_STORE_EVENTS)
+    commit_settings = CommitSettings(**{k: v for k, v in commit.items()}, store_capacity=store_capacity)
+    if commit_settings.min_events > store_capacity:
+        problems.append(
+            f"{where}.commit.min_events: {commit_settings.min_events} events exceed what Canal's store holds "
+            f"without an ack ({store_capacity}, canal.instance.memory.buffer.size): commits would wait for the "
+            f"interval every time; lower it or raise {where}.canal.store_capacity with Canal's setting"
+        )
+    store_bytes = store_capacity * CANAL_STORE_MEMUNIT
+    if commit_settings.min_bytes > store_bytes:
+        problems.append(
+            f"{where}.commit.min_bytes: {commit_settings.min_bytes} bytes exceed Canal's store "
+            f"({store_capacity} x memunit {CANAL_STORE_MEMUNIT} = {store_bytes} bytes in MEMSIZE mode)"
+        )
+    if commit_settings.max_bytes < commit_settings.min_bytes:
+        problems.append(f"{where}.commit.max_bytes: smaller than min_bytes ({commit_settings.min_bytes})")
+    if len(problems) > count:
+        return None
+    return JobSettings(
+        name=values["name"],
+        canal=CanalSettings(
+            host=canal["host"], port=canal["port"], destination=canal["destination"],
+            username=canal.get("username", ""), password=password, client_id=canal.get("client_id", "1001"),
+            batch_size=canal.get("batch_size", 8192), poll_timeout_ms=canal.get("poll_timeout_ms", 1000),
+            debug=canal.get("debug", False),
+        ),
+        channels=tuple(
+            ChannelSettings(
+                source=c["source"], target=c["target"],
+                columns=tuple(c["columns"]) if "columns" in c else None,
+                key=tuple(c["key"]) if "key" in c else None,
+                mode=c.get("mode", "upsert"),
+            )
+            for c in channels
+        ),
+        commit=commit_settings,
+    )
+
+
+def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> None:
+    names: dict[str, int] = {}
+    destinations: dict[tuple[str, int, str], int] = {}
+    targets: dict[str, str] = {}
+    for index, job in enumerate(jobs):
+        if job is None:
+            continue
+        if job.name in names:
+            problems.append(f"job[{index}].name: {job.name!r} is already the name of job[{names[job.name]}]")
+        names.setdefault(job.name, index)
+        key = (job.canal.host, job.canal.port, job.canal.destination)
+        if key in destinations:
+            problems.append(
+                f"job[{index}].canal: {job.canal.address} destination {job.canal.destination!r} is already read "
+                f"by job[{destinations[key]}]; Canal keeps one ack cursor per destination"
+            )
+        destinations.setdefault(key, index)
+        for position, channel in enumerate(job.channels):
+            where = f"job[{index}].channel[{position}].target"
+            if channel.target in targets:
+                problems.append(f"{where}: {channel.target} is already written by {targets[channel.target]}")
+            targets.setdefault(channel.target, where)
+
+
+def _has_password(raw: dict) -> bool:
+    return any(isinstance(job, dict) and isinstance(job.get("canal"), dict) and job["canal"].get("password")
+               for job in raw.get("job", []) if isinstance(raw.get("job"), list))
+
+
+def _world_readable(path: Path) -> bool:
+    try:
+        return bool(path.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+__all__ = ["Config", "ConfigError", "DaemonSettings", "MB", "load_config"]

@@ -1,0 +1,182 @@
+"""``canalbridge run``: the daemon that runs every configured job until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from canalbridge.config import Config
+from canalbridge.control import ControlServer
+from canalbridge.metrics import Metrics
+from canalbridge.state import JobRecord, StateStore
+from canalbridge.status import job_json
+from canalbridge.sync.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
+from canalbridge.sync.settings import ChannelSettings, JobSettings
+
+log = structlog.get_logger("canalbridge.daemon")
+LOCK_FILE = "canalbridge.lock"
+
+
+class DaemonError(Exception):
+    """The daemon cannot start (another one holds the state directory, Spark cannot start...)."""
+
+
+class StateDirLock:
+    """An exclusive lock on the state directory, with the holder's pid in the file."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_FILE
+        self._file: Any = None
+
+    def acquire(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a+")
+        except OSError as exc:
+            raise DaemonError(f"cannot use state directory {self.path.parent}: {exc}") from exc
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise DaemonError(
+                f"another canalbridge daemon (pid {holder}) already uses state directory {self.path.parent}"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class Daemon:
+    """Owns the jobs, the state store, the control endpoint and the metrics."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.stop_requested = threading.Event()
+        self.jobs: dict[str, SyncJob] = {}
+        self._lock = StateDirLock(config.daemon.state_dir)
+        self._store: StateStore | None = None
+        self._metrics: Metrics | None = None
+        self._control: ControlServer | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def run(self, install_signals: bool = True) -> int:
+        """Run until a stop is requested; return the exit status."""
+        if install_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: self.stop_requested.set())
+        self._lock.acquire()
+        try:
+            self._start()
+            log.info("daemon.started", jobs=sorted(self.jobs), control=self.config.daemon.control, pid=os.getpid())
+            self.stop_requested.wait()
+            log.info("daemon.stopping")
+        finally:
+            self._shutdown()
+            self._lock.release()
+        log.info("daemon.stopped")
+        return 0
+
+    def _start(self) -> None:
+        from spark_sink.session import get_spark
+
+        self._store = StateStore(self.config.daemon.state_dir)
+        records = self._store.load_jobs()
+        self._metrics = Metrics(lambda: list(self.jobs.values()))
+        spark = get_spark(self.config.spark)
+        for settings in self.config.jobs:
+            job = SyncJob(settings, self._writer_factory(spark, settings), self._on_job_change)
+            self.jobs[settings.name] = job
+            record = records.get(settings.name)
+            if record is not None:
+                _restore(job, record)
+        if self.config.daemon.metrics_port:
+            self._metrics.serve(self.config.daemon.metrics_port)
+        self._control = ControlServer(self.config.daemon.control, self.config.daemon.control_token,
+                                      self.status, self.act)
+        self._control.start()
+        for job in self.jobs.values():
+            if job.state in (JobState.PENDING, JobState.RUNNING):
+                self._start_job(job)
+            else:
+                log.info("daemon.job_not_started", job=job.name, state=job.state.value)
+                self._save(job, transition=False)
+
+    def _start_job(self, job: SyncJob) -> None:
+        if job.state is JobState.RUNNING:
+            job.state = JobState.PAUSED  # it ran when the daemon stopped: resume it
+        try:
+            job.start()
+        except Exception as exc:  # the job is cancelled (SUBMIT_FAIL) and says why; others go on
+            log.error("daemon.job_cannot_start", job=job.name, error=str(exc))
+
+    def _writer_factory(self, spark: Any, settings: JobSettings):  # type: ignore[no-untyped-def]
+        from spark_sink.writer import make_writer
+
+        def factory(channel: ChannelSettings):  # type: ignore[no-untyped-def]
+            return make_writer(spark, channel, settings.name, self.config.spark)
+
+        return factory
+
+    def _shutdown(self) -> None:
+        for job in self.jobs.values():
+            job.shutdown()
+        if self._control is not None:
+            self._control.stop()
+        if self._metrics is not None:
+            self._metrics.stop()
+        from spark_sink.session import stop_spark
+
+        stop_spark()
+        if self._store is not None:
+            self._store.close()
+
+    # -- job events, status and control ------------------------------------------------------------
+
+    def _on_job_change(self, job: SyncJob, transition: bool) -> None:
+        self._save(job, transition=transition)
+        if not transition and self._metrics is not None:
+            self._metrics.observe_commit(job)
+
+    def _save(self, job: SyncJob, *, transition: bool) -> None:
+        if self._store is not None:
+            self._store.save_job(job.snapshot(), transition=transition)
+
+    def status(self) -> dict[str, Any]:
+        return {"live": True, "pid": os.getpid(),
+                "jobs": [job_json(job.snapshot(), job.settings) for job in self.jobs.values()]}
+
+    def act(self, name: str, action: str) -> dict[str, Any]:
+        job = self.jobs.get(name)
+        if job is None:
+            raise KeyError(f"no job named {name!r}")
+        if action == "pause":
+            job.pause()
+        elif action == "resume":
+            job.resume()
+        elif action == "stop":
+            job.cancel("stopped by user", FailKind.USER_CANCEL)
+        else:
+            raise JobStateError(f"unknown action {action!r}")
+        return job_json(job.snapshot(), job.settings)
+
+
+def _restore(job: SyncJob, record: JobRecord) -> None:
+    fail = FailMessage(FailKind(record.fail_kind), record.fail_text or "") if record.fail_kind else None
+    job.restore(JobState(record.state), fail, record.create_time_ms, record.ack_position, record.ack_time_ms,
+                record.last_commit_time_ms, record.finish_time_ms)

@@ -1,0 +1,70 @@
+"""Prometheus metrics, read from the jobs when scraped (nothing on the hot path)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from canalbridge.sync.job import JobState, SyncJob
+
+COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+
+
+class JobCollector(Collector):
+    """Counters and gauges of every job, computed at scrape time."""
+
+    def __init__(self, jobs: Callable[[], Iterable[SyncJob]]) -> None:
+        self._jobs = jobs
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        received = CounterMetricFamily("canalbridge_channel_entries_received", "Row entries routed to a channel",
+                                       labels=["job", "channel"])
+        written = CounterMetricFamily("canalbridge_channel_rows_written", "Rows committed to a channel's target",
+                                      labels=["job", "channel"])
+        counters = {name: CounterMetricFamily(f"canalbridge_{name}", help_text, labels=["job"]) for name, help_text in (
+            ("batches", "Canal batches taken"), ("commits", "Transactions committed"),
+            ("rollbacks", "Transactions rolled back"), ("retries", "Retries after a failed transaction"))}
+        lag = GaugeMetricFamily("canalbridge_lag_seconds", "Now minus the execute time of the ack position",
+                                labels=["job"])
+        state = GaugeMetricFamily("canalbridge_job_state", "1 for the job's current state", labels=["job", "state"])
+        now_ms = time.time() * 1000
+        for job in self._jobs():
+            for channel in job.channels:
+                received.add_metric([job.name, channel.source], channel.entries_received)
+                written.add_metric([job.name, channel.source], channel.rows_written)
+            stats = job.stats
+            for name, family in counters.items():
+                family.add_metric([job.name], getattr(stats, name))
+            ack = job.meta.ack_position
+            if ack is not None and ack.execute_time_ms:
+                lag.add_metric([job.name], max(now_ms - ack.execute_time_ms, 0) / 1000)
+            for candidate in JobState:
+                state.add_metric([job.name, candidate.value], 1.0 if job.state is candidate else 0.0)
+        yield from (received, written, *counters.values(), lag, state)
+
+
+class Metrics:
+    """The registry, the commit-duration histogram, and the HTTP endpoint."""
+
+    def __init__(self, jobs: Callable[[], Iterable[SyncJob]]) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(JobCollector(jobs))
+        self.commit_seconds = Histogram("canalbridge_commit_duration_seconds", "Duration of a transaction commit",
+                                        ["job"], buckets=COMMIT_BUCKETS, registry=self.registry)
+        self._server: Any = None
+
+    def observe_commit(self, job: SyncJob) -> None:
+        self.commit_seconds.labels(job.name).observe(job.stats.last_commit_seconds)
+
+    def serve(self, port: int) -> None:
+        self._server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None

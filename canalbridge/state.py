@@ -1,0 +1,190 @@
+"""The state store: SQLite in ``state_dir``, written transactionally.
+
+It records each job's state transitions (with times and the fail message),
+its ack position and time, and each channel's committed position. The
+committed positions are a cache of what the Iceberg snapshots hold; at
+start the snapshots win. A file that is not a canalbridge state store, or
+is damaged, is an error: it is never silently reset.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from canalbridge.sync.position import EntryPosition
+
+SCHEMA_VERSION = 1
+APPLICATION = "canalbridge"
+STATE_FILE = "state.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    fail_kind TEXT, fail_text TEXT,
+    create_time_ms INTEGER, last_start_time_ms INTEGER, last_stop_time_ms INTEGER, finish_time_ms INTEGER,
+    ack_position TEXT, ack_time_ms INTEGER, last_commit_time_ms INTEGER,
+    updated_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS job_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, time_ms INTEGER NOT NULL,
+    state TEXT NOT NULL, fail_kind TEXT, fail_text TEXT
+);
+CREATE TABLE IF NOT EXISTS channels (
+    job TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, committed_position TEXT,
+    PRIMARY KEY (job, source)
+);
+"""
+
+
+class StateError(Exception):
+    """The state store cannot be used: names the file and why."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    name: str
+    state: str
+    fail_kind: str | None
+    fail_text: str | None
+    create_time_ms: int | None
+    last_start_time_ms: int | None
+    last_stop_time_ms: int | None
+    finish_time_ms: int | None
+    ack_position: EntryPosition | None
+    ack_time_ms: int | None
+    last_commit_time_ms: int | None
+    channels: dict[str, tuple[str, EntryPosition | None]]
+
+
+def position_to_json(position: EntryPosition | None) -> str | None:
+    if position is None:
+        return None
+    return json.dumps({"journal": position.journal, "offset": position.offset,
+                       "execute_time_ms": position.execute_time_ms, "gtid": position.gtid})
+
+
+def position_from_json(text: str | None) -> EntryPosition | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return EntryPosition(data["journal"], int(data["offset"]), int(data["execute_time_ms"]), data["gtid"])
+
+
+class StateStore:
+    """One SQLite file; safe to use from several threads."""
+
+    def __init__(self, state_dir: Path, *, create: bool = True) -> None:
+        self.path = state_dir / STATE_FILE
+        if not create and not self.path.exists():
+            raise StateError(f"{self.path}: no state store here (has the daemon ever run with this state_dir?)")
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._check_or_create()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.path}: not a usable canalbridge state store: {exc}") from exc
+        except OSError as exc:
+            raise StateError(f"{self.path}: cannot open the state store: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def _check_or_create(self) -> None:
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executescript(_SCHEMA)
+                self._db.execute("INSERT INTO meta VALUES ('application', ?), ('schema_version', ?)",
+                                 (APPLICATION, str(SCHEMA_VERSION)))
+            return
+        if "meta" not in tables:
+            raise StateError(f"{self.path}: this SQLite file is not a canalbridge state store (tables: "
+                             f"{', '.join(sorted(tables))})")
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("application") != APPLICATION:
+            raise StateError(f"{self.path}: this SQLite file belongs to {meta.get('application')!r}, not canalbridge")
+        if meta.get("schema_version") != str(SCHEMA_VERSION):
+            raise StateError(f"{self.path}: state schema version {meta.get('schema_version')} is not "
+                             f"{SCHEMA_VERSION}; this canalbridge cannot read it")
+        result = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if result != "ok":
+            raise StateError(f"{self.path}: the state store is damaged ({result})")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def save_job(self, snapshot: dict[str, Any], *, transition: bool) -> None:
+        """Write a job's row and its channels in one transaction; log a transition event if asked."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(
+                    """INSERT INTO jobs (name, state, fail_kind, fail_text, create_time_ms, last_start_time_ms,
+                           last_stop_time_ms, finish_time_ms, ack_position, ack_time_ms, last_commit_time_ms,
+                           updated_ms)
+                       VALUES (:name, :state, :fail_kind, :fail_text, :create_time_ms, :last_start_time_ms,
+                           :last_stop_time_ms, :finish_time_ms, :ack_position, :ack_time_ms, :last_commit_time_ms,
+                           :updated_ms)
+                       ON CONFLICT(name) DO UPDATE SET state=excluded.state, fail_kind=excluded.fail_kind,
+                           fail_text=excluded.fail_text, create_time_ms=excluded.create_time_ms,
+                           last_start_time_ms=excluded.last_start_time_ms,
+                           last_stop_time_ms=excluded.last_stop_time_ms, finish_time_ms=excluded.finish_time_ms,
+                           ack_position=COALESCE(excluded.ack_position, jobs.ack_position),
+                           ack_time_ms=COALESCE(excluded.ack_time_ms, jobs.ack_time_ms),
+                           last_commit_time_ms=COALESCE(excluded.last_commit_time_ms, jobs.last_commit_time_ms),
+                           updated_ms=excluded.updated_ms""",
+                    {**{k: v for k, v in snapshot.items() if k != "channels"},
+                     "ack_position": position_to_json(snapshot["ack_position"])},
+                )
+                for source, (target, position) in snapshot["channels"].items():
+                    self._db.execute(
+                        """INSERT INTO channels VALUES (?, ?, ?, ?) ON CONFLICT(job, source) DO UPDATE SET
+                           target=excluded.target,
+                           committed_position=COALESCE(excluded.committed_position, channels.committed_position)""",
+                        (snapshot["name"], source, target, position_to_json(position)),
+                    )
+                if transition:
+                    self._db.execute(
+                        "INSERT INTO job_events (job, time_ms, state, fail_kind, fail_text) VALUES (?, ?, ?, ?, ?)",
+                        (snapshot["name"], snapshot["updated_ms"], snapshot["state"], snapshot["fail_kind"],
+                         snapshot["fail_text"]),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def load_jobs(self) -> dict[str, JobRecord]:
+        with self._lock:
+            channels: dict[str, dict[str, tuple[str, EntryPosition | None]]] = {}
+            for job, source, target, position in self._db.execute("SELECT * FROM channels"):
+                channels.setdefault(job, {})[source] = (target, position_from_json(position))
+            records = {}
+            for row in self._db.execute(
+                "SELECT name, state, fail_kind, fail_text, create_time_ms, last_start_time_ms, last_stop_time_ms, "
+                "finish_time_ms, ack_position, ack_time_ms, last_commit_time_ms FROM jobs"
+            ):
+                records[row[0]] = JobRecord(
+                    name=row[0], state=row[1], fail_kind=row[2], fail_text=row[3], create_time_ms=row[4],
+                    last_start_time_ms=row[5], last_stop_time_ms=row[6], finish_time_ms=row[7],
+                    ack_position=position_from_json(row[8]), ack_time_ms=row[9], last_commit_time_ms=row[10],
+                    channels=channels.get(row[0], {}),
+                )
+            return records
+
+    def events(self, job: str) -> list[tuple[int, str, str | None, str | None]]:
+        with self._lock:
+            return list(self._db.execute(
+                "SELECT time_ms, state, fail_kind, fail_text FROM job_events WHERE job = ? ORDER BY id", (job,)
+            ))

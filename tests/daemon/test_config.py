@@ -1,0 +1,135 @@
+"""The TOML config: every invalid case names its key path and the file; exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from canalbridge.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+VALID = """
+[daemon]
+state_dir = "state"
+
+[[job]]
+name = "a"
+[job.canal]
+host = "127.0.0.1"
+port = 11111
+destination = "example"
+password = "secret-in-file"
+[[job.channel]]
+source = "db.t"
+target = "lake.db.t"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "canalbridge.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def problems(tmp_path: Path, text: str, environ=None) -> list[str]:
+    with pytest.raises(ConfigError) as failure:
+        load_config(write(tmp_path, text), environ or {})
+    assert str(tmp_path / "canalbridge.toml") in str(failure.value)
+    return failure.value.problems
+
+
+def test_valid_config_loads_with_defaults(tmp_path):
+    config = load_config(write(tmp_path, VALID), {})
+    job = config.jobs[0]
+    assert job.canal.batch_size == 8192 and job.canal.client_id == "1001"
+    assert job.commit.interval_seconds == 10 and job.commit.min_events == 10000
+    assert job.commit.min_bytes == 15 * 1024 * 1024 and job.commit.max_bytes == 64 * 1024 * 1024
+    assert config.daemon.state_dir == (tmp_path / "state").resolve()
+    assert config.spark.master == "local[*]" and config.spark.catalog == "lake"
+    assert job.channels[0].mode == "upsert"
+
+
+def test_not_toml(tmp_path):
+    assert "not valid TOML" in problems(tmp_path, "[daemon\nstate_dir=")[0]
+
+
+def test_unknown_key_names_its_path(tmp_path):
+    found = problems(tmp_path, VALID.replace('port = 11111', 'port = 11111\nprot = 1'))
+    assert any(p.startswith("job[0].canal.prot: unknown key") for p in found)
+
+
+def test_wrong_type_names_its_path(tmp_path):
+    found = problems(tmp_path, VALID.replace("port = 11111", 'port = "11111"'))
+    assert found == ["job[0].canal.port: must be int, got str '11111'"]
+
+
+def test_port_out_of_range(tmp_path):
+    assert problems(tmp_path, VALID.replace("port = 11111", "port = 70000")) == [
+        "job[0].canal.port: port 70000 is outside 1..65535"]
+
+
+def test_missing_required_key(tmp_path):
+    assert "job[0].canal.destination: missing required key" in problems(
+        tmp_path, VALID.replace('destination = "example"\n', ""))
+
+
+def test_missing_password_env_variable(tmp_path):
+    text = VALID.replace('password = "secret-in-file"', 'password_env = "NO_SUCH_VARIABLE"')
+    assert problems(tmp_path, text) == [
+        "job[0].canal.password_env: environment variable NO_SUCH_VARIABLE is not set"]
+    config = load_config(write(tmp_path, text), {"NO_SUCH_VARIABLE": "from-env"})
+    assert config.jobs[0].canal.password == "from-env"
+
+
+def test_target_used_by_two_channels(tmp_path):
+    text = VALID + '[[job.channel]]\nsource = "db.u"\ntarget = "lake.db.t"\n'
+    assert problems(tmp_path, text) == [
+        "job[0].channel[1].target: lake.db.t is already written by job[0].channel[0].target"]
+
+
+def test_two_jobs_on_one_destination(tmp_path):
+    second = VALID.split("[[job]]")[1].replace('name = "a"', 'name = "b"').replace("lake.db.t", "lake.db.t2")
+    found = problems(tmp_path, VALID + "[[job]]" + second)
+    assert found == ["job[1].canal: 127.0.0.1:11111 destination 'example' is already read by job[0]; "
+                     "Canal keeps one ack cursor per destination"]
+
+
+def test_commit_minimums_must_fit_canals_store(tmp_path):
+    text = VALID + "[job.commit]\nmin_events = 20000\nmin_bytes = 20000000\n"
+    found = problems(tmp_path, text)
+    assert any(p.startswith("job[0].commit.min_events: 20000 events exceed what Canal's store holds") for p in found)
+    assert any(p.startswith("job[0].commit.min_bytes: 20000000 bytes exceed Canal's store") for p in found)
+
+
+def test_world_readable_file_with_password_warns(tmp_path):
+    path = write(tmp_path, VALID)
+    path.chmod(0o644)
+    warnings = load_config(path, {}).warnings
+    assert warnings and "readable by every user" in warnings[0]
+    assert "secret-in-file" not in warnings[0]
+
+
+def test_password_never_in_problems(tmp_path):
+    found = problems(tmp_path, VALID.replace('password = "secret-in-file"', "password = 12345"))
+    assert found == ["job[0].canal.password: must be str, got int <hidden>"]
+
+
+def test_example_config_validates(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "canalbridge", "validate", "-c", str(REPO / "deploy" / "canalbridge.example.toml")],
+        capture_output=True, text=True, env={"CANAL_PASSWORD": "x", "PATH": "/usr/bin:/bin"}, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "valid (1 job(s), 2 channel(s))" in result.stdout
+
+
+def test_validate_exits_2_with_the_key_path(tmp_path):
+    path = write(tmp_path, VALID.replace("port = 11111", "port = -1"))
+    result = subprocess.run([sys.executable, "-m", "canalbridge", "validate", "-c", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert str(path) in result.stderr and "job[0].canal.port" in result.stderr

@@ -1,0 +1,51 @@
+"""The SQLite state store: transactional, and never silently reset."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from canalbridge.state import STATE_FILE, StateError, StateStore
+from canalbridge.sync.position import EntryPosition
+
+
+def snapshot(state="RUNNING", ack=None, committed=None):
+    return {"name": "job1", "state": state, "fail_kind": None, "fail_text": None, "create_time_ms": 1,
+            "last_start_time_ms": 2, "last_stop_time_ms": None, "finish_time_ms": None, "ack_position": ack,
+            "ack_time_ms": 5 if ack else None, "last_commit_time_ms": None, "updated_ms": 10,
+            "channels": {"db.t": ("lake.db.t", committed)}}
+
+
+def test_round_trip_keeps_positions_and_transitions(tmp_path):
+    store = StateStore(tmp_path)
+    position = EntryPosition("mysql-bin.000002", 77, 1000, "u:1-3")
+    store.save_job(snapshot(ack=position, committed=position), transition=True)
+    store.save_job(snapshot(state="PAUSED"), transition=True)  # no new position: the old one stays
+    record = StateStore(tmp_path).load_jobs()["job1"]
+    assert record.state == "PAUSED" and record.ack_position == position
+    assert record.channels == {"db.t": ("lake.db.t", position)}
+    assert [event[1] for event in store.events("job1")] == ["RUNNING", "PAUSED"]
+
+
+def test_truncated_file_is_an_error(tmp_path):
+    StateStore(tmp_path).save_job(snapshot(), transition=True)
+    path = tmp_path / STATE_FILE
+    data = path.read_bytes()
+    path.write_bytes(data[:100])
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / (STATE_FILE + suffix)).unlink(missing_ok=True)
+    with pytest.raises(StateError, match=str(path)):
+        StateStore(tmp_path)
+
+
+def test_foreign_sqlite_file_is_an_error(tmp_path):
+    with sqlite3.connect(tmp_path / STATE_FILE) as db:
+        db.execute("CREATE TABLE something_else (x)")
+    with pytest.raises(StateError, match="not a canalbridge state store"):
+        StateStore(tmp_path)
+
+
+def test_missing_store_is_reported_when_not_creating(tmp_path):
+    with pytest.raises(StateError, match="no state store here"):
+        StateStore(tmp_path, create=False)
