@@ -11,6 +11,7 @@ import pytest
 
 from canalbridge.devserver import DestinationConfig
 from canalbridge.devserver.catalog import standard_tables
+from canalbridge.devserver.replay import row_changes
 from canalbridge.devserver.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import FailKind, JobState, SyncJob
@@ -67,13 +68,8 @@ def test_workload_lands_exactly_in_iceberg(spark, spark_settings, dev_server_fac
 
 def changelog_rows_expected(entries, table: str) -> int:
     """Rows a changelog must hold: +I and -D one each, an UPDATE two (-U, +U)."""
-    total = 0
-    for entry in entries:
-        if entry.entryType != entry_pb.EntryType.ROWDATA or entry.header.tableName != table:
-            continue
-        change = entry_pb.RowChange.FromString(entry.storeValue)
-        total += len(change.rowDatas) * (2 if change.eventType == EventType.UPDATE else 1)
-    return total
+    return sum(2 if event_type == EventType.UPDATE else 1
+               for name, event_type, _ in row_changes(entries) if name.endswith(f".{table}"))
 
 
 def test_restart_between_commit_and_ack_applies_nothing_twice(spark, spark_settings, dev_server_factory):

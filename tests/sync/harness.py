@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from canalbridge.devserver import DevServer
+from canalbridge.devserver.replay import row_changes
 from canalbridge.devserver.store import StoredEvent
 from canalbridge.devserver.workload import Workload
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -97,17 +98,10 @@ class Harness:
 def expected_row_writes(entries: list[entry_pb.Entry]) -> Counter:
     """How many row writes each table must receive: UPDATEs that change the key write two."""
     counts: Counter = Counter()
-    for entry in entries:
-        if entry.entryType != entry_pb.EntryType.ROWDATA:
-            continue
-        change = entry_pb.RowChange.FromString(entry.storeValue)
-        if change.isDdl:
-            continue
-        table = f"{entry.header.schemaName}.{entry.header.tableName}"
-        for row in change.rowDatas:
-            counts[table] += 1
-            if change.eventType == EventType.UPDATE:
-                before = [c.value for c in row.beforeColumns if c.isKey]
-                after = [c.value for c in row.afterColumns if c.isKey]
-                counts[table] += before != after
+    for table, event_type, row in row_changes(entries):
+        counts[table] += 1
+        if event_type == EventType.UPDATE:
+            before = [c.value for c in row.beforeColumns if c.isKey]
+            after = [c.value for c in row.afterColumns if c.isKey]
+            counts[table] += before != after
     return counts
