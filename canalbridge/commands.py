@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,11 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Catch SIGTERM/SIGINT from the very start: a stop during start-up (Spark
+    # takes seconds) still ends in a clean shutdown with exit 0.
+    stop_requested = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop_requested.set())
     config = _load(args)
     if config is None:
         return EXIT_CONFIG
@@ -51,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_sink.session import SparkSetupError
 
     try:
-        return Daemon(config).run()
+        return Daemon(config, stop_requested).run()
     except (DaemonError, StateError, SparkSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

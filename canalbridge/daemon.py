@@ -64,9 +64,9 @@ class StateDirLock:
 class Daemon:
     """Owns the jobs, the state store, the control endpoint and the metrics."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, stop_requested: threading.Event | None = None) -> None:
         self.config = config
-        self.stop_requested = threading.Event()
+        self.stop_requested = stop_requested or threading.Event()
         self.jobs: dict[str, SyncJob] = {}
         self._lock = StateDirLock(config.daemon.state_dir)
         self._store: StateStore | None = None
@@ -82,7 +82,8 @@ class Daemon:
                 signal.signal(signum, lambda *_: self.stop_requested.set())
         self._lock.acquire()
         try:
-            self._start()
+            if not self.stop_requested.is_set():
+                self._start()
             log.info("daemon.started", jobs=sorted(self.jobs), control=self.config.daemon.control, pid=os.getpid())
             self.stop_requested.wait()
             log.info("daemon.stopping")

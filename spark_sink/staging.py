@@ -37,6 +37,9 @@ class Staging:
         self._rows: list[tuple] = []
         self._files: list[Path] = []
         self.count = 0
+        # Files left by a daemon that died mid-transaction: the state directory
+        # is locked to one daemon, so nobody else can still be using them.
+        shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def value_names(self) -> list[str]:
         assert self.width is not None

@@ -1,0 +1,13 @@
+"""The fault suite: run alone with ``pytest -m faults`` (it is part of ``make test`` too)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.spark.conftest import spark, spark_settings  # noqa: F401  (one SparkSession per run)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/faults/" in str(item.fspath):
+            item.add_marker(pytest.mark.faults)
