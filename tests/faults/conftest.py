@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spark.conftest import spark, spark_settings  # noqa: F401  (one SparkSession per run)
-
 
 def pytest_collection_modifyitems(items):
     for item in items:
