@@ -18,7 +18,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from spark_sink.identifiers import quote_table
 from spark_sink.verify import expected_typed, read_typed
 from tests.helpers import eventually
-from tests.spark.test_daemon import PASSWORD, cli, start_daemon, stop, write_config
+from tests.spark.test_daemon import PASSWORD, cli, running_daemon, stop, write_config
 
 KILLS = 20
 
@@ -47,8 +47,7 @@ def test_twenty_sigkills_then_exact_tables_and_no_duplicate_change(spark, spark_
     progress = []
     store = server.destinations["example"].store
     for kill in range(KILLS):
-        daemon = start_daemon(config)
-        try:
+        with running_daemon(config) as daemon:
             assert server.wait_sessions(1, 120), "the daemon never connected"
             if kill % 2:
                 # Right after a commit was acked: the next gets, sends and MERGE are under way.
@@ -58,19 +57,14 @@ def test_twenty_sigkills_then_exact_tables_and_no_duplicate_change(spark, spark_
             else:
                 # Early in the daemon's life: during gets, sends, the first MERGE.
                 pause.wait(moments.uniform(0.5, 4.0))
-        finally:
             daemon.send_signal(signal.SIGKILL)
             daemon.wait(60)
         assert server.wait_sessions(0, 30)
         progress.append(server.cursors("example").ack)
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         assert server.wait_sessions(1, 120)
         assert server.destinations["example"].wait_acked(300), "did not converge after the kills"
         stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert progress[-1] > progress[0]  # the kills landed while work was being done
 
     orders = workload.expected["shop.orders"]
@@ -94,8 +88,7 @@ def test_canal_server_outage_then_back_converges(spark, spark_settings, dev_serv
     workload = Workload(WorkloadSpec(tables=tables, row_changes=3000, seed=43))
     server.feed("example", workload)
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "outage", tables)
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         store = server.destinations["example"].store
         assert store.wait_for(lambda c: c.ack > 500, 180)
         server.stop()  # connection refused from now on
@@ -106,9 +99,6 @@ def test_canal_server_outage_then_back_converges(spark, spark_settings, dev_serv
         status = json.loads(cli("status", "-c", str(config), "--json").stdout)
         assert status["jobs"][0]["state"] == "RUNNING"
         stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     expected = workload.expected["shop.orders"]
     assert read_typed(spark, "lake.outage.orders", expected.table) == expected_typed(
         expected.table, expected.rows.values())
@@ -120,8 +110,7 @@ def test_wrong_password_pauses_the_job_with_a_named_reason(spark, spark_settings
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "badauth", tables)
     config.write_text(config.read_text().replace("retry_initial_seconds = 0.1",
                                                  "retry_initial_seconds = 0.1\nreconnect_attempts = 2"))
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         def paused() -> bool:
             result = cli("status", "-c", str(config), "--json")
             return result.returncode == 0 and json.loads(result.stdout)["jobs"][0]["state"] == "PAUSED"
@@ -132,7 +121,4 @@ def test_wrong_password_pauses_the_job_with_a_named_reason(spark, spark_settings
         assert f"127.0.0.1:{server.port}" in job["fail_message"]["text"]
         assert server.cursors("example").ack == -1
         stderr = stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert PASSWORD not in stderr and PASSWORD not in json.dumps(job)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from canalbridge.devserver import DestinationConfig
@@ -70,6 +72,18 @@ def start_daemon(config: Path) -> subprocess.Popen:
                             text=True, env=env())
 
 
+@contextlib.contextmanager
+def running_daemon(config: Path) -> Iterator[subprocess.Popen]:
+    """A daemon process that is killed on the way out if the test did not stop it."""
+    daemon = start_daemon(config)
+    try:
+        yield daemon
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(60)
+
+
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env(), timeout=180)
 
@@ -99,8 +113,7 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
     workload = Workload(WorkloadSpec(tables=tables, row_changes=1500, seed=31))
     server.feed("example", workload)
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "cli", tables)
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         assert server.destinations["example"].wait_acked(180), daemon.stderr and "daemon did not drain"
         live = status(config)
         job = live["jobs"][0]
@@ -127,9 +140,6 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         assert status(config)["jobs"][0]["state"] == "PAUSED"
         assert "job shop: RUNNING" in cli("resume", "-c", str(config), "shop").stdout
         stderr = stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert PASSWORD not in stderr
     assert all(json.loads(line) for line in stderr.splitlines() if line.startswith("{"))  # JSON lines
 
@@ -138,15 +148,11 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
     offline_ack, live_ack = offline["jobs"][0]["ack_position"], job["ack_position"]
     assert (offline_ack["journal"], offline_ack["offset"]) >= (live_ack["journal"], live_ack["offset"])
 
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         assert eventually(lambda: cli("status", "-c", str(config), "--json").stdout.startswith("{")
                           and status(config)["live"], 120)
         assert "job shop: CANCELLED" in cli("stop", "-c", str(config), "shop").stdout
         stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert status(config)["jobs"][0]["state"] == "CANCELLED"
     assert status(config)["jobs"][0]["fail_message"]["kind"] == "USER_CANCEL"
     assert_exact(spark, workload, "cli")
@@ -160,21 +166,13 @@ def test_sigterm_mid_run_then_restart_is_exact(spark, spark_settings, dev_server
     server.feed("example", entries)
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "sigterm", tables)
     store = server.destinations["example"].store
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         assert store.wait_for(lambda c: c.ack > len(entries) // 4, 180)  # some commits done, more to come
         stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert store.cursors().ack < len(entries) - 1
-    daemon = start_daemon(config)
-    try:
+    with running_daemon(config) as daemon:
         assert server.destinations["example"].wait_acked(240)
         stop(daemon)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
     assert_exact(spark, workload, "sigterm")
 
 
