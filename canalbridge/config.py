@@ -276,17 +276,21 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
 
     store_capacity = canal.get("store_capacity", CANAL_STORE_EVENTS)
     commit_settings = CommitSettings(**{k: v for k, v in commit.items()}, store_capacity=store_capacity)
+    # Not errors: the job still runs, but these minimums can never be reached, so
+    # every commit is cut by the store limit or the interval instead.
     if commit_settings.min_events > store_capacity:
-        problems.append(
+        warnings.append(
             f"{where}.commit.min_events: {commit_settings.min_events} events exceed what Canal's store holds "
-            f"without an ack ({store_capacity}, canal.instance.memory.buffer.size): commits would wait for the "
-            f"interval every time; lower it or raise {where}.canal.store_capacity with Canal's setting"
+            f"without an ack ({store_capacity}, canal.instance.memory.buffer.size): commits will be cut by the "
+            f"store limit or the interval instead; lower it or raise {where}.canal.store_capacity with Canal's "
+            f"setting"
         )
     store_bytes = store_capacity * CANAL_STORE_MEMUNIT
     if commit_settings.min_bytes > store_bytes:
-        problems.append(
+        warnings.append(
             f"{where}.commit.min_bytes: {commit_settings.min_bytes} bytes exceed Canal's store "
-            f"({store_capacity} x memunit {CANAL_STORE_MEMUNIT} = {store_bytes} bytes in MEMSIZE mode)"
+            f"({store_capacity} x memunit {CANAL_STORE_MEMUNIT} = {store_bytes} bytes in MEMSIZE mode): "
+            f"commits will be cut by the store limit or the interval instead"
         )
     if commit_settings.max_bytes < commit_settings.min_bytes:
         problems.append(f"{where}.commit.max_bytes: smaller than min_bytes ({commit_settings.min_bytes})")

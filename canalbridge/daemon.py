@@ -99,9 +99,9 @@ class Daemon:
         self._store = StateStore(self.config.daemon.state_dir)
         records = self._store.load_jobs()
         self._metrics = Metrics(lambda: list(self.jobs.values()))
-        spark = get_spark(self.config.spark)
+        get_spark(self.config.spark)  # start Spark before any job, so that a setup error stops the daemon
         for settings in self.config.jobs:
-            job = SyncJob(settings, self._writer_factory(spark, settings), self._on_job_change)
+            job = SyncJob(settings, self._writer_factory(settings), self._on_job_change)
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
@@ -126,11 +126,13 @@ class Daemon:
         except Exception as exc:  # the job is cancelled (SUBMIT_FAIL) and says why; others go on
             log.error("daemon.job_cannot_start", job=job.name, error=str(exc))
 
-    def _writer_factory(self, spark: Any, settings: JobSettings):  # type: ignore[no-untyped-def]
+    def _writer_factory(self, settings: JobSettings):  # type: ignore[no-untyped-def]
+        from spark_sink.session import get_spark
         from spark_sink.writer import make_writer
 
         def factory(channel: ChannelSettings):  # type: ignore[no-untyped-def]
-            return make_writer(spark, channel, settings.name, self.config.spark)
+            # get_spark() each time: the session in use may have replaced one whose JVM died.
+            return make_writer(get_spark(self.config.spark), channel, settings.name, self.config.spark)
 
         return factory
 

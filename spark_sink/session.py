@@ -13,6 +13,8 @@ import shutil
 import threading
 from typing import TYPE_CHECKING
 
+import structlog
+
 from spark_sink.settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 _RUNTIME_JAR_NAME = "iceberg-spark-runtime-3.5_2.12"
 
+log = structlog.get_logger("canalbridge.spark")
 _lock = threading.Lock()
 _session: SparkSession | None = None
 
@@ -73,12 +76,28 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     return conf
 
 
+def session_alive(session: SparkSession) -> bool:
+    """Whether the session's JVM still answers and its context is not stopped."""
+    try:
+        return not session.sparkContext._jsc.sc().isStopped()
+    except Exception:  # py4j errors and refused connections: the JVM is gone
+        return False
+
+
 def get_spark(settings: SparkSettings) -> SparkSession:
-    """The process's SparkSession, built on first use and shared by every job and channel."""
+    """The process's SparkSession, built on first use and shared by every job and channel.
+
+    A session whose JVM died (killed, out of memory) is dropped and a new one
+    is built, so that writers can carry on after a retry.
+    """
     global _session
     with _lock:
         if _session is not None:
-            return _session
+            if session_alive(_session):
+                return _session
+            log.warning("spark.session_lost", action="starting a new SparkSession")
+            _forget_dead_session()
+            _session = None
         if shutil.which("java") is None:
             raise SparkSetupError(
                 "PySpark needs Java 17 and 'java' is not on PATH: "
@@ -101,13 +120,39 @@ def get_spark(settings: SparkSettings) -> SparkSession:
         return session
 
 
+def _forget_dead_session() -> None:
+    """Clear PySpark's process-wide singletons so that the next builder launches a new JVM."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession as Session
+
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        try:
+            gateway.shutdown_callback_server()
+        except Exception as exc:  # the callback server may already be gone with its JVM
+            log.debug("spark.callback_server_shutdown_failed", error=str(exc))
+        process = getattr(gateway, "proc", None)
+        if process is not None and process.poll() is None:  # hung rather than dead
+            process.kill()
+            process.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    Session._instantiatedSession = None
+    Session._activeSession = None
+
+
 def stop_spark() -> None:
     """Stop the shared session (at daemon exit)."""
     global _session
     with _lock:
-        if _session is not None:
+        if _session is None:
+            return
+        if not session_alive(_session):
+            _forget_dead_session()
+        else:
             gateway = _session.sparkContext._gateway
             if gateway is not None:
                 gateway.shutdown_callback_server()
             _session.stop()
-            _session = None
+        _session = None

@@ -23,6 +23,7 @@ from canalbridge.sync.rows import Op, RowBatch
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote
+from spark_sink.session import get_spark, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Staging
 from spark_sink.table import TargetColumn, TargetTable, TargetTableError, position_properties
@@ -56,6 +57,7 @@ class _IcebergWriter:
 
     def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
         self.spark = spark
+        self.settings = settings
         self.channel = channel
         self.job = job
         self.table = TargetTable(spark, channel.target)
@@ -71,17 +73,20 @@ class _IcebergWriter:
     # -- ChannelWriter --------------------------------------------------------------------
 
     def target_columns(self) -> tuple[str, ...] | None:
+        self._reconnect_if_lost()
         columns = self.table.columns()
         if columns is None:
             return None
         return tuple(c for c in columns if c not in self._own_columns())
 
     def committed_position(self) -> EntryPosition | None:
+        self._reconnect_if_lost()
         if self.table.columns() is None:
             return None
         return self.table.last_position(self.job)
 
     def begin(self, label: str) -> None:
+        self._reconnect_if_lost()
         self.staging.clear()
         self._label = label
         self._seq = 0
@@ -107,7 +112,7 @@ class _IcebergWriter:
             raise
         finally:
             self.staging.clear()
-            self.spark.catalog.dropTempView(self._view)
+            self._drop_view()
         self._log.debug("spark.committed", label=self._label, position=str(end_position))
 
     def abort(self, reason: str) -> None:
@@ -118,6 +123,21 @@ class _IcebergWriter:
         self.staging.close()
 
     # -- shared helpers ---------------------------------------------------------------------
+
+    def _reconnect_if_lost(self) -> None:
+        """Carry on with a new SparkSession if this one's JVM died (the failed commit was replayed)."""
+        if session_alive(self.spark):
+            return
+        self.spark = get_spark(self.settings)
+        self.table = TargetTable(self.spark, self.channel.target)
+        self._ready = False
+        self._log.warning("spark.writer_reconnected")
+
+    def _drop_view(self) -> None:
+        try:
+            self.spark.catalog.dropTempView(self._view)
+        except Exception as exc:  # a dead session must not hide the commit's own error
+            self._log.debug("spark.drop_view_failed", error=str(exc))
 
     def _own_columns(self) -> tuple[str, ...]:
         return ()

@@ -16,9 +16,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 import structlog
+from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.errors import ChannelCommitError
+from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
@@ -52,6 +53,11 @@ class _Abort:
     result: Future[None]
 
 
+@dataclass(frozen=True)
+class _ReadPosition:
+    result: Future[EntryPosition | None]
+
+
 class _Stop:
     pass
 
@@ -70,7 +76,7 @@ class Channel:
         self.entries_received = 0
         self.rows_written = 0
         self._pending: list[tuple[EntryPosition, bytes]] = []
-        self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _Stop] = queue.Queue(QUEUE_CHUNKS)
+        self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _ReadPosition | _Stop] = queue.Queue(QUEUE_CHUNKS)
         self._thread: threading.Thread | None = None
         self._log = log.bind(job=job, channel=settings.source)
         # Owned by the channel thread:
@@ -127,6 +133,17 @@ class Channel:
         self._work.put(_Abort(reason, result))
         return result
 
+    def read_committed_position(self) -> Future[EntryPosition | None]:
+        """Read the committed position back from the target (after a commit whose outcome is unknown).
+
+        A commit can land in the target and still report a failure (the
+        Spark JVM dies after Iceberg wrote the snapshot); the replay must then
+        skip what landed, or a changelog would hold those changes twice.
+        """
+        result: Future[EntryPosition | None] = Future()
+        self._work.put(_ReadPosition(result))
+        return result
+
     def _flush(self) -> None:
         if self._pending:
             self._work.put(_Send(self._pending))
@@ -153,12 +170,18 @@ class Channel:
                 self._commit(item)
             elif isinstance(item, _Abort):
                 self._abort(item)
+            elif isinstance(item, _ReadPosition):
+                self._read_position(item)
 
     def _send(self, changes: list[tuple[EntryPosition, bytes]]) -> None:
         assert self._mapper is not None
         rows = []
         for position, raw in changes:
-            change = entry_pb.RowChange.FromString(raw)
+            try:
+                change = entry_pb.RowChange.FromString(raw)
+            except DecodeError as exc:
+                raise EntryDecodeError(self.source, f"the entry's storeValue is not a RowChange ({exc})",
+                                       position) from exc
             mapped = self._mapper.map(change, position)
             if self.debug:
                 for row in mapped:
@@ -192,6 +215,17 @@ class Channel:
         self._begun = False
         self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(item.end_position))
         item.result.set_result(True)
+
+    def _read_position(self, item: _ReadPosition) -> None:
+        try:
+            position = self.writer.committed_position()
+        except Exception as exc:
+            item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
+            return
+        if position is not None and (self.committed_position is None or position > self.committed_position):
+            self._log.warning("channel.commit_landed_despite_error", position=str(position))
+            self.committed_position = position
+        item.result.set_result(self.committed_position)
 
     def _abort(self, item: _Abort) -> None:
         self._failure = None

@@ -87,6 +87,7 @@ class Consumer:
         self._carry: list[entry_pb.Entry] = []  # entries after a mid-batch cut
         self._next: QueuedBatch | None = None  # a batch taken but not yet routed
         self._last_position: EntryPosition | None = None
+        self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
         self._thread: threading.Thread | None = None
         self._log = log.bind(job=self.job)
 
@@ -130,6 +131,7 @@ class Consumer:
         """Run one transaction to its commit; True if it committed, False if it stopped."""
         self.stats.transactions += 1
         label = f"{self.job}-{self.stats.transactions}"
+        self._settle_failed_commits()
         for channel in self.channels.values():
             channel.begin(label)
         work = PendingWork(started_at=time.monotonic())
@@ -252,6 +254,7 @@ class Consumer:
         for source in written:
             self.meta.committed[source] = cut
         if failures:
+            self._unsettled.update(failure.channel for failure in failures)
             raise failures[0]
         acked = self._ack_through(cut)
         self.stats.commits += 1
@@ -263,6 +266,16 @@ class Consumer:
             "consumer.committed", label=label, reason=reason, position=str(cut), channels=written,
             batches_acked=acked, seconds=round(time.monotonic() - started, 3),
         )
+
+    def _settle_failed_commits(self) -> None:
+        """Learn from the targets whether commits that reported failure landed, before replaying."""
+        futures = {source: self.channels[source].read_committed_position() for source in self._unsettled}
+        for source, future in futures.items():
+            position = future.result()  # ChannelCommitError: retried with back-off like a failed commit
+            known = self.meta.committed.get(source)
+            if position is not None and (known is None or position > known):
+                self.meta.committed[source] = position
+            self._unsettled.discard(source)
 
     def _ack_through(self, cut: EntryPosition) -> int:
         """Ack, oldest first, the batches the commit covers wholly. Returns how many."""

@@ -25,6 +25,10 @@ class RowMappingError(SyncError):
         super().__init__(f"table {table}{where}: {message}")
 
 
+class EntryDecodeError(RowMappingError):
+    """A ROWDATA entry whose storeValue does not parse as a RowChange."""
+
+
 class ChannelCommitError(SyncError):
     """A channel could not send or commit its part of a transaction."""
 

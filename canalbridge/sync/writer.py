@@ -60,14 +60,17 @@ class InMemoryWriter:
     """A target table in a dict, keyed by primary key; thread-safe.
 
     Failures can be injected: ``fail_send_at``/``fail_commit_at`` name the
-    1-based call (counted over the writer's life) that raises, and
-    ``before_commit`` runs inside every commit (to block or inspect).
+    1-based call (counted over the writer's life) that raises,
+    ``fail_after_commit_at`` the commit that lands and then raises (a reply
+    lost on the way back), and ``before_commit`` runs inside every commit (to
+    block or inspect).
     """
 
     table: str
     columns: tuple[str, ...] | None = None
     fail_send_at: set[int] = field(default_factory=set)
     fail_commit_at: set[int] = field(default_factory=set)
+    fail_after_commit_at: set[int] = field(default_factory=set)
     before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
     rows: dict[tuple[str | None, ...], dict[str, str | None]] = field(default_factory=dict)
     commits: list[CommitRecord] = field(default_factory=list)
@@ -116,6 +119,8 @@ class InMemoryWriter:
             self.commits.append(CommitRecord(self._label or "", end_position, count))
             self._staged = []
             self._label = None
+            if self.commit_calls in self.fail_after_commit_at:
+                raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
     def _apply(self, row: ChangeRow, names: tuple[str, ...], keys: tuple[int, ...]) -> None:
         key = tuple(row.values[i] for i in keys)

@@ -1,4 +1,4 @@
-"""The console script: --version, devserver standalone, and the demo."""
+"""The console script: --version, devserver standalone, and run refusing a state directory it cannot use."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import sys
 
 from canalbridge import __version__
 from canalbridge.canal import CanalAuthError, CanalConnector
+from canalbridge.state import STATE_FILE, StateStore
+from tests.daemon.test_config import VALID, write
 
 CLI = [sys.executable, "-m", "canalbridge"]
 
@@ -62,3 +64,23 @@ def test_devserver_missing_password_env_is_a_clear_error():
     )
     assert result.returncode == 2
     assert "NO_SUCH_VAR is not set" in result.stderr
+
+
+def test_run_refuses_a_state_dir_it_cannot_use(tmp_path):
+    config = write(tmp_path, VALID)
+    (tmp_path / "state").write_text("a file where the state directory should be")
+    result = subprocess.run([*CLI, "run", "-c", str(config)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert f"cannot use state directory {tmp_path / 'state'}" in result.stderr
+
+
+def test_run_and_status_name_a_truncated_state_store(tmp_path):
+    config = write(tmp_path, VALID)
+    store = StateStore(tmp_path / "state")
+    store.close()
+    path = tmp_path / "state" / STATE_FILE
+    path.write_bytes(path.read_bytes()[:100])
+    for command in ("run", "status"):
+        result = subprocess.run([*CLI, command, "-c", str(config)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 1, (command, result.stderr)
+        assert str(path) in result.stderr and "secret-in-file" not in result.stderr + result.stdout, command

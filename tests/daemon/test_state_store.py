@@ -29,7 +29,9 @@ def test_round_trip_keeps_positions_and_transitions(tmp_path):
 
 
 def test_truncated_file_is_an_error(tmp_path):
-    StateStore(tmp_path).save_job(snapshot(), transition=True)
+    store = StateStore(tmp_path)
+    store.save_job(snapshot(), transition=True)
+    store.close()  # checkpoints the WAL into the file, which is then cut short
     path = tmp_path / STATE_FILE
     data = path.read_bytes()
     path.write_bytes(data[:100])

@@ -6,30 +6,17 @@ import json
 import random
 import signal
 import threading
-from collections import Counter
 
 import pytest
 
 from canalbridge.devserver import DestinationConfig
 from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.replay import row_changes
 from canalbridge.devserver.workload import Workload, WorkloadSpec
-from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from spark_sink.identifiers import quote_table
-from spark_sink.verify import expected_typed, read_typed
+from tests.daemon_process import PASSWORD, cli, running_daemon, stop, write_config
+from tests.faults.checks import assert_changelog_once, assert_upsert_exact, changelog_config
 from tests.helpers import eventually
-from tests.spark.test_daemon import PASSWORD, cli, running_daemon, stop, write_config
 
 KILLS = 20
-
-
-def changelog_config(path, table_name: str) -> None:
-    """Make the channel whose target is ``table_name`` a changelog channel."""
-    parts = path.read_text().split("[[job.channel]]")
-    for index, part in enumerate(parts):
-        if f'.{table_name}"' in part:
-            parts[index] = part.rstrip("\n") + '\nmode = "changelog"\n'
-    path.write_text("[[job.channel]]".join(parts))
 
 
 @pytest.mark.timeout(1200)  # twenty JVM starts
@@ -64,17 +51,11 @@ def test_twenty_sigkills_then_exact_tables_and_no_duplicate_change(spark, spark_
     with running_daemon(config) as daemon:
         assert server.wait_sessions(1, 120)
         assert server.destinations["example"].wait_acked(300), "did not converge after the kills"
-        stop(daemon)
+        stop(daemon, config)
     assert progress[-1] > progress[0]  # the kills landed while work was being done
 
-    orders = workload.expected["shop.orders"]
-    assert read_typed(spark, "lake.killed.orders", orders.table) == expected_typed(orders.table, orders.rows.values())
-    log = spark.table(quote_table("lake.killed.accounts"))
-    want = sum(2 if event == entry_pb.EventType.UPDATE else 1
-               for name, event, _ in row_changes(entries) if name == "shop.accounts")
-    assert log.count() == want, "changes missing or appended twice"
-    seen = Counter(tuple(r) for r in log.select("_journal", "_offset", "_seq", "_op").collect())
-    assert max(seen.values()) == 1
+    assert_upsert_exact(spark, workload, "shop.orders", "lake.killed.orders")
+    assert_changelog_once(spark, entries, "shop.accounts", "lake.killed.accounts")
     record_kills(tmp_path, KILLS, progress)
 
 
@@ -98,10 +79,8 @@ def test_canal_server_outage_then_back_converges(spark, spark_settings, dev_serv
         assert server.destinations["example"].wait_acked(240)
         status = json.loads(cli("status", "-c", str(config), "--json").stdout)
         assert status["jobs"][0]["state"] == "RUNNING"
-        stop(daemon)
-    expected = workload.expected["shop.orders"]
-    assert read_typed(spark, "lake.outage.orders", expected.table) == expected_typed(
-        expected.table, expected.rows.values())
+        stop(daemon, config)
+    assert_upsert_exact(spark, workload, "shop.orders", "lake.outage.orders")
 
 
 def test_wrong_password_pauses_the_job_with_a_named_reason(spark, spark_settings, dev_server_factory, tmp_path):
@@ -120,5 +99,5 @@ def test_wrong_password_pauses_the_job_with_a_named_reason(spark, spark_settings
         assert "authentication failed for user 'canal'" in job["fail_message"]["text"]
         assert f"127.0.0.1:{server.port}" in job["fail_message"]["text"]
         assert server.cursors("example").ack == -1
-        stderr = stop(daemon)
+        stderr = stop(daemon, config)
     assert PASSWORD not in stderr and PASSWORD not in json.dumps(job)

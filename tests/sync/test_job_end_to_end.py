@@ -230,3 +230,32 @@ def test_missing_target_cancels_the_job(dev_server_factory):
         job.start()
     assert job.state is JobState.CANCELLED
     assert job.fail_message.kind is FailKind.SUBMIT_FAIL and "lake.shop.all_types" in job.fail_message.text
+
+
+def test_commit_that_landed_despite_an_error_is_not_applied_twice(dev_server_factory):
+    # The reply of the second commit to orders is lost: the rows are in the target, the channel saw an error.
+    harness = make(dev_server_factory, row_changes=2000, writer_options={"shop.orders": {"fail_after_commit_at": {2}}})
+    harness.run_until_acked()
+    harness.job.pause()
+    assert harness.job.stats.rollbacks == 1
+    harness.assert_exact()  # counts every row write: the landed commit was not replayed into orders
+
+
+def test_entry_that_is_not_a_row_change_pauses_naming_table_and_position(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(row_changes=400, tables=standard_tables(2)))
+    entries = list(workload)
+    bad = next(e for e in entries[len(entries) // 2:]
+               if e.entryType == entry_pb.EntryType.ROWDATA and e.header.tableName == "orders")
+    bad.storeValue = b"\x0a\xff"  # a length that runs past the end
+    harness = Harness(server, workload, job_settings(server, workload))
+    server.feed("example", entries)
+    harness.job.start()
+    assert harness.job.wait_state(JobState.PAUSED, 30)
+    text = harness.job.fail_message.text
+    where = f"{bad.header.logfileName}:{bad.header.logfileOffset}"
+    assert f"table shop.orders at binlog position {where}" in text and "storeValue is not a RowChange" in text
+    assert harness.job.stats.rollbacks == 1  # not retried
+    assert not harness.audit.violations and server.cursors("example").ack < server.cursors("example").put
+    committed = harness.writers["shop.orders"].committed_position()
+    assert committed is None or committed < EntryPosition.of(bad)

@@ -1,0 +1,145 @@
+"""The daemon as a subprocess, for the tests that drive ``canalbridge run`` from outside.
+
+Its log goes to ``daemon.log`` next to the config rather than a pipe: a
+daemon that logs a lot (py4j tracebacks when its JVM dies) must never block
+on a full pipe that the test is not reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "canalbridge"]
+PASSWORD = "pw-" + os.urandom(4).hex()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def daemon_sections(warehouse: str, daemon_extra: str = "") -> str:
+    """``[daemon]`` and ``[spark]``: state in ./state, control and metrics on free loopback ports."""
+    return f"""
+[daemon]
+state_dir = "state"
+control = "127.0.0.1:{free_port()}"
+log_format = "json"
+metrics_port = {free_port()}
+{daemon_extra}
+[spark]
+master = "local[2]"
+warehouse = "{warehouse}"
+"""
+
+
+def write_config(tmp_path: Path, server_port: int, warehouse: str, namespace: str, tables, *,
+                 commit: str = "") -> Path:
+    """One job ``shop`` reading destination ``example``, a channel per table into ``lake.NAMESPACE``."""
+    channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.{namespace}.{t.name}"'
+                         for t in tables)
+    path = tmp_path / "canalbridge.toml"
+    path.write_text(daemon_sections(warehouse) + f"""
+[[job]]
+name = "shop"
+[job.canal]
+host = "127.0.0.1"
+port = {server_port}
+destination = "example"
+username = "canal"
+password_env = "TEST_CANAL_PASSWORD"
+batch_size = 1024
+poll_timeout_ms = 100
+[job.commit]
+interval_seconds = 1
+min_events = 2000
+min_bytes = 1
+retry_initial_seconds = 0.1
+{commit}
+{channels}
+""")
+    path.chmod(0o600)
+    return path
+
+
+def env() -> dict[str, str]:
+    return dict(os.environ, TEST_CANAL_PASSWORD=PASSWORD)
+
+
+def log_path(config: Path) -> Path:
+    return config.parent / "daemon.log"
+
+
+def daemon_log(config: Path) -> str:
+    """Everything the daemons of this config have logged so far."""
+    path = log_path(config)
+    return path.read_text() if path.exists() else ""
+
+
+def start_daemon(config: Path) -> subprocess.Popen:
+    with open(log_path(config), "a") as log:
+        return subprocess.Popen([*CLI, "run", "-c", str(config)], stdout=log, stderr=log, text=True, env=env())
+
+
+@contextlib.contextmanager
+def running_daemon(config: Path) -> Iterator[subprocess.Popen]:
+    """A daemon process that is killed on the way out if the test did not stop it."""
+    daemon = start_daemon(config)
+    try:
+        yield daemon
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(60)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env(), timeout=180)
+
+
+def status(config: Path) -> dict:
+    result = cli("status", "-c", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def job_status(config: Path, name: str) -> dict | None:
+    """One job's live status, or None while the control endpoint is not up yet."""
+    result = cli("status", "-c", str(config), "--json")
+    if result.returncode != 0:
+        return None
+    document = json.loads(result.stdout)
+    if not document["live"]:
+        return None
+    return next(job for job in document["jobs"] if job["name"] == name)
+
+
+def metrics_text(config: Path) -> str:
+    port = int(config.read_text().split("metrics_port = ")[1].split()[0])
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+
+
+def metric(config: Path, sample: str) -> float:
+    """The value of one sample line (name with labels) of the daemon's /metrics, 0 when absent."""
+    for line in metrics_text(config).splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def stop(process: subprocess.Popen, config: Path) -> str:
+    """SIGTERM, wait for a clean exit, and return the log."""
+    process.send_signal(signal.SIGTERM)
+    process.wait(180)
+    assert process.returncode == 0, daemon_log(config)[-3000:]
+    return daemon_log(config)
