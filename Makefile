@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test proto demo check-java clean
+.PHONY: venv test proto demo bench bench-decode bench-e2e bench-scaling bench-commit check-java clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,21 @@ proto: venv
 
 demo: venv check-java
 	$(VENV)/bin/canalbridge demo
+
+# Benchmarks print their figures as a final JSON line (README, "Performance").
+bench-decode: venv
+	$(PY) -m bench.decode $(BENCH_ARGS)
+
+bench-e2e: venv check-java
+	$(PY) -m bench.end_to_end $(BENCH_ARGS)
+
+bench-scaling: venv check-java
+	$(PY) -m bench.scaling $(BENCH_ARGS)
+
+bench-commit: venv check-java
+	$(PY) -m bench.commit_latency $(BENCH_ARGS)
+
+bench: bench-decode bench-e2e bench-scaling bench-commit
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,13 +1,13 @@
 """Commit latency of the Iceberg upsert writer for N staged rows (Spark local[2]).
 
 For each size, rows of a 10-column table are staged through the writer
-(spilling to Parquet past 200,000) and committed with one MERGE INTO into
+(spilling to Parquet past spill_rows) and committed with one MERGE INTO into
 the table the previous sizes filled: keys start half a batch back, so a
 batch updates the rows already there and inserts the rest. The first size
 also pays for creating the table and warming the JVM. Prints one JSON line
 per size, then a summary line.
 
-    .venv/bin/python bench/commit_latency.py --sizes 10000,100000,1000000
+    .venv/bin/python -m bench.commit_latency --sizes 10000,100000,1000000
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import json
 import tempfile
 import time
 
+from bench.common import make_rows
 from canalbridge.devserver.catalog import narrow_table
 from canalbridge.logs import configure_logging
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import ChangeRow, Op, RowBatch, SourceColumn
+from canalbridge.sync.rows import RowBatch, SourceColumn
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
@@ -28,17 +29,6 @@ from spark_sink.writer import IcebergUpsertWriter
 
 TABLE = narrow_table(columns=10)
 SEND_ROWS = 5000  # rows per send, as a channel would hand them over
-
-
-def make_rows(start_key: int, count: int, offset: int) -> list[ChangeRow]:
-    position = EntryPosition("mysql-bin.000001", offset)
-    rows = []
-    for n in range(count):
-        key = start_key + n
-        values = (str(key), str(key % 1000), f"name-{key}", f"{key % 100000}.25", "2024-05-06 07:08:09.123",
-                  str(key * 7), str(n), f"v{n}", "1.50", "2025-01-01 00:00:00.000")
-        rows.append(ChangeRow(Op.UPSERT, values, position, 1))
-    return rows
 
 
 def main() -> None:

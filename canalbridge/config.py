@@ -241,7 +241,7 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
         catalog=spark_values.get("catalog", "lake"),
         warehouse=str((base / spark_values.get("warehouse", str(state_dir / "warehouse"))).resolve()),
         conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
-        spill_rows=spark_values.get("spill_rows", 200_000),
+        spill_rows=spark_values.get("spill_rows", SparkSettings.spill_rows),
         spill_dir=str(state_dir / "spill"),
     )
     return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))

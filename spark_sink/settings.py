@@ -21,5 +21,5 @@ class SparkSettings:
     warehouse: str = "warehouse"
     conf: dict[str, str] = field(default_factory=dict)
     # Staged rows kept in memory per channel before spilling to Parquet in spill_dir.
-    spill_rows: int = 200_000
+    spill_rows: int = 50_000  # per channel; about 40 MB of Python objects for a 10-column table
     spill_dir: str = "state/spill"

@@ -201,14 +201,13 @@ class CanalConnector:
             self._parse(messages, reply.body, "get")
         if messages.batch_id == EMPTY_BATCH_ID:
             return CanalBatch(EMPTY_BATCH_ID, (), 0)
-        entries = []
-        raw_size = 0
-        for raw in messages.messages:
-            entry = entry_pb.Entry()
-            self._parse(entry, raw, f"entry of batch {messages.batch_id}")
-            entries.append(entry)
-            raw_size += len(raw)
-        return CanalBatch(messages.batch_id, tuple(entries), raw_size)
+        raws = list(messages.messages)  # each access to a repeated bytes field copies
+        try:
+            # One comprehension, no per-entry error label: this loop runs for every entry.
+            entries = tuple([entry_pb.Entry.FromString(raw) for raw in raws])
+        except DecodeError as exc:
+            raise self._undecodable(f"entry of batch {messages.batch_id}", "Entry", exc) from exc
+        return CanalBatch(messages.batch_id, entries, sum(map(len, raws)))
 
     def ack(self, batch_id: int) -> None:
         """Ack ``batch_id`` (must be the oldest outstanding). The server sends no reply."""
@@ -287,11 +286,12 @@ class CanalConnector:
         try:
             message.ParseFromString(body)  # type: ignore[attr-defined]
         except DecodeError as exc:
-            raise CanalProtocolError(
-                f"{what}: cannot decode {type(message).__name__}: {exc}",
-                address=self.address,
-                destination=self.destination,
-            ) from exc
+            raise self._undecodable(what, type(message).__name__, exc) from exc
+
+    def _undecodable(self, what: str, message_type: str, exc: DecodeError) -> CanalProtocolError:
+        return CanalProtocolError(
+            f"{what}: cannot decode {message_type}: {exc}", address=self.address, destination=self.destination
+        )
 
     def _unexpected(self, packet: packet_pb.Packet, expected: str) -> CanalProtocolError:
         name = PacketType.Name(packet.type) if packet.type in PacketType.values() else str(packet.type)

@@ -12,7 +12,7 @@ from pathlib import Path
 from canalbridge.devserver.catalog import standard_tables
 from canalbridge.devserver.destination import DestinationConfig
 from canalbridge.devserver.entries import BinlogWriter
-from canalbridge.devserver.entry_file import read_entries
+from canalbridge.devserver.feeds import paced, repeated
 from canalbridge.devserver.server import DevServer
 from canalbridge.devserver.store import BatchMode
 from canalbridge.devserver.workload import Workload, WorkloadSpec
@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workload", type=int, default=0, metavar="ROWS", help="feed ROWS generated row changes")
     parser.add_argument("--entries", type=Path, metavar="FILE", help="feed the entries saved in FILE (see entry_file)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="feed the entries file N times, each round in later binlog files (default 1)")
+    parser.add_argument("--rate", type=float, default=0, metavar="ROWS_PER_S",
+                        help="release the entries file at this many row changes a second, stamping each entry's "
+                             "execute time when released (default: all at once, times as saved)")
     parser.add_argument("--tables", type=int, default=3, help="tables in the generated workload (default 3)")
     parser.add_argument("--seed", type=int, default=42, help="workload random seed (default 42)")
     parser.add_argument("--gtid", action="store_true", help="generate GTIDs as MySQL's gtid_mode=ON does")
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: entries file {args.entries} does not exist", file=sys.stderr)
             server.stop()
             return 2
-        server.feed(args.destination, read_entries(args.entries))
+        entries = repeated(args.entries, args.repeat)
+        server.feed(args.destination, paced(entries, args.rate) if args.rate > 0 else entries)
     print(f"canal devserver listening on {server.address} destination {args.destination}", flush=True)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

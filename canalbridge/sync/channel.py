@@ -91,7 +91,8 @@ class Channel:
     def start(self) -> None:
         """Read the committed position back from the target and start the thread."""
         self.committed_position = self.writer.committed_position()
-        self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key)
+        self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
+                                 key_only_before=self.settings.mode == "upsert")
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
         self._thread.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))

@@ -8,6 +8,7 @@ comparison never narrows a number (Doris cast a long difference to int).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 _JOURNAL_RE = re.compile(r"^(.*?)(\d+)$")
 
 
+@functools.lru_cache(maxsize=4096)  # every entry compares positions; a binlog has few file names
 def journal_key(journal: str) -> tuple[str, int, str]:
     """Sort key for a binlog file name: prefix, then the number it ends with."""
     match = _JOURNAL_RE.match(journal)

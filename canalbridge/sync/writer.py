@@ -11,13 +11,14 @@ resumes exactly where its table stands. The Spark/Iceberg writer in
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import ChangeRow, Op, RowBatch
+from canalbridge.sync.rows import Op, RowBatch
 
 
 class ChannelWriter(Protocol):
@@ -72,7 +73,9 @@ class InMemoryWriter:
     fail_commit_at: set[int] = field(default_factory=set)
     fail_after_commit_at: set[int] = field(default_factory=set)
     before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
-    rows: dict[tuple[str | None, ...], dict[str, str | None]] = field(default_factory=dict)
+    # key -> (column names, values): a dict per row would cost more than decoding it.
+    _table: dict[tuple[str | None, ...], tuple[tuple[str, ...], tuple[str | None, ...]]] = field(
+        default_factory=dict)
     commits: list[CommitRecord] = field(default_factory=list)
     aborts: list[str] = field(default_factory=list)
     sends: int = 0
@@ -80,6 +83,12 @@ class InMemoryWriter:
     _label: str | None = None
     _staged: list[RowBatch] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def rows(self) -> dict[tuple[str | None, ...], dict[str, str | None]]:
+        """The target's rows, keyed by primary key: column name -> Canal text."""
+        with self._lock:
+            return {key: dict(zip(names, values)) for key, (names, values) in self._table.items()}
 
     def target_columns(self) -> tuple[str, ...] | None:
         return self.columns
@@ -113,21 +122,20 @@ class InMemoryWriter:
                 raise AssertionError(f"{self.table}: commit at {end_position} is not after {last}")
             count = 0
             for batch in self._staged:
+                names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)
+                single_key = len(batch.key_indexes) == 1
                 for row in batch.rows:
-                    count += 1
-                    self._apply(row, batch.target_columns, batch.key_indexes)
+                    key = (key_of(row.values),) if single_key else key_of(row.values)
+                    if row.op is Op.DELETE:
+                        self._table.pop(key, None)
+                    else:
+                        self._table[key] = (names, row.values)
+                count += len(batch.rows)
             self.commits.append(CommitRecord(self._label or "", end_position, count))
             self._staged = []
             self._label = None
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
-
-    def _apply(self, row: ChangeRow, names: tuple[str, ...], keys: tuple[int, ...]) -> None:
-        key = tuple(row.values[i] for i in keys)
-        if row.op is Op.DELETE:
-            self.rows.pop(key, None)
-        else:
-            self.rows[key] = dict(zip(names, row.values))
 
     def abort(self, reason: str) -> None:
         with self._lock:

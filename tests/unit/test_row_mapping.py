@@ -76,3 +76,21 @@ def test_table_without_primary_key_needs_a_key_setting():
 def test_ddl_maps_to_nothing():
     ddl = entry_pb.RowChange.FromString(BinlogWriter().ddl("db", "t", EventType.ALTER, "ALTER TABLE t").storeValue)
     assert RowMapper("db.t", None).map(ddl, POSITION) == []
+
+
+def test_upsert_mapping_reads_only_the_keys_of_before_images():
+    mapper = RowMapper("db.t", None, key_only_before=True)
+    images = [({"id": 1, "name": "a"}, {"id": 1, "name": "b"}), ({"id": 2, "name": "c"}, {"id": 3, "name": "c"})]
+    rows = mapper.map(change(EventType.UPDATE, images), POSITION)
+    rows += mapper.map(change(EventType.DELETE, [({"id": 4, "name": "d"}, None)]), POSITION)
+    assert [(r.op, r.values, r.before) for r in rows] == [
+        (Op.UPSERT, ("1", "b"), None),
+        (Op.DELETE, ("2", None), None), (Op.UPSERT, ("3", "c"), None),
+        (Op.DELETE, ("4", None), None),
+    ]
+
+
+def test_changelog_mapping_keeps_whole_before_images():
+    images = [({"id": 1, "name": "a"}, {"id": 1, "name": "b"})]
+    rows = RowMapper("db.t", None).map(change(EventType.UPDATE, images), POSITION)
+    assert rows[0].before == ("1", "a")

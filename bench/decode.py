@@ -1,0 +1,137 @@
+"""Decode: rows/s through Receiver + Consumer + Channels into the in-memory writer, with two references.
+
+One workload (a 10-column table, 60% inserts / 30% updates / 10% deletes)
+is generated once and cached as an entries file; a dev server in another
+process serves it to each contender in turn:
+
+- canalbridge: a SyncJob (Receiver, Consumer, Channel threads) into an
+  InMemoryWriter, from job start until the last entry is acked (median of
+  ``--runs``, each with a fresh job and dev server);
+- canal-python 0.4: get + ack, parse every entry and row, read every value
+  (bench/canal_python_reference.py, in its own process);
+- protobuf ceiling: parse Entry and RowChange and read every value straight
+  from the file, one thread, no network.
+
+Prints one JSON line per contender, then a summary line.
+
+    .venv/bin/python -m bench.decode --rows 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.common import bench_tables, count_rows, dev_server, workload_file
+from canalbridge.devserver.entry_file import read_entries
+from canalbridge.devserver.replay import apply_entries
+from canalbridge.logs import configure_logging
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.job import SyncJob
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.writer import InMemoryWriter
+
+HERE = Path(__file__).resolve().parent
+TABLE = bench_tables(1)[0]
+ROWDATA = entry_pb.EntryType.ROWDATA
+CAPACITY = 65536
+
+
+def protobuf_ceiling(path: Path) -> dict:
+    """Parse every Entry and RowChange and read every value, straight from the file's bytes."""
+    raw_entries = []
+    with open(path, "rb") as source:
+        while header := source.read(4):
+            raw_entries.append(source.read(struct.unpack(">I", header)[0]))
+    rows = values = 0
+    started = time.perf_counter()
+    for raw in raw_entries:
+        entry = entry_pb.Entry.FromString(raw)
+        if entry.entryType != ROWDATA:
+            continue
+        change = entry_pb.RowChange.FromString(entry.storeValue)
+        for row_data in change.rowDatas:
+            rows += 1
+            before = [None if c.isNull else c.value for c in row_data.beforeColumns]
+            after = [None if c.isNull else c.value for c in row_data.afterColumns]
+            values += len(before) + len(after)
+    elapsed = time.perf_counter() - started
+    return {"contender": "protobuf_ceiling", "rows": rows, "values": values, "seconds": round(elapsed, 3),
+            "rows_per_s": round(rows / elapsed)}
+
+
+def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int) -> dict:
+    with dev_server(path, capacity=CAPACITY) as port:
+        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=batch_size, poll_timeout_ms=100)
+        settings = JobSettings("bench", canal, (ChannelSettings(TABLE.qualified, "lake.bench.events_1"),),
+                               # A 1 s interval: the in-memory commit is instant, so the clock is not left waiting.
+                               CommitSettings(interval_seconds=1, min_bytes=1 << 20, store_capacity=CAPACITY))
+        writer = InMemoryWriter(TABLE.qualified)
+        job = SyncJob(settings, lambda channel: writer)
+        started = time.perf_counter()
+        job.start()
+        while job.meta.ack_position is None or job.meta.ack_position < last:
+            time.sleep(0.05)  # a benchmark's progress poll
+            if job.fail_message is not None or time.perf_counter() - started > 1800:
+                raise SystemExit(f"not drained: {job.state} {job.fail_message}")
+        elapsed = time.perf_counter() - started
+        job.pause()
+    expected: dict = {}
+    apply_entries(expected, read_entries(path))
+    return {"contender": "canalbridge", "rows": rows, "seconds": round(elapsed, 3),
+            "rows_per_s": round(rows / elapsed), "commits": job.stats.commits,
+            "exact": writer.rows == expected[TABLE.qualified]}
+
+
+def canal_python(path: Path, rows: int, batch_size: int) -> dict:
+    with dev_server(path, capacity=CAPACITY) as port:
+        env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+        result = subprocess.run(
+            [sys.executable, str(HERE / "canal_python_reference.py"), str(port), "bench", str(rows), str(batch_size)],
+            capture_output=True, text=True, env=env, timeout=3600, check=True,
+        )
+    return {"contender": "canal-python 0.4 (pure-Python protobuf)", **json.loads(result.stdout.splitlines()[-1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows-per-event", type=int, default=10, help="rows per binlog rows event")
+    parser.add_argument("--batch-size", type=int, default=8192, help="entries per Canal get")
+    parser.add_argument("--runs", type=int, default=3, help="canalbridge runs; the median is reported")
+    parser.add_argument("--skip-canal-python", action="store_true")
+    args = parser.parse_args()
+    configure_logging("warning")
+
+    path, _, last = workload_file("decode", (TABLE,), args.rows, rows_per_event=args.rows_per_event)
+    rows = count_rows(path)
+    # Ours first, each run in a fresh job; the figure is the median run (runs vary by about 20% here).
+    runs = []
+    for _ in range(args.runs):
+        runs.append(canalbridge_core(path, last, rows, args.batch_size))
+        print(json.dumps(runs[-1]), flush=True)
+    ours = sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2]
+    results = [ours, protobuf_ceiling(path)]
+    print(json.dumps(results[1]), flush=True)
+    if not args.skip_canal_python:
+        results.append(canal_python(path, rows, args.batch_size))
+        print(json.dumps(results[2]), flush=True)
+    by_name = {r["contender"].split()[0]: r["rows_per_s"] for r in results}
+    summary = {"benchmark": "decode", "rows": rows, "rows_per_event": args.rows_per_event,
+               "rows_per_s": by_name, "canalbridge_runs": [r["rows_per_s"] for r in runs],
+               "exact": all(r["exact"] for r in runs),
+               "canalbridge_vs_ceiling": round(by_name["canalbridge"] / by_name["protobuf_ceiling"], 3)}
+    if "canal-python" in by_name:
+        summary["canalbridge_vs_canal_python"] = round(by_name["canalbridge"] / by_name["canal-python"], 2)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

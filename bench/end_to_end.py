@@ -1,0 +1,151 @@
+"""End to end: row changes/s from the dev server into 3 Iceberg tables (Spark local[2]), and the lag.
+
+The workload (3 ten-column tables, 60% inserts / 30% updates / 10% deletes)
+is generated once and cached. Two runs, each into fresh tables:
+
+1. backlog: the whole workload is waiting in Canal; the figure is row
+   changes/s from job start until the last entry is acked;
+2. live: the dev server releases the workload at ``--rate`` row changes/s
+   (default: 80% of the backlog figure) and stamps each entry with the time
+   it was released, as MySQL stamps the time a transaction ran; the figure
+   is the lag from that time to the commit that made the row visible, at
+   p50 and p99, over every row.
+
+Canal's store holds ``--canal-store`` entries (65536: a tuned
+``canal.instance.memory.buffer.size``; the un-acked entries it holds bound
+the size of a commit); commits every ``--interval`` seconds (10), or when Doris's
+minimums (``--min-events`` 10,000 and ``--min-mb`` 15, both) are reached, or
+at ``--max-mb`` (64). Prints one JSON line per run, then a summary line.
+
+    .venv/bin/python -m bench.end_to_end --rows 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.common import bench_tables, count_rows, dev_server, percentile, rss_mb, workload_file
+from canalbridge.logs import configure_logging
+from canalbridge.sync.job import SyncJob
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import RowBatch
+from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from spark_sink.session import get_spark, stop_spark
+from spark_sink.settings import SparkSettings
+from spark_sink.writer import make_writer
+
+
+class LagRecorder:
+    """Wraps a channel writer; at each commit, records now minus each committed row's execute time."""
+
+    def __init__(self, writer, lags: Counter, lock: threading.Lock) -> None:
+        self.writer = writer
+        self.lags = lags
+        self.lock = lock
+        self.staged: Counter = Counter()  # execute time (ms) -> rows
+
+    def target_columns(self):
+        return self.writer.target_columns()
+
+    def committed_position(self):
+        return self.writer.committed_position()
+
+    def begin(self, label: str) -> None:
+        self.staged = Counter()
+        self.writer.begin(label)
+
+    def send(self, batch: RowBatch) -> None:
+        self.staged.update(row.position.execute_time_ms for row in batch.rows)
+        self.writer.send(batch)
+
+    def commit(self, end_position: EntryPosition) -> None:
+        self.writer.commit(end_position)
+        now_ms = int(time.time() * 1000)
+        with self.lock:
+            for execute_ms, rows in self.staged.items():
+                self.lags[max(now_ms - execute_ms, 0)] += rows
+        self.staged = Counter()
+
+    def abort(self, reason: str) -> None:
+        self.staged = Counter()
+        self.writer.abort(reason)
+
+
+def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,
+        commit: CommitSettings, rate: float = 0) -> dict:
+    """One job over the whole file into fresh tables ``lake.NAME.*``; its throughput, lag and memory."""
+    spark = get_spark(spark_settings)
+    tables = bench_tables(3)
+    lags: Counter = Counter()
+    lock = threading.Lock()
+    peak_rss = 0.0
+    with dev_server(path, capacity=commit.store_capacity, rate=rate) as port:
+        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
+        channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
+        settings = JobSettings(name, canal, channels, commit)
+        job = SyncJob(settings, lambda channel: LagRecorder(
+            make_writer(spark, channel, name, spark_settings), lags, lock))
+        started = time.perf_counter()
+        job.start()
+        while job.meta.ack_position is None or job.meta.ack_position < last:
+            time.sleep(0.5)  # a benchmark's progress poll
+            peak_rss = max(peak_rss, rss_mb())
+            if job.fail_message is not None or time.perf_counter() - started > 3600:
+                raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
+        elapsed = time.perf_counter() - started
+        job.pause()
+    counts = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
+    result = {"run": name, "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
+              "commits": job.stats.commits, "rows_committed": sum(lags.values()), "table_rows": counts,
+              "peak_python_rss_mb": round(peak_rss)}
+    if rate:
+        result["rate"] = round(rate)
+    result["lag_p50_s"] = round(percentile(lags, 0.50) / 1000, 2)
+    result["lag_p99_s"] = round(percentile(lags, 0.99) / 1000, 2)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--rows-per-event", type=int, default=10)
+    parser.add_argument("--interval", type=float, default=10.0, help="commit interval, seconds")
+    parser.add_argument("--canal-store", type=int, default=65536,
+                        help="Canal's canal.instance.memory.buffer.size, entries (a power of two)")
+    parser.add_argument("--min-events", type=int, default=10_000, help="Doris min_sync_commit_size")
+    parser.add_argument("--min-mb", type=float, default=15, help="Doris min_bytes_sync_commit, MB")
+    parser.add_argument("--max-mb", type=float, default=64, help="Doris max_bytes_sync_commit, MB")
+    parser.add_argument("--rate", type=float, default=0, help="live run rate (default: 80%% of the backlog run)")
+    args = parser.parse_args()
+    configure_logging("warning")
+
+    path, _, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
+    rows = count_rows(path)
+    root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
+    spark_settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    commit = CommitSettings(interval_seconds=args.interval, min_events=args.min_events,
+                            min_bytes=int(args.min_mb * 2**20), max_bytes=int(args.max_mb * 2**20),
+                            store_capacity=args.canal_store)
+    backlog = run("backlog", path, last, rows, spark_settings, commit)
+    print(json.dumps(backlog), flush=True)
+    rate = args.rate or 0.8 * backlog["rows_per_s"]
+    live = run("live", path, last, rows, spark_settings, commit, rate=rate)
+    print(json.dumps(live), flush=True)
+    stop_spark()
+    print(json.dumps({"benchmark": "end_to_end", "rows": rows, "tables": 3, "commit_interval_s": args.interval,
+                      "canal_store": args.canal_store, "min_events": args.min_events, "min_mb": args.min_mb,
+                      "max_mb": args.max_mb,
+                      "backlog_rows_per_s": backlog["rows_per_s"], "live_rate": round(rate),
+                      "live_rows_per_s": live["rows_per_s"], "lag_p50_s": live["lag_p50_s"],
+                      "lag_p99_s": live["lag_p99_s"],
+                      "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2)}))
+
+
+if __name__ == "__main__":
+    main()

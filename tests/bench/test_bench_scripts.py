@@ -1,0 +1,42 @@
+"""The benchmark scripts run from a fresh clone and print a final JSON line (tiny sizes: figures not checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_bench(module: str, *args: str) -> list[dict]:
+    result = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_decode_bench_drains_exactly_and_compares_with_both_references():
+    *contenders, summary = run_bench("bench.decode", "--rows", "3000", "--runs", "1")
+    assert summary["benchmark"] == "decode" and summary["exact"] is True
+    assert set(summary["rows_per_s"]) == {"canalbridge", "protobuf_ceiling", "canal-python"}
+    assert all(c["rows"] == summary["rows"] for c in contenders)
+
+
+@pytest.mark.spark
+def test_end_to_end_bench_reports_throughput_and_lag():
+    backlog, live, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1")
+    assert backlog["rows_committed"] == live["rows_committed"] > 0
+    assert backlog["table_rows"] == live["table_rows"]
+    assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
+
+
+@pytest.mark.spark
+def test_scaling_bench_reports_tables_and_memory():
+    *_, summary = run_bench("bench.scaling", "--tables", "1,3", "--total-rows", "3000", "--repeat", "1",
+                            "--memory-seconds", "6", "--memory-rows", "3000")
+    assert set(summary["commit_s_by_tables"]) == {"1", "3"}
+    assert summary["memory"]["python_rss_mb_max_second_half"] > 0
