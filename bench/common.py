@@ -13,7 +13,8 @@ from pathlib import Path
 
 from canalbridge.devserver.catalog import narrow_table
 from canalbridge.devserver.entries import TableDef
-from canalbridge.devserver.entry_file import write_entries
+from canalbridge.devserver.entry_file import read_entries, write_entries
+from canalbridge.devserver.feeds import rows_in
 from canalbridge.devserver.workload import Workload, WorkloadSpec
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import ChangeRow, Op
@@ -27,39 +28,24 @@ def bench_tables(count: int) -> tuple[TableDef, ...]:
 
 
 def workload_file(name: str, tables: Sequence[TableDef], rows: int, *, rows_per_event: int,
-                  seed: int = 1) -> tuple[Path, Workload | None, EntryPosition]:
-    """Generate (or reuse) an entries file; return it, the workload if generated now, and the last position.
+                  seed: int = 1) -> tuple[Path, int, EntryPosition]:
+    """Generate (or reuse) an entries file; return it, its row changes and its last position.
 
     The workload is 60% inserts, 30% updates (5% of them change the key),
     10% deletes, no NULLs, transactions of 1-50 rows.
     """
     path = CACHE / f"canalbridge-bench-{name}-{rows}-{rows_per_event}-{seed}.entries"
-    spec = WorkloadSpec(tables=tuple(tables), row_changes=rows, rows_per_transaction=(1, 50),
-                        rows_per_event=rows_per_event, null_ratio=0.0, pk_change_ratio=0.05, seed=seed)
-    workload = None
     if not path.exists():
-        workload = Workload(spec)
+        spec = WorkloadSpec(tables=tuple(tables), row_changes=rows, rows_per_transaction=(1, 50),
+                            rows_per_event=rows_per_event, null_ratio=0.0, pk_change_ratio=0.05, seed=seed)
         partial = path.with_suffix(".partial")
-        write_entries(partial, workload)
+        write_entries(partial, Workload(spec))
         partial.rename(path)
-    return path, workload, last_position(path)
-
-
-def last_position(path: Path) -> EntryPosition:
-    from canalbridge.devserver.entry_file import read_entries
-
-    last = None
-    for last in read_entries(path):  # noqa: B007 - we want the last one
-        pass
+    row_changes, last = 0, None
+    for last in read_entries(path):  # one pass: the files run to a GB
+        row_changes += rows_in(last)
     assert last is not None, f"{path} is empty"
-    return EntryPosition.of(last)
-
-
-def count_rows(path: Path) -> int:
-    from canalbridge.devserver.entry_file import read_entries
-    from canalbridge.devserver.feeds import rows_in
-
-    return sum(rows_in(entry) for entry in read_entries(path))
+    return path, row_changes, EntryPosition.of(last)
 
 
 @contextlib.contextmanager

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.common import bench_tables, count_rows, dev_server, workload_file
-from canalbridge.devserver.entry_file import read_entries
+from bench.common import bench_tables, dev_server, workload_file
+from canalbridge.devserver.entry_file import read_entries, read_raw_entries
 from canalbridge.devserver.replay import apply_entries
 from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -46,10 +45,7 @@ CAPACITY = 65536
 
 def protobuf_ceiling(path: Path) -> dict:
     """Parse every Entry and RowChange and read every value, straight from the file's bytes."""
-    raw_entries = []
-    with open(path, "rb") as source:
-        while header := source.read(4):
-            raw_entries.append(source.read(struct.unpack(">I", header)[0]))
+    raw_entries = list(read_raw_entries(path))
     rows = values = 0
     started = time.perf_counter()
     for raw in raw_entries:
@@ -67,7 +63,8 @@ def protobuf_ceiling(path: Path) -> dict:
             "rows_per_s": round(rows / elapsed)}
 
 
-def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int) -> dict:
+def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int, expected: dict) -> dict:
+    """One fresh job draining the file; ``expected``: the table the reference consumer builds from it."""
     with dev_server(path, capacity=CAPACITY) as port:
         canal = CanalSettings("127.0.0.1", port, "bench", batch_size=batch_size, poll_timeout_ms=100)
         settings = JobSettings("bench", canal, (ChannelSettings(TABLE.qualified, "lake.bench.events_1"),),
@@ -83,11 +80,9 @@ def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int
                 raise SystemExit(f"not drained: {job.state} {job.fail_message}")
         elapsed = time.perf_counter() - started
         job.pause()
-    expected: dict = {}
-    apply_entries(expected, read_entries(path))
     return {"contender": "canalbridge", "rows": rows, "seconds": round(elapsed, 3),
             "rows_per_s": round(rows / elapsed), "commits": job.stats.commits,
-            "exact": writer.rows == expected[TABLE.qualified]}
+            "exact": writer.rows == expected}
 
 
 def canal_python(path: Path, rows: int, batch_size: int) -> dict:
@@ -110,12 +105,13 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging("warning")
 
-    path, _, last = workload_file("decode", (TABLE,), args.rows, rows_per_event=args.rows_per_event)
-    rows = count_rows(path)
+    path, rows, last = workload_file("decode", (TABLE,), args.rows, rows_per_event=args.rows_per_event)
+    tables: dict = {}
+    apply_entries(tables, read_entries(path))
     # Ours first, each run in a fresh job; the figure is the median run (runs vary by about 20% here).
     runs = []
     for _ in range(args.runs):
-        runs.append(canalbridge_core(path, last, rows, args.batch_size))
+        runs.append(canalbridge_core(path, last, rows, args.batch_size, tables[TABLE.qualified]))
         print(json.dumps(runs[-1]), flush=True)
     ours = sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2]
     results = [ours, protobuf_ceiling(path)]

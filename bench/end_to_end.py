@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common import bench_tables, count_rows, dev_server, percentile, rss_mb, workload_file
+from bench.common import bench_tables, dev_server, percentile, rss_mb, workload_file
 from canalbridge.logs import configure_logging
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
@@ -125,8 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging("warning")
 
-    path, _, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
-    rows = count_rows(path)
+    path, rows, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
     root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
     spark_settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
     commit = CommitSettings(interval_seconds=args.interval, min_events=args.min_events,

@@ -28,8 +28,8 @@ def write_entries(path: Path, entries: Iterable[entry_pb.Entry]) -> int:
     return count
 
 
-def read_entries(path: Path) -> Iterator[entry_pb.Entry]:
-    """Yield the entries of a file written by :func:`write_entries`."""
+def read_raw_entries(path: Path) -> Iterator[bytes]:
+    """Yield the serialized entries of a file written by :func:`write_entries`."""
     with open(path, "rb") as source:
         while header := source.read(_LENGTH.size):
             if len(header) != _LENGTH.size:
@@ -38,4 +38,10 @@ def read_entries(path: Path) -> Iterator[entry_pb.Entry]:
             raw = source.read(length)
             if len(raw) != length:
                 raise ValueError(f"{path}: truncated entry of {length} bytes")
-            yield entry_pb.Entry.FromString(raw)
+            yield raw
+
+
+def read_entries(path: Path) -> Iterator[entry_pb.Entry]:
+    """Yield the entries of a file written by :func:`write_entries`."""
+    for raw in read_raw_entries(path):
+        yield entry_pb.Entry.FromString(raw)
