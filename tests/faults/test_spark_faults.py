@@ -50,7 +50,6 @@ def test_killed_spark_jvm_is_replaced_and_the_job_converges(spark, spark_setting
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "jvmkill", tables)
     changelog_config(config, "accounts")
     store = server.destinations["example"].store
-    kills = 0
     with running_daemon(config) as daemon:
         for _ in range(2):
             # Right after an ack the next commit is being staged or merged.
@@ -60,12 +59,11 @@ def test_killed_spark_jvm_is_replaced_and_the_job_converges(spark, spark_setting
             jvm = child_jvm(daemon.pid)
             assert jvm is not None
             os.kill(jvm, signal.SIGKILL)
-            kills += 1
             assert eventually(lambda jvm=jvm: child_jvm(daemon.pid) not in (None, jvm), 240), "no new JVM"
         assert server.destinations["example"].wait_acked(300), daemon_log(config)[-3000:]
         assert status(config)["jobs"][0]["state"] == "RUNNING"
         log = stop(daemon, config)
-    assert kills == 2 and log.count("spark.session_lost") >= 1
+    assert log.count("spark.session_lost") >= 1
     assert PASSWORD not in log
     assert_upsert_exact(spark, workload, "shop.orders", "lake.jvmkill.orders")
     assert_changelog_once(spark, entries, "shop.accounts", "lake.jvmkill.accounts")
