@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test proto demo bench bench-decode bench-e2e bench-scaling bench-commit check-java clean
+.PHONY: venv lint test proto demo bench bench-decode bench-e2e bench-scaling bench-commit check-java clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ check-java:
 	  echo "  RHEL/Fedora:   dnf install -y java-17-openjdk-headless"; \
 	  exit 1; }
 
-test: venv check-java
+# Style and types, on the product and on the tests and benchmarks that drive it.
+lint: venv
+	$(VENV)/bin/ruff check canalbridge spark_sink tests bench
+	$(VENV)/bin/mypy
+
+test: venv check-java lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 proto: venv

@@ -74,7 +74,7 @@ def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int
         job = SyncJob(settings, lambda channel: writer)
         started = time.perf_counter()
         job.start()
-        while job.meta.ack_position is None or job.meta.ack_position < last:
+        while job.acks.position is None or job.acks.position < last:
             time.sleep(0.05)  # a benchmark's progress poll
             if job.fail_message is not None or time.perf_counter() - started > 1800:
                 raise SystemExit(f"not drained: {job.state} {job.fail_message}")

@@ -93,7 +93,7 @@ def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: S
             make_writer(spark, channel, name, spark_settings), lags, lock))
         started = time.perf_counter()
         job.start()
-        while job.meta.ack_position is None or job.meta.ack_position < last:
+        while job.acks.position is None or job.acks.position < last:
             time.sleep(0.5)  # a benchmark's progress poll
             peak_rss = max(peak_rss, rss_mb())
             if job.fail_message is not None or time.perf_counter() - started > 3600:

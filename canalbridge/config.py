@@ -167,7 +167,7 @@ def _walk(table: Any, keys: dict[str, Key], where: str, problems: list[str]) -> 
             continue
         value = table[name]
         kinds = key.kind if isinstance(key.kind, tuple) else (key.kind,)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             wanted = " or ".join(k.__name__ for k in kinds)
             shown = "<hidden>" if "password" in name else repr(value)
             problems.append(f"{path}: must be {wanted}, got {type(value).__name__} {shown}")
@@ -353,4 +353,4 @@ def _world_readable(path: Path) -> bool:
         return False
 
 
-__all__ = ["Config", "ConfigError", "DaemonSettings", "MB", "load_config"]
+__all__ = ["MB", "Config", "ConfigError", "DaemonSettings", "load_config"]

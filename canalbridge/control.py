@@ -62,7 +62,7 @@ class ControlServer:
             os.chmod(path, 0o600)
         else:
             self._server = ThreadingHTTPServer(_host_port(address), handler)
-            self._server.daemon_threads = True  # type: ignore[attr-defined]
+            self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="control", daemon=True)
 
     def start(self) -> None:
@@ -101,7 +101,7 @@ def _handler(token: str | None, status: Callable[[], dict[str, Any]], act: Actio
             self._reply(401, {"error": "a valid control token is required"})
             return False
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             if not self._authorized():
                 return
             if self.path == "/status":
@@ -109,7 +109,7 @@ def _handler(token: str | None, status: Callable[[], dict[str, Any]], act: Actio
             else:
                 self._reply(404, {"error": f"no such resource {self.path}"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if not self._authorized():
                 return
             parts = self.path.strip("/").split("/")

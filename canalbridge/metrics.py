@@ -40,7 +40,7 @@ class JobCollector(Collector):
             stats = job.stats
             for name, family in counters.items():
                 family.add_metric([job.name], getattr(stats, name))
-            ack = job.meta.ack_position
+            ack = job.acks.position
             if ack is not None and ack.execute_time_ms:
                 lag.add_metric([job.name], max(now_ms - ack.execute_time_ms, 0) / 1000)
             for candidate in JobState:

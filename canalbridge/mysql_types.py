@@ -135,7 +135,7 @@ class MySqlType:
             "double": 0.0,
             "date": dt.date(2000, 1, 1),
             "datetime": dt.datetime(2000, 1, 1),
-            "timestamp": dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc),
+            "timestamp": dt.datetime(2000, 1, 1, tzinfo=dt.UTC),
             "time": dt.timedelta(0),
             "year": 2000,
             "bit": 0,
@@ -227,7 +227,7 @@ def format_datetime(value: object, fsp: int) -> str:
         assert isinstance(value, dt.datetime)
         if value.tzinfo is not None:
             # Canal formats timestamps in its JVM's zone; the dev server's Canal runs in UTC.
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         text = value.strftime("%Y-%m-%d %H:%M:%S")
         micros = value.microsecond
     return text + (f".{micros:06d}"[: fsp + 1] if fsp else "")

@@ -64,17 +64,11 @@ class JobRecord:
 
 
 def position_to_json(position: EntryPosition | None) -> str | None:
-    if position is None:
-        return None
-    return json.dumps({"journal": position.journal, "offset": position.offset,
-                       "execute_time_ms": position.execute_time_ms, "gtid": position.gtid})
+    return None if position is None else json.dumps(position.to_dict())
 
 
 def position_from_json(text: str | None) -> EntryPosition | None:
-    if not text:
-        return None
-    data = json.loads(text)
-    return EntryPosition(data["journal"], int(data["offset"]), int(data["execute_time_ms"]), data["gtid"])
+    return EntryPosition.from_dict(json.loads(text)) if text else None
 
 
 class StateStore:

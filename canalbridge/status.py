@@ -21,10 +21,7 @@ MASK = "******"
 
 
 def position_json(position: EntryPosition | None) -> dict[str, Any] | None:
-    if position is None:
-        return None
-    return {"journal": position.journal, "offset": position.offset, "gtid": position.gtid,
-            "execute_time_ms": position.execute_time_ms}
+    return None if position is None else dict(position.to_dict())
 
 
 def job_config_json(settings: JobSettings) -> dict[str, Any]:

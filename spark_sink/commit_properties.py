@@ -34,14 +34,14 @@ class _JavaCallable:
         return None
 
     class Java:
-        implements = ["java.util.concurrent.Callable"]
+        implements = ("java.util.concurrent.Callable",)  # py4j reads this; a tuple cannot be mutated
 
 
 def with_commit_properties(spark: SparkSession, properties: Mapping[str, str], action: Callable[[], None]) -> None:
     """Run ``action`` (which writes to Iceberg) with ``properties`` in its snapshot summary."""
     from py4j.protocol import Py4JJavaError
 
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
     assert jvm is not None, "the SparkSession has no JVM"
     java_properties = jvm.java.util.HashMap()
     for key, value in properties.items():

@@ -16,10 +16,13 @@ if TYPE_CHECKING:
 # Snapshot-summary keys that carry a channel's position.
 PROP_JOB = "canalbridge.job"
 PROP_LABEL = "canalbridge.label"
-PROP_JOURNAL = "canalbridge.journal"
-PROP_OFFSET = "canalbridge.offset"
-PROP_GTID = "canalbridge.gtid"
-PROP_EXECUTE_TIME = "canalbridge.execute-time"
+# Snapshot-summary keys of EntryPosition.to_dict()'s fields (names kept from the first release).
+POSITION_KEYS = {
+    "journal": "canalbridge.journal",
+    "offset": "canalbridge.offset",
+    "gtid": "canalbridge.gtid",
+    "execute_time_ms": "canalbridge.execute-time",
+}
 # Table property recording the MySQL primary key. Iceberg identifier fields
 # would be the natural place, but Iceberg 1.6-1.9 fails every merge-on-read
 # MERGE/UPDATE/DELETE on a table that has them (apache/iceberg#11709).
@@ -38,14 +41,13 @@ class TargetColumn:
 
 
 def position_properties(job: str, label: str, position: EntryPosition) -> dict[str, str]:
-    return {
-        PROP_JOB: job,
-        PROP_LABEL: label,
-        PROP_JOURNAL: position.journal,
-        PROP_OFFSET: str(position.offset),
-        PROP_GTID: position.gtid,
-        PROP_EXECUTE_TIME: str(position.execute_time_ms),
-    }
+    properties = {PROP_JOB: job, PROP_LABEL: label}
+    properties.update({POSITION_KEYS[field]: str(value) for field, value in position.to_dict().items()})
+    return properties
+
+
+def position_from_summary(summary: dict[str, str]) -> EntryPosition:
+    return EntryPosition.from_dict({field: summary.get(key) for field, key in POSITION_KEYS.items()})
 
 
 class TargetTable:
@@ -101,18 +103,33 @@ class TargetTable:
                 )
 
     def last_position(self, job: str) -> EntryPosition | None:
-        """The position in the newest snapshot this job committed, or None."""
+        """The position in the newest snapshot this job committed among main's current snapshot and
+        its ancestors; None when the table has no snapshot or that lineage has none of this job's."""
+        # The parent chain, not the newest snapshot by commit time: after rollback_to_snapshot, or
+        # with commits on another branch, that snapshot may hold data the table does not (Iceberg's
+        # Flink sink finds its last checkpoint the same way). Not history.is_current_ancestor either:
+        # history lists only snapshots made current on main, so it misses the ancestors that main
+        # gained by a fast-forward or set_current_snapshot to a branch.
+        # main first: a commit between the two reads only adds a descendant of it.
+        main = f"SELECT snapshot_id FROM {self.identifier}.refs WHERE name = 'main'"
+        current = self.spark.sql(main).collect()
+        if not current:
+            return None
+        # One query for the whole graph; only this job's summaries come back, the rest are NULL.
         rows = self.spark.sql(
-            f"SELECT summary FROM {self.identifier}.snapshots "
-            f"WHERE summary[{sql_string(PROP_JOB)}] = :job ORDER BY committed_at DESC LIMIT 1",
+            f"SELECT snapshot_id, parent_id, "
+            f"IF(summary[{sql_string(PROP_JOB)}] = :job, summary, NULL) AS summary "
+            f"FROM {self.identifier}.snapshots",
             args={"job": job},
         ).collect()
-        if not rows:
-            return None
-        summary = rows[0]["summary"]
-        return EntryPosition(
-            summary[PROP_JOURNAL],
-            int(summary[PROP_OFFSET]),
-            int(summary.get(PROP_EXECUTE_TIME) or 0),
-            summary.get(PROP_GTID) or "",
-        )
+        parents = {row["snapshot_id"]: row["parent_id"] for row in rows}
+        summaries = {row["snapshot_id"]: row["summary"] for row in rows if row["summary"] is not None}
+        snapshot_id = current[0]["snapshot_id"]
+        for _ in range(len(parents)):  # bounded: a malformed parent cycle must not hang the job
+            if snapshot_id is None or snapshot_id not in parents:
+                break  # the first snapshot, or an ancestor expired: the lineage ends here
+            summary = summaries.get(snapshot_id)
+            if summary is not None:
+                return position_from_summary(summary)
+            snapshot_id = parents[snapshot_id]
+        return None

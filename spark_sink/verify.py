@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, localcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from canalbridge.devserver.entries import TableDef
 from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
 from spark_sink.identifiers import quote, quote_table
 
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def typed(value: Any, declared: str) -> object:
@@ -49,7 +53,7 @@ def typed(value: Any, declared: str) -> object:
     return value
 
 
-def read_typed(spark, target: str, table: TableDef) -> dict[tuple, dict[str, object]]:
+def read_typed(spark: SparkSession, target: str, table: TableDef) -> dict[tuple, dict[str, object]]:
     """The target's rows keyed by primary key, timestamps as unix micros, binary as bytes."""
     from pyspark.sql import functions as F
 
@@ -67,7 +71,7 @@ def read_typed(spark, target: str, table: TableDef) -> dict[tuple, dict[str, obj
     return result
 
 
-def expected_typed(table: TableDef, rows) -> dict[tuple, dict[str, object]]:
+def expected_typed(table: TableDef, rows: Iterable[Mapping[str, object]]) -> dict[tuple, dict[str, object]]:
     result = {}
     for row in rows:
         values = {c.name: typed(row[c.name], c.mysql_type.declared) for c in table.columns}

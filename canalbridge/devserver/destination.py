@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from canalbridge.canal.scramble import server_check, stored_password_hash
+from canalbridge.devserver.held_get import HeldGet
 from canalbridge.devserver.meta import ClientMeta
 from canalbridge.devserver.store import BatchMode, EventStore, StoreClosed, StoredEvent
 from canalbridge.devserver.table_filter import TableFilter
@@ -56,6 +57,7 @@ class Destination:
         # Held across a get and the batch id it creates, as Canal synchronises
         # getWithoutAck on the instance: batch ids then follow store order.
         self.get_lock = threading.Lock()
+        self.held_get: HeldGet | None = None  # fault injection, see hold_next_get
         self._filter = TableFilter("")
         self._source: collections.deque[Iterator[entry_pb.Entry]] = collections.deque()
         self._source_cond = threading.Condition()
@@ -97,6 +99,11 @@ class Destination:
             self._filter = TableFilter(filter_text)
         self.start_parser()
         return meta
+
+    def hold_next_get(self) -> HeldGet:
+        """Hold this destination's next GET until another connection rolls back (see HeldGet)."""
+        self.held_get = HeldGet()
+        return self.held_get
 
     # -- the source log and its parser -------------------------------------------
 

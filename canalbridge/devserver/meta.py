@@ -23,7 +23,8 @@ class BatchRange:
 class ClientMeta:
     """One client identity's subscription, outstanding batches and cursor.
 
-    Batch ids start at 1 and only grow for the life of the server, and acks
+    Batch ids start at 1 and only grow for the life of the server (Canal's
+    ``MemoryClientIdentityBatch`` counter, new with every start), and acks
     and rollbacks must name the oldest outstanding batch: Canal refuses any
     other order because it could lose data.
     """
@@ -59,6 +60,12 @@ class ClientMeta:
     def clear_batches(self) -> None:
         with self._lock:
             self._batches.clear()
+
+    def restart(self) -> None:
+        """What a Canal restart leaves: no outstanding batch, and batch ids from 1 again."""
+        with self._lock:
+            self._batches.clear()
+            self._next_batch_id = 1
 
     def outstanding(self) -> list[int]:
         with self._lock:

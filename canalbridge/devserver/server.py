@@ -98,10 +98,10 @@ class DevServer:
         for thread in sessions.values():
             thread.join()
         for destination in self.destinations.values():
-            # What a restarted Canal does: outstanding batches are forgotten and
-            # the next get starts again at the ack cursor.
+            # What a restarted Canal does: outstanding batches are forgotten,
+            # batch ids start again at 1 and the next get starts at the ack cursor.
             for meta in destination.clients():
-                meta.clear_batches()
+                meta.restart()
             destination.store.rollback()
             destination.store.reopen()
         log.info("devserver.stopped", address=self.address)

@@ -163,6 +163,8 @@ class Session:
             wait_s = None  # Canal blocks until a full batch is there
         else:
             wait_s = get.timeout * _TIME_UNIT_SECONDS.get(get.unit, 1e-3)
+        hold = destination.held_get
+        held = hold is not None and hold.park(self)
         with destination.get_lock:
             result = destination.store.get(max(get.fetch_size, 1), wait_s)
             batch_id = (
@@ -170,6 +172,10 @@ class Session:
                 if result.events
                 else -1
             )
+        if held:
+            assert hold is not None
+            hold.served(batch_id)
+            destination.held_get = None
         messages = packet_pb.Messages(batch_id=batch_id, messages=[e.raw for e in result.events])
         # Canal's raw-entry path writes MESSAGES without a version field.
         self.sock.sendall(encode_packet(PacketType.MESSAGES, messages.SerializeToString()))
@@ -192,8 +198,10 @@ class Session:
         if not meta.subscribed:
             return  # Canal ignores a rollback before subscription
         # Like Canal (both synchronise on the instance), a rollback waits for a
-        # get in progress, perhaps a dead connection's, so that get cannot
-        # take entries after the cursor was reset and strand them.
+        # get that holds the lock. A get that has not reached the lock yet,
+        # perhaps a dead connection's, can still run after the rollback and
+        # strand entries as an outstanding batch: clients must detect that
+        # (HeldGet reproduces it).
         with destination.get_lock:
             if rollback.batch_id == 0:
                 meta.clear_batches()
@@ -201,6 +209,9 @@ class Session:
                 self._remove_batch(meta, rollback.batch_id, "rollback error,")
             # Canal rolls the whole store back even for a single batch id.
             destination.store.rollback()
+        hold = destination.held_get
+        if hold is not None:
+            hold.after_rollback(self)
 
     # -- helpers --------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ _INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint":
 # Letters from 1-, 2-, 3- and 4-byte UTF-8, quotes and backslashes included.
 _ALPHABET = "abcxyzABC019 _-'\"\\/éßøЖя中文字😀🚀𝄞"
 _WIDE = Context(prec=80)  # MySQL decimals have up to 65 digits
-_EPOCH_MIN = dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
-_EPOCH_MAX = dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=dt.timezone.utc)
+_EPOCH_MIN = dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
+_EPOCH_MAX = dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=dt.UTC)
 
 
 def _text(rng: random.Random, max_chars: int) -> str:

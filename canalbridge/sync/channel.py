@@ -97,12 +97,17 @@ class Channel:
         self._thread.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
 
-    def stop(self) -> None:
-        if self._thread is None:
-            return
+    def stop(self, timeout_s: float) -> bool:
+        """Stop the thread after the work queued before; False if it is still busy after ``timeout_s``."""
+        thread = self._thread
+        if thread is None:
+            return True
         self._work.put(_Stop())
-        self._thread.join()
+        thread.join(timeout_s)
+        if thread.is_alive():
+            return False
         self._thread = None
+        return True
 
     # -- transaction (Consumer thread) ----------------------------------------------------
 

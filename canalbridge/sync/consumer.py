@@ -20,15 +20,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
+from tenacity import RetryError
 
-from canalbridge.canal import CanalBatch, CanalConnector, CanalError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.batch_queue import BatchQueue, QueuedBatch
+from canalbridge.sync.canal_link import CanalLink, TakenBatch
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, SyncError
-from canalbridge.sync.position import EntryPosition, OutstandingBatch, PositionMeta, PositionRange
+from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
+from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.settings import JobSettings
+from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.consumer")
 
@@ -58,72 +60,72 @@ class ConsumerStats:
     last_commit_seconds: float = 0.0
 
 
-class Consumer:
-    """Owns the transaction loop and the position meta; runs in its own thread."""
+class Consumer(Worker):
+    """Owns the transaction loop; runs in its own thread."""
 
     def __init__(
         self,
         settings: JobSettings,
-        connector: CanalConnector,
-        batches: BatchQueue,
+        link: CanalLink,
         channels: Sequence[Channel],
-        meta: PositionMeta,
+        committed: CommittedPositions,
+        acks: AckState,
         stop: threading.Event,
         on_failure: Callable[[SyncError], None],
         on_commit: Callable[[], None] | None = None,
+        stats: ConsumerStats | None = None,
     ) -> None:
+        super().__init__(f"consumer-{settings.name}", stop)
         self.settings = settings
         self._on_commit = on_commit
         self.job = settings.name
-        self.connector = connector
-        self.batches = batches
+        self.link = link
         self.channels = {channel.source: channel for channel in channels}
-        self.meta = meta
+        self.committed = committed
+        self.acks = acks
         self.policy = CommitPolicy(settings.commit, settings.canal.batch_size)
-        self.stats = ConsumerStats()
-        self._stop = stop
+        self.stats = stats or ConsumerStats()
         self._on_failure = on_failure
-        self._epoch = -1  # the Receiver opens epoch >= 1 when it connects
+        self._epoch = link.epoch
         self._carry: list[entry_pb.Entry] = []  # entries after a mid-batch cut
-        self._next: QueuedBatch | None = None  # a batch taken but not yet routed
+        self._next: TakenBatch | None = None  # a batch taken but not yet routed
         self._last_position: EntryPosition | None = None
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
-        self._thread: threading.Thread | None = None
         self._log = log.bind(job=self.job)
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"consumer-{self.job}", daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
     def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                if self._transaction():
-                    failures = 0
-            except SyncError as exc:
-                failures += 1
-                self._recover(exc)
-                if not exc.transient or failures > self.settings.commit.retries:
-                    self._log.error("consumer.giving_up", error=str(exc), attempts=failures)
-                    self._on_failure(exc)
-                    return
-                delay = min(
-                    self.settings.commit.retry_initial_seconds * 2 ** (failures - 1),
-                    self.settings.commit.retry_max_seconds,
-                )
-                self.stats.retries += 1
-                self._log.warning("consumer.retrying", error=str(exc), attempt=failures, retry_in_s=delay)
-                if self._stop.wait(delay):
-                    break
+        retry = retrying(
+            self.settings.commit.commit_retry, lambda exc: isinstance(exc, SyncError) and exc.transient,
+            self._stop, self._log, "consumer.retrying", on_retry=self._count_retry,
+        )
+        try:
+            while not self._stop.is_set():
+                retry(self._attempt)
+        except Stopping:
+            pass
+        except RetryError as exc:
+            self._give_up(exc.last_attempt.exception(), exc.last_attempt.attempt_number)
+        except SyncError as exc:
+            self._give_up(exc, 1)
         self._log.info("consumer.stopped", commits=self.stats.commits, rollbacks=self.stats.rollbacks)
+
+    def _attempt(self) -> None:
+        """One transaction; a failure is recovered from (abort, roll back) before it is retried."""
+        try:
+            self._transaction()
+        except SyncError as exc:
+            self._recover(exc)
+            raise
+
+    def _count_retry(self) -> None:
+        self.stats.retries += 1
+
+    def _give_up(self, exc: BaseException | None, attempts: int) -> None:
+        self._log.error("consumer.giving_up", error=str(exc), attempts=attempts)
+        if isinstance(exc, SyncError):
+            self._on_failure(exc)
 
     # -- one transaction --------------------------------------------------------------
 
@@ -145,35 +147,23 @@ class Consumer:
                 if self._route(entries, work, label):
                     return True
             else:
-                item = self._next or self.batches.get(self.policy.poll_timeout(work, time.monotonic()))
+                item = self._next or self.link.take(self.policy.poll_timeout(work, time.monotonic()))
                 self._next = None
                 if item is not None:
                     if item.epoch != self._epoch:
                         self._rolled_back(item)
                         return False
-                    self._take(item.batch, work)
+                    work.bytes += item.batch.raw_size
+                    self.stats.batches += 1
                     if self._route(list(item.batch.entries), work, label):
                         return True
             if self._commit_if_due(work, label, at_batch_end=True):
                 return True
 
-    def _take(self, batch: CanalBatch, work: PendingWork) -> None:
-        first, last = batch.entries[0], batch.entries[-1]
-        self.meta.add_batch(
-            OutstandingBatch(
-                batch.batch_id,
-                PositionRange(EntryPosition.of(first), EntryPosition.of(last)),
-                len(batch.entries),
-                batch.raw_size,
-            )
-        )
-        work.bytes += batch.raw_size
-        self.stats.batches += 1
-
     def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str) -> bool:
         """Route entries; commit after a source transaction end when due. True if it committed."""
-        ack_position = self.meta.ack_position
-        committed = self.meta.committed
+        ack_position = self.acks.position
+        committed = self.committed
         for index, entry in enumerate(entries):
             header = entry.header
             position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime, header.gtid)
@@ -223,7 +213,7 @@ class Consumer:
         if self._last_position is None:
             return False
         now = time.monotonic()
-        outstanding = self.meta.outstanding_entries
+        outstanding = self.link.consumed_entries
         reason = self.policy.due(work, outstanding, now)
         if reason is None:
             return False
@@ -235,6 +225,12 @@ class Consumer:
             self._log.warning(
                 "consumer.splitting_source_txn", reason=split, label=label, position=str(self._last_position)
             )
+        if not self.link.is_current(self._epoch):
+            # Canal was rolled back under this transaction (a reconnect or a
+            # doubted batch): what it holds will come again.
+            self._abort_all("canal was rolled back")
+            self._forget_taken()
+            return True
         self._commit(self._last_position, label, reason)
         return True
 
@@ -252,11 +248,11 @@ class Consumer:
             except ChannelCommitError as exc:
                 failures.append(exc)
         for source in written:
-            self.meta.committed[source] = cut
+            self.committed.advance(source, cut)
         if failures:
             self._unsettled.update(failure.channel for failure in failures)
             raise failures[0]
-        acked = self._ack_through(cut)
+        acked = self.link.ack_through(self._epoch, cut)
         self.stats.commits += 1
         self.stats.last_commit_time_ms = int(time.time() * 1000)
         self.stats.last_commit_seconds = time.monotonic() - started
@@ -264,37 +260,16 @@ class Consumer:
             self._on_commit()
         self._log.info(
             "consumer.committed", label=label, reason=reason, position=str(cut), channels=written,
-            batches_acked=acked, seconds=round(time.monotonic() - started, 3),
+            batches_to_ack=acked, seconds=round(time.monotonic() - started, 3),
         )
 
     def _settle_failed_commits(self) -> None:
         """Learn from the targets whether commits that reported failure landed, before replaying."""
         futures = {source: self.channels[source].read_committed_position() for source in self._unsettled}
         for source, future in futures.items():
-            position = future.result()  # ChannelCommitError: retried with back-off like a failed commit
-            known = self.meta.committed.get(source)
-            if position is not None and (known is None or position > known):
-                self.meta.committed[source] = position
+            # ChannelCommitError: retried with back-off like a failed commit.
+            self.committed.advance(source, future.result())
             self._unsettled.discard(source)
-
-    def _ack_through(self, cut: EntryPosition) -> int:
-        """Ack, oldest first, the batches the commit covers wholly. Returns how many."""
-        ready = self.meta.ackable_through(cut)
-        if not ready:
-            return 0
-        with self.batches.epoch_lock:
-            if self.batches.epoch != self._epoch:
-                return 0  # rolled back meanwhile: these ids are gone on the server
-            try:
-                for batch in ready:
-                    self.connector.ack(batch.batch_id)
-            except CanalError as exc:
-                # The data is committed; Canal will send it again and the
-                # channels skip it. The Receiver notices the broken connection.
-                self._log.warning("consumer.ack_failed", error=str(exc))
-                return 0
-        self.meta.mark_acked(ready, int(time.time() * 1000))
-        return len(ready)
 
     def _abort_all(self, reason: str) -> None:
         futures = [channel.abort(reason) for channel in self.channels.values()]
@@ -302,30 +277,22 @@ class Consumer:
             future.result()
 
     def _forget_taken(self) -> None:
-        self.meta.clear_outstanding()
         self._carry = []
         self._next = None
 
     def _recover(self, exc: SyncError) -> None:
         """Abort the transaction and roll Canal back to its ack cursor."""
         self.stats.rollbacks += 1
-        self._log.warning("consumer.rollback", error=str(exc), ack_position=str(self.meta.ack_position))
+        self._log.warning("consumer.rollback", error=str(exc), ack_position=str(self.acks.position))
         self._abort_all(f"rollback: {exc}")
-        with self.batches.get_lock, self.batches.epoch_lock:
-            try:
-                self.connector.rollback()
-            except CanalError as error:
-                # The Receiver will reconnect, and reconnecting rolls back too.
-                self._log.warning("consumer.rollback_send_failed", error=str(error))
-                self.connector.disconnect()
-            self._epoch = self.batches.new_epoch()
+        self._epoch = self.link.rollback()
         self._forget_taken()
 
-    def _rolled_back(self, item: QueuedBatch) -> None:
-        """The Receiver reconnected (and rolled Canal back): start over from the ack cursor."""
-        if self.meta.outstanding or self._carry:
-            self._log.info("consumer.reset_after_reconnect", epoch=item.epoch)
-        self._abort_all("canal connection was reset")
+    def _rolled_back(self, item: TakenBatch) -> None:
+        """Canal was rolled back (a reconnect or a doubted batch): start over from the ack cursor."""
+        if self._carry:
+            self._log.info("consumer.reset_after_rollback", epoch=item.epoch)
+        self._abort_all("canal was rolled back")
         self._forget_taken()
         self._epoch = item.epoch
         self._next = item

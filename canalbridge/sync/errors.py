@@ -48,3 +48,33 @@ class ReceiverGaveUp(SyncError):
         self.attempts = attempts
         self.cause = cause
         super().__init__(f"canal {address}: gave up after {attempts} connection attempts: {cause}")
+
+
+class CanalContinuityError(SyncError):
+    """Canal kept serving batches that could not be proven contiguous with what was acked."""
+
+    transient = False
+
+    def __init__(self, address: str, destination: str, reasons: list[str]) -> None:
+        self.address = address
+        self.destination = destination
+        self.reasons = reasons
+        super().__init__(
+            f"canal {address} destination {destination!r}: {len(reasons)} batches in a row could not be proven "
+            f"contiguous with the ack cursor (is another client using this client id?); last: {reasons[-1]}"
+        )
+
+
+class SourceChangedError(SyncError):
+    """Canal sent an entry from another binlog than the one acked: a MySQL failover or a reset binlog."""
+
+    transient = False
+
+    def __init__(self, address: str, destination: str, position: EntryPosition, acked: EntryPosition) -> None:
+        self.position = position
+        self.acked = acked
+        super().__init__(
+            f"canal {address} destination {destination!r}: entry at {position} cannot follow the acked position "
+            f"{acked} (another binlog: a MySQL failover or a reset binlog?). Positions no longer compare, so "
+            f"nothing was applied; see README, 'Failover'"
+        )

@@ -19,17 +19,18 @@ from enum import Enum
 import structlog
 
 from canalbridge.canal import CanalConnector
-from canalbridge.sync.batch_queue import BatchQueue
+from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer, ConsumerStats
 from canalbridge.sync.errors import SyncError
-from canalbridge.sync.position import EntryPosition, PositionMeta
+from canalbridge.sync.position import Ack, AckState, CommittedPositions, EntryPosition
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
 
 log = structlog.get_logger("canalbridge.job")
 
+STOP_TIMEOUT_S = 60.0  # how long stopping waits for each thread
 
 class JobState(Enum):
     PENDING = "PENDING"
@@ -73,7 +74,8 @@ class SyncJob:
         self.listener = listener
         self.name = settings.name
         self.writer_factory = writer_factory
-        self.meta = PositionMeta()
+        self.committed = CommittedPositions()
+        self.acks = AckState()
         self.state = JobState.PENDING
         self.fail_message: FailMessage | None = None
         self.create_time_ms = _now_ms()
@@ -85,7 +87,7 @@ class SyncJob:
         self._lock = threading.RLock()
         self._state_changed = threading.Condition(self._lock)
         self._stop = threading.Event()
-        self._connector: CanalConnector | None = None
+        self._link: CanalLink | None = None
         self._receiver: Receiver | None = None
         self._consumer: Consumer | None = None
         self._stats = ConsumerStats()
@@ -108,21 +110,18 @@ class SyncJob:
                 raise
             self._stop = threading.Event()
             canal = self.settings.canal
-            self._connector = CanalConnector(
+            connector = CanalConnector(
                 canal.host, canal.port, canal.destination,
                 username=canal.username, password=canal.password, client_id=canal.client_id,
             )
-            batches = BatchQueue(self.settings.commit.queue_batches)
-            self._receiver = Receiver(
-                self.name, self._connector, batches, canal, self.settings.commit,
-                self.settings.canal_filter, self._stop, self._fail,
-            )
+            self._link = CanalLink(self.name, connector, canal, self.settings.canal_filter,
+                                   self.settings.commit.queue_batches, self.acks)
+            self._receiver = Receiver(self.name, self._link, self.settings.commit.reconnect_retry, self._stop,
+                                      self._fail)
             self._consumer = Consumer(
-                self.settings, self._connector, batches, self.channels, self.meta, self._stop, self._fail,
-                on_commit=lambda: self._notify(transition=False),
+                self.settings, self._link, self.channels, self.committed, self.acks, self._stop, self._fail,
+                on_commit=lambda: self._notify(transition=False), stats=self._stats,
             )
-            self._consumer.stats = self._stats
-            self._batches = batches
             self._receiver.start()
             self._consumer.start()
             self.last_start_time_ms = _now_ms()
@@ -172,7 +171,7 @@ class SyncJob:
         return self._stats
 
     def position_info(self) -> str:
-        return self.meta.position_info()
+        return self.acks.position_info()
 
     def writer(self, source: str) -> ChannelWriter:
         return self._writers[source]
@@ -189,26 +188,22 @@ class SyncJob:
             channel = Channel(self.name, channel_settings, writer, debug=debug)
             channel.start()
             self.channels.append(channel)
-            if channel.committed_position is not None:
-                known = self.meta.committed.get(channel.source)
-                if known is None or channel.committed_position > known:
-                    self.meta.committed[channel.source] = channel.committed_position
+            self.committed.advance(channel.source, channel.committed_position)
 
     def _teardown(self) -> None:
         """Stop and join every thread. Call with the lock held."""
         self._stop.set()
-        if self._connector is not None:
-            self._connector.disconnect()  # wakes a get waiting on the server
-        if self._consumer is not None:
-            self._batches.interrupt()
+        if self._link is not None:
+            self._link.close()  # wakes a GET waiting on the server and the Consumer waiting for a batch
         for worker in (self._receiver, self._consumer):
-            if worker is not None:
-                worker.join()
+            if worker is not None and not worker.join(STOP_TIMEOUT_S):
+                self._log.error("job.thread_stuck", thread=worker.name, waited_s=STOP_TIMEOUT_S)
         for channel in self.channels:
-            channel.stop()
-        if self._connector is not None:
-            self._connector.disconnect()
-        self._receiver = self._consumer = self._connector = None
+            if not channel.stop(STOP_TIMEOUT_S):
+                self._log.error("job.channel_stuck", channel=channel.source, waited_s=STOP_TIMEOUT_S)
+        if self._link is not None:
+            self._link.close()
+        self._receiver = self._consumer = self._link = None
         self.last_stop_time_ms = _now_ms()
 
     def _fail(self, error: SyncError) -> None:
@@ -245,7 +240,8 @@ class SyncJob:
 
     def snapshot(self) -> dict[str, object]:
         """The job's persistent facts, for the state store and status."""
-        committed = dict(self.meta.committed)
+        committed = self.committed.as_dict()
+        ack = self.acks.last
         return {
             "name": self.name,
             "state": self.state.value,
@@ -255,8 +251,8 @@ class SyncJob:
             "last_start_time_ms": self.last_start_time_ms,
             "last_stop_time_ms": self.last_stop_time_ms,
             "finish_time_ms": self.finish_time_ms,
-            "ack_position": self.meta.ack_position,
-            "ack_time_ms": self.meta.ack_time_ms,
+            "ack_position": ack.position if ack else None,
+            "ack_time_ms": ack.time_ms if ack else None,
             "last_commit_time_ms": self._stats.last_commit_time_ms,
             "channels": {c.source: (c.target, committed.get(c.source)) for c in self.settings.channels},
             "updated_ms": _now_ms(),
@@ -271,8 +267,7 @@ class SyncJob:
             self.fail_message = fail_message
             self.create_time_ms = create_time_ms or self.create_time_ms
             self.finish_time_ms = finish_time_ms
-            self.meta.ack_position = ack_position
-            self.meta.ack_time_ms = ack_time_ms
+            self.acks.last = Ack(ack_position, ack_time_ms or 0) if ack_position is not None else None
             self._stats.last_commit_time_ms = last_commit_time_ms
 
 

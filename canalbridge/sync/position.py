@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
@@ -63,6 +65,30 @@ class EntryPosition:
     def __str__(self) -> str:
         return f"{self.journal}:{self.offset}"
 
+    def to_dict(self) -> dict[str, str | int]:
+        """The one serialised form: state store, status JSON and snapshot summaries use it."""
+        return {"journal": self.journal, "offset": self.offset, "gtid": self.gtid,
+                "execute_time_ms": self.execute_time_ms}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> EntryPosition:
+        """Read :meth:`to_dict`'s form back; values may come as strings (snapshot summaries)."""
+        return cls(str(data["journal"]), int(str(data["offset"])), int(str(data.get("execute_time_ms") or 0)),
+                   str(data.get("gtid") or ""))
+
+    def from_another_binlog_than(self, acked: EntryPosition) -> bool:
+        """True if this entry cannot be a re-delivery of the binlog ``acked`` came from.
+
+        A restarted Canal re-delivers from the transaction its cursor is in,
+        and its saved cursor trails the acks by at most one flush, so a
+        re-delivered entry is never more than one binlog file behind. A file
+        of another name, or further behind, means another server (a MySQL
+        failover) or a reset binlog: positions no longer compare.
+        """
+        prefix, number, _ = journal_key(self.journal)
+        acked_prefix, acked_number, _ = journal_key(acked.journal)
+        return prefix != acked_prefix or number < acked_number - 1
+
 
 @dataclass(frozen=True)
 class PositionRange:
@@ -73,13 +99,44 @@ class PositionRange:
 
 
 @dataclass(frozen=True)
-class OutstandingBatch:
-    """A batch taken from Canal and not yet acked."""
+class Ack:
+    """A position Canal confirmed as acked, and when."""
 
-    batch_id: int
-    range: PositionRange
-    entries: int
-    raw_size: int
+    position: EntryPosition
+    time_ms: int
+
+
+class AckState:
+    """The last ack Canal confirmed. Written by the job's CanalLink only; read by status.
+
+    The value is swapped whole, so a reader never sees a position with
+    another ack's time.
+    """
+
+    def __init__(self, last: Ack | None = None) -> None:
+        self.last = last
+        self._changed = threading.Condition()
+
+    def record(self, position: EntryPosition) -> None:
+        with self._changed:
+            self.last = Ack(position, int(time.time() * 1000))
+            self._changed.notify_all()
+
+    def wait_through(self, position: EntryPosition, timeout_s: float) -> bool:
+        """Wait until Canal confirmed an ack at or after ``position``."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: self.last is not None and self.last.position >= position, timeout_s
+            )
+
+    @property
+    def position(self) -> EntryPosition | None:
+        last = self.last
+        return last.position if last else None
+
+    def position_info(self) -> str:
+        last = self.last
+        return format_position_info(last.position if last else None, last.time_ms if last else None)
 
 
 def format_position_info(position: EntryPosition | None, ack_time_ms: int | None) -> str:
@@ -95,54 +152,25 @@ def format_position_info(position: EntryPosition | None, ack_time_ms: int | None
     return text
 
 
-@dataclass
-class PositionMeta:
-    """What the consumer knows about positions; owned by the consumer thread.
+class CommittedPositions:
+    """Each channel's last committed position: the point up to which it skips replayed entries.
 
-    Outstanding batches are kept oldest first, because Canal accepts acks
-    only in that order. ``committed`` holds each channel's last committed
-    position, the point before which it skips replayed entries.
+    Owned by the job; the Consumer advances it after commits and when a
+    target reports what it holds. A position only moves forward.
     """
 
-    outstanding: list[OutstandingBatch] = field(default_factory=list)
-    ack_position: EntryPosition | None = None
-    ack_time_ms: int | None = None
-    committed: dict[str, EntryPosition] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self._positions: dict[str, EntryPosition] = {}
 
-    def add_batch(self, batch: OutstandingBatch) -> None:
-        if self.outstanding and batch.batch_id <= self.outstanding[-1].batch_id:
-            raise ValueError(
-                f"batch {batch.batch_id} is not newer than outstanding batch {self.outstanding[-1].batch_id}"
-            )
-        self.outstanding.append(batch)
+    def get(self, source: str) -> EntryPosition | None:
+        return self._positions.get(source)
 
-    def ackable_through(self, position: EntryPosition) -> list[OutstandingBatch]:
-        """The oldest outstanding batches that lie wholly at or before ``position``."""
-        ready = []
-        for batch in self.outstanding:
-            if batch.range.end > position:
-                break
-            ready.append(batch)
-        return ready
-
-    def mark_acked(self, batches: list[OutstandingBatch], ack_time_ms: int) -> None:
-        if not batches:
+    def advance(self, source: str, position: EntryPosition | None) -> None:
+        if position is None:
             return
-        assert self.outstanding[: len(batches)] == batches, "acks must follow Canal's batch order"
-        del self.outstanding[: len(batches)]
-        self.ack_position = batches[-1].range.end
-        self.ack_time_ms = ack_time_ms
+        known = self._positions.get(source)
+        if known is None or position > known:
+            self._positions[source] = position
 
-    def clear_outstanding(self) -> None:
-        self.outstanding.clear()
-
-    @property
-    def outstanding_entries(self) -> int:
-        return sum(batch.entries for batch in self.outstanding)
-
-    @property
-    def outstanding_bytes(self) -> int:
-        return sum(batch.raw_size for batch in self.outstanding)
-
-    def position_info(self) -> str:
-        return format_position_info(self.ack_position, self.ack_time_ms)
+    def as_dict(self) -> dict[str, EntryPosition]:
+        return dict(self._positions)

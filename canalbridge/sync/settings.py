@@ -27,6 +27,15 @@ class CanalSettings:
 
 
 @dataclass(frozen=True)
+class RetrySettings:
+    """Exponential back-off: ``attempts`` tries in all, waits from ``initial_seconds`` doubling to ``max_seconds``."""
+
+    attempts: int
+    initial_seconds: float
+    max_seconds: float
+
+
+@dataclass(frozen=True)
 class CommitSettings:
     """When the consumer commits, and how it retries (Doris names in comments)."""
 
@@ -45,6 +54,15 @@ class CommitSettings:
     retry_max_seconds: float = 60.0
     reconnect_attempts: int = 10
     queue_batches: int = 1024  # receiver -> consumer queue (Doris: 1024)
+
+    @property
+    def commit_retry(self) -> RetrySettings:
+        """A failed transaction is tried ``retries`` more times before the job pauses."""
+        return RetrySettings(self.retries + 1, self.retry_initial_seconds, self.retry_max_seconds)
+
+    @property
+    def reconnect_retry(self) -> RetrySettings:
+        return RetrySettings(self.reconnect_attempts, self.retry_initial_seconds, self.retry_max_seconds)
 
 
 @dataclass(frozen=True)

@@ -303,14 +303,20 @@ def test_unsubscribe_ends_the_subscription(dev_server):
             client.get_without_ack(1)
 
 
-def test_get_of_a_dropped_connection_cannot_strand_entries_after_rollback(dev_server):
+def test_get_of_a_dropped_connection_that_holds_the_lock_cannot_strand_entries_after_rollback(dev_server):
+    # (A get that has not reached the lock yet can: tests/sync/test_stale_get.py.)
     fed(dev_server, rows=3)
     first = connector(dev_server)
     first.connect()
     first.subscribe()
     taken = first.get_without_ack(5)
+
+    def get_until_the_cut() -> None:
+        with pytest.raises(CanalConnectionError):
+            first.get_without_ack(100, 1500)
+
     # A get that waits on the server for a full batch, then the network cut.
-    waiting = threading.Thread(target=lambda: pytest.raises(CanalConnectionError, first.get_without_ack, 100, 1500))
+    waiting = threading.Thread(target=get_until_the_cut)
     waiting.start()
     assert eventually(dev_server.destinations["example"].get_lock.locked, 5)  # the server is in that get
     dev_server.drop_connections()

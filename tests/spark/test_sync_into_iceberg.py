@@ -95,11 +95,8 @@ def test_restart_between_commit_and_ack_applies_nothing_twice(spark, spark_setti
     first_jobs = [new_job(mode) for mode in modes]
     for job in first_jobs:
         job.start()
-    def reached_end_of_part(job: SyncJob) -> bool:
-        return job.meta.ack_position is not None and job.meta.ack_position >= last_of_part
-
     for job in first_jobs:
-        assert eventually(lambda job=job: reached_end_of_part(job), 120)
+        assert job.acks.wait_through(last_of_part, 120)
         job.pause()
     for mode in modes:
         assert server.cursors(mode).ack == -1
@@ -112,7 +109,7 @@ def test_restart_between_commit_and_ack_applies_nothing_twice(spark, spark_setti
         server.feed(mode, entries[first_part:])
         job = new_job(mode)
         job.start()
-        assert job.meta.committed, "committed positions were not read back from the snapshots"
+        assert job.committed.as_dict(), "committed positions were not read back from the snapshots"
         second_jobs.append(job)
     for mode, job in zip(modes, second_jobs):
         assert server.destinations[mode].wait_acked(180), (job.state, job.fail_message)

@@ -18,7 +18,7 @@ from spark_sink.types import spark_type
 from spark_sink.verify import expected_typed, read_typed
 from spark_sink.writer import IcebergUpsertWriter, ValueConversionError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 TABLE = TableDef("src", "all_types", ALL_TYPES_COLUMNS)
 
 

@@ -172,7 +172,7 @@ def test_state_machine(dev_server_factory):
     job.start()
     with pytest.raises(JobStateError):
         job.start()
-    assert harness.server.destinations["example"].wait_acked(30)
+    assert job.acks.wait_through(EntryPosition.of(harness.workload_entries[-1]), 30)
     job.pause()
     assert job.last_stop_time_ms >= job.last_start_time_ms >= job.create_time_ms
     assert job.position_info().startswith("position:[mysql-bin.000001:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from canalbridge.devserver.catalog import narrow_table
@@ -23,7 +24,7 @@ def test_repeated_rounds_follow_each_other_in_binlog_order(tmp_path):
     replayed = list(repeated(path, 3))
     assert len(replayed) == 3 * len(entries)
     positions = [EntryPosition.of(e) for e in replayed]
-    assert all(a < b for a, b in zip(positions, positions[1:]))
+    assert all(a < b for a, b in itertools.pairwise(positions))
     assert replayed[len(entries)].header.logfileName == "mysql-bin.001001"
     assert replayed[len(entries)].storeValue == entries[0].storeValue
 

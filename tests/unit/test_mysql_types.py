@@ -9,7 +9,7 @@ import pytest
 
 from canalbridge.mysql_types import ZERO_DATE, MySqlType, SqlType
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.mark.parametrize(

@@ -1,16 +1,10 @@
-"""Positions order by journal then offset, without overflow; the meta acks oldest first."""
+"""Positions order by journal then offset, without overflow, and own their serialised form."""
 
 from __future__ import annotations
 
 import pytest
 
-from canalbridge.sync.position import (
-    EntryPosition,
-    OutstandingBatch,
-    PositionMeta,
-    PositionRange,
-    format_position_info,
-)
+from canalbridge.sync.position import CommittedPositions, EntryPosition, format_position_info
 
 
 def pos(journal: str, offset: int) -> EntryPosition:
@@ -38,26 +32,32 @@ def test_execute_time_and_gtid_do_not_affect_order():
     assert a.same_place(b) and a <= b and b <= a
 
 
-def batch(batch_id: int, start: int, end: int) -> OutstandingBatch:
-    return OutstandingBatch(batch_id, PositionRange(pos("f.1", start), pos("f.1", end)), end - start + 1, 10)
+def test_a_position_survives_its_serialised_form_also_as_strings():
+    position = EntryPosition("mysql-bin.000007", 2**40, 1_700_000_000_000, "0-1-5")
+    assert EntryPosition.from_dict(position.to_dict()) == position
+    assert EntryPosition.from_dict({k: str(v) for k, v in position.to_dict().items()}) == position
 
 
-def test_ackable_batches_are_the_oldest_wholly_before_the_cut():
-    meta = PositionMeta()
-    for b in (batch(1, 1, 10), batch(2, 11, 20), batch(3, 21, 30)):
-        meta.add_batch(b)
-    assert [b.batch_id for b in meta.ackable_through(pos("f.1", 25))] == [1, 2]
-    assert meta.ackable_through(pos("f.1", 5)) == []
-    meta.mark_acked(meta.ackable_through(pos("f.1", 25)), 5000)
-    assert meta.ack_position == pos("f.1", 20) and meta.ack_time_ms == 5000
-    assert [b.batch_id for b in meta.outstanding] == [3] and meta.outstanding_entries == 10
+@pytest.mark.parametrize(
+    "entry, acked, another_binlog",
+    [
+        (pos("mysql-bin.000009", 4), pos("mysql-bin.000009", 900), False),  # re-delivery in the same file
+        (pos("mysql-bin.000008", 4), pos("mysql-bin.000009", 900), False),  # Canal's saved cursor one file behind
+        (pos("mysql-bin.000003", 4), pos("mysql-bin.000009", 900), True),  # a failover's fresh binlog
+        (pos("mariadb-bin.000012", 4), pos("mysql-bin.000009", 900), True),  # another server's naming
+        (pos("mysql-bin.000010", 4), pos("mysql-bin.000009", 900), False),  # simply later
+    ],
+)
+def test_an_entry_from_another_binlog_is_told_from_a_re_delivery(entry, acked, another_binlog):
+    assert entry.from_another_binlog_than(acked) is another_binlog
 
 
-def test_batches_must_arrive_in_id_order():
-    meta = PositionMeta()
-    meta.add_batch(batch(2, 1, 2))
-    with pytest.raises(ValueError):
-        meta.add_batch(batch(1, 3, 4))
+def test_committed_positions_only_move_forward():
+    committed = CommittedPositions()
+    committed.advance("db.t", pos("f.1", 20))
+    committed.advance("db.t", pos("f.1", 10))
+    committed.advance("db.t", None)
+    assert committed.get("db.t") == pos("f.1", 20) and committed.get("db.u") is None
 
 
 def test_position_info_matches_doris_format():

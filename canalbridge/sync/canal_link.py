@@ -1,0 +1,193 @@
+"""The one owner of the conversation with Canal: get, ack, rollback, reconnects, and the hand-off.
+
+Only the Receiver's thread touches the wire. It calls :meth:`CanalLink.open`
+to (re)connect and :meth:`CanalLink.exchange` in a loop; each exchange sends
+the acks the Consumer asked for, then a rollback if one is due, then one
+GET, and files its reply in the :class:`BatchLedger`. Because Canal handles
+a connection's packets in order and answers acks only when they fail, the
+reply to that GET is what proves the acks landed: an ack is never taken as
+done on the strength of having been sent.
+
+The Consumer calls :meth:`take`, :meth:`ack_through` and :meth:`rollback`;
+none of them blocks on the network. Each batch it takes carries the epoch
+it belongs to; a rollback or reconnect starts a new epoch and voids every
+batch handed out before it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass
+
+import structlog
+
+from canalbridge.canal import CanalBatch, CanalConnector
+from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
+from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Verdict
+from canalbridge.sync.position import AckState, EntryPosition, PositionRange
+from canalbridge.sync.settings import CanalSettings
+
+log = structlog.get_logger("canalbridge.canal_link")
+
+
+@dataclass(frozen=True)
+class TakenBatch:
+    """A batch as the Consumer gets it: its entries and the ledger's record of it."""
+
+    batch: CanalBatch
+    record: LedgerBatch
+
+    @property
+    def epoch(self) -> int:
+        return self.record.epoch
+
+
+class CanalLink:
+    """Connector, ledger and the bounded queue between Receiver and Consumer, under one lock."""
+
+    def __init__(self, job: str, connector: CanalConnector, canal: CanalSettings, subscribe_filter: str,
+                 capacity: int, acks: AckState) -> None:
+        self.job = job
+        self.connector = connector
+        self.canal = canal
+        self.subscribe_filter = subscribe_filter
+        self.capacity = capacity
+        self.acks = acks
+        self._ledger = BatchLedger()
+        self._queue: collections.deque[TakenBatch] = collections.deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._log = log.bind(job=job, canal=canal.address, destination=canal.destination)
+
+    # -- the Receiver's side ------------------------------------------------------------
+
+    def open(self) -> None:
+        """Connect and subscribe; everything handed out before is void and Canal is rolled back first."""
+        self.connector.disconnect()
+        self.connector.connect()
+        self.connector.subscribe(self.subscribe_filter)
+        with self._cond:
+            epoch = self._reset_locked(reconnected=True)
+        self._log.info("canal.connected", epoch=epoch, filter=self.subscribe_filter)
+
+    @property
+    def connected(self) -> bool:
+        return self.connector.connected
+
+    def wait_for_room(self, timeout_s: float) -> bool:
+        """Wait until the queue can take one more batch (or :meth:`close` was called)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._queue) < self.capacity or self._closed, timeout_s)
+
+    def exchange(self) -> CanalBatch | None:
+        """Send due acks and rollback, then one GET; returns the batch if it was accepted.
+
+        Raises :class:`~canalbridge.canal.CanalError` when the connection
+        fails (the caller reconnects) and :class:`CanalContinuityError` when
+        Canal keeps serving batches that cannot be proven contiguous.
+        """
+        with self._cond:
+            acks = self._ledger.acks_to_send()
+            rollback = self._ledger.rollback_due
+            epoch = self._ledger.epoch
+        with self._cond:
+            self._ledger.acks_sent(acks)  # perhaps sent: a reply, or a replay past them, proves them
+        for ack in acks:
+            self.connector.ack(ack.batch_id)
+        if rollback:
+            self.connector.rollback()
+            with self._cond:
+                if self._ledger.epoch == epoch:
+                    self._ledger.rolled_back()
+                epoch = self._ledger.epoch
+        batch = self.connector.get_without_ack(self.canal.batch_size, self.canal.poll_timeout_ms)
+        with self._cond:
+            self._acks_landed_locked()
+            if batch.is_empty:
+                if self._ledger.epoch == epoch:
+                    self._ledger.idle()
+                return None
+            range_ = PositionRange(EntryPosition.of(batch.entries[0]), EntryPosition.of(batch.entries[-1]))
+            acked = self.acks.position
+            if acked is not None and range_.start.from_another_binlog_than(acked):
+                raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked)
+            verdict, record = self._ledger.receive(epoch, batch.batch_id, range_, len(batch.entries),
+                                                   batch.raw_size)
+            if record is not None:  # accepted
+                self._queue.append(TakenBatch(batch, record))
+                self._cond.notify_all()
+                return batch
+            if verdict is Verdict.DOUBTED:
+                self._queue.clear()
+                self._cond.notify_all()
+                doubts = list(self._ledger.doubts)
+        if verdict is Verdict.DOUBTED:
+            self._log.warning("canal.batch_doubted", batch=batch.batch_id, reason=doubts[-1].reason,
+                              in_a_row=len(doubts))
+            if len(doubts) >= MAX_DOUBTS:
+                raise CanalContinuityError(self.canal.address, self.canal.destination,
+                                           [doubt.reason for doubt in doubts])
+        return None
+
+    def _acks_landed_locked(self) -> None:
+        landed = self._ledger.acks_landed()
+        if landed is not None:
+            self.acks.record(landed.range.end)
+
+    # -- the Consumer's side -----------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        with self._cond:
+            return self._ledger.epoch
+
+    def is_current(self, epoch: int) -> bool:
+        with self._cond:
+            return epoch == self._ledger.epoch and not self._ledger.rollback_due
+
+    def take(self, timeout_s: float) -> TakenBatch | None:
+        """The oldest accepted batch, or None after ``timeout_s`` or once :meth:`close` was called."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: bool(self._queue) or self._closed, timeout_s) or self._closed:
+                return None
+            taken = self._queue.popleft()
+            self._ledger.consumed(taken.record)
+            self._cond.notify_all()
+            return taken
+
+    def ack_through(self, epoch: int, cut: EntryPosition) -> int:
+        """Ask to ack every taken batch of ``epoch`` that lies wholly at or before ``cut``; how many.
+
+        The acks go out with the Receiver's next request; :attr:`acks` moves
+        when Canal has taken them.
+        """
+        with self._cond:
+            return len(self._ledger.ack_through(epoch, cut))
+
+    def rollback(self) -> int:
+        """Void every batch handed out and roll Canal back to its ack cursor; returns the new epoch."""
+        with self._cond:
+            return self._reset_locked(reconnected=False)
+
+    @property
+    def consumed_entries(self) -> int:
+        """Entries taken by the Consumer and not yet asked to be acked."""
+        with self._cond:
+            return self._ledger.consumed_entries
+
+    # -- both --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wake every waiter for good and drop the connection (wakes a GET waiting on Canal)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self.connector.disconnect()
+
+    def _reset_locked(self, *, reconnected: bool) -> int:
+        self._queue.clear()
+        epoch = self._ledger.reset(reconnected=reconnected)
+        self._cond.notify_all()
+        return epoch
+
