@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from bench.common import make_rows
-from canalbridge.devserver.catalog import narrow_table
+from canalbridge.devkit.catalog import narrow_table
 from canalbridge.logs import configure_logging
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowBatch, SourceColumn

@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from canalbridge.devserver.catalog import narrow_table
-from canalbridge.devserver.entries import TableDef
-from canalbridge.devserver.entry_file import read_entries, write_entries
-from canalbridge.devserver.feeds import rows_in
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit.catalog import narrow_table
+from canalbridge.devkit.entries import TableDef
+from canalbridge.devkit.entry_file import read_entries, write_entries
+from canalbridge.devkit.feeds import rows_in
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import ChangeRow, Op
 

@@ -28,14 +28,14 @@ import time
 from pathlib import Path
 
 from bench.common import bench_tables, dev_server, workload_file
-from canalbridge.devserver.entry_file import read_entries, read_raw_entries
-from canalbridge.devserver.replay import apply_entries
+from canalbridge.devkit.entry_file import read_entries, read_raw_entries
+from canalbridge.devkit.memory_writer import InMemoryWriter
+from canalbridge.devkit.replay import apply_entries
 from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
-from canalbridge.sync.writer import InMemoryWriter
 
 HERE = Path(__file__).resolve().parent
 TABLE = bench_tables(1)[0]

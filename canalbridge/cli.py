@@ -39,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("job")
         command.set_defaults(handler=commands.act, action=action)
 
-    from canalbridge import demo
-    from canalbridge.devserver import main as devserver_main
+    from canalbridge.devkit import demo
+    from canalbridge.devkit import main as devserver_main
 
     demo_parser = sub.add_parser("demo", help="the main job on its embedded default, verified table by table")
     demo.add_arguments(demo_parser)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig, DevServer
+from canalbridge.devkit import DestinationConfig, DevServer
 
 
 @pytest.fixture

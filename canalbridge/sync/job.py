@@ -173,9 +173,6 @@ class SyncJob:
     def position_info(self) -> str:
         return self.acks.position_info()
 
-    def writer(self, source: str) -> ChannelWriter:
-        return self._writers[source]
-
     # -- internals -------------------------------------------------------------------------
 
     def _open_channels(self) -> None:

@@ -129,9 +129,6 @@ class RowMapper:
                     rows.append(ChangeRow(Op.UPSERT, after, position, event_type, kept))
         return rows
 
-    def key_of(self, values: tuple[str | None, ...]) -> tuple[str | None, ...]:
-        return tuple(values[index] for index in self.key_indexes)
-
     def _values(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> tuple[str | None, ...]:
         if self._columns is None or len(columns) != len(self._columns):
             self._learn(columns, position)

@@ -1,4 +1,4 @@
-"""The writer interface a channel commits through, and an in-memory writer for tests.
+"""The writer interface a channel commits through.
 
 A writer applies one channel's transactions to one target table:
 ``begin(label)``, any number of ``send(batch)`` while the transaction is
@@ -6,19 +6,15 @@ open, then ``commit(end_position)`` (atomically, with the position stored
 alongside the data) or ``abort(reason)``. ``committed_position()`` reads the
 position of the last commit back from the target, so a restarted channel
 resumes exactly where its table stands. The Spark/Iceberg writer in
-``spark_sink`` implements the same protocol.
+``spark_sink`` implements the same protocol; the dev kit has an in-memory one.
 """
 
 from __future__ import annotations
 
-import operator
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import Op, RowBatch
+from canalbridge.sync.rows import RowBatch
 
 
 class ChannelWriter(Protocol):
@@ -41,104 +37,3 @@ class ChannelWriter(Protocol):
 
     def abort(self, reason: str) -> None:
         """Drop everything staged."""
-
-
-class InjectedFailure(Exception):
-    """A failure the test asked an :class:`InMemoryWriter` to raise."""
-
-
-@dataclass
-class CommitRecord:
-    """One committed transaction, for tests to inspect."""
-
-    label: str
-    end_position: EntryPosition
-    rows: int
-
-
-@dataclass
-class InMemoryWriter:
-    """A target table in a dict, keyed by primary key; thread-safe.
-
-    Failures can be injected: ``fail_send_at``/``fail_commit_at`` name the
-    1-based call (counted over the writer's life) that raises,
-    ``fail_after_commit_at`` the commit that lands and then raises (a reply
-    lost on the way back), and ``before_commit`` runs inside every commit (to
-    block or inspect).
-    """
-
-    table: str
-    columns: tuple[str, ...] | None = None
-    fail_send_at: set[int] = field(default_factory=set)
-    fail_commit_at: set[int] = field(default_factory=set)
-    fail_after_commit_at: set[int] = field(default_factory=set)
-    before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
-    # key -> (column names, values): a dict per row would cost more than decoding it.
-    _table: dict[tuple[str | None, ...], tuple[tuple[str, ...], tuple[str | None, ...]]] = field(
-        default_factory=dict)
-    commits: list[CommitRecord] = field(default_factory=list)
-    aborts: list[str] = field(default_factory=list)
-    sends: int = 0
-    commit_calls: int = 0
-    _label: str | None = None
-    _staged: list[RowBatch] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def rows(self) -> dict[tuple[str | None, ...], dict[str, str | None]]:
-        """The target's rows, keyed by primary key: column name -> Canal text."""
-        with self._lock:
-            return {key: dict(zip(names, values)) for key, (names, values) in self._table.items()}
-
-    def target_columns(self) -> tuple[str, ...] | None:
-        return self.columns
-
-    def committed_position(self) -> EntryPosition | None:
-        with self._lock:
-            return self.commits[-1].end_position if self.commits else None
-
-    def begin(self, label: str) -> None:
-        with self._lock:
-            self._label = label
-            self._staged = []
-
-    def send(self, batch: RowBatch) -> None:
-        with self._lock:
-            self.sends += 1
-            if self.sends in self.fail_send_at:
-                raise InjectedFailure(f"injected failure on send #{self.sends} to {self.table}")
-            self._staged.append(batch)
-
-    def commit(self, end_position: EntryPosition) -> None:
-        if self.before_commit is not None:
-            self.before_commit(self, end_position)
-        with self._lock:
-            self.commit_calls += 1
-            if self.commit_calls in self.fail_commit_at:
-                self._staged = []
-                raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
-            last = self.commits[-1].end_position if self.commits else None
-            if last is not None and end_position <= last:
-                raise AssertionError(f"{self.table}: commit at {end_position} is not after {last}")
-            count = 0
-            for batch in self._staged:
-                names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)
-                single_key = len(batch.key_indexes) == 1
-                for row in batch.rows:
-                    key = (key_of(row.values),) if single_key else key_of(row.values)
-                    if row.op is Op.DELETE:
-                        self._table.pop(key, None)
-                    else:
-                        self._table[key] = (names, row.values)
-                count += len(batch.rows)
-            self.commits.append(CommitRecord(self._label or "", end_position, count))
-            self._staged = []
-            self._label = None
-            if self.commit_calls in self.fail_after_commit_at:
-                raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
-
-    def abort(self, reason: str) -> None:
-        with self._lock:
-            self.aborts.append(reason)
-            self._staged = []
-            self._label = None

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.entries import BinlogWriter
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.entries import BinlogWriter
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 
 DRAIN = Path(__file__).with_name("canal_python_drain.py")
 

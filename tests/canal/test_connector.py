@@ -15,10 +15,10 @@ from canalbridge.canal import (
     CanalConnector,
     CanalServerError,
 )
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.replay import apply_entries
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.replay import apply_entries
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from tests.helpers import eventually
 
@@ -280,7 +280,7 @@ def test_idle_timeout_asked_in_auth_makes_the_server_close(dev_server):
 
 
 def test_gtid_travels_in_headers(dev_server):
-    from canalbridge.devserver.entries import BinlogWriter
+    from canalbridge.devkit.entries import BinlogWriter
 
     workload = Workload(WorkloadSpec(row_changes=20, tables=standard_tables(1)), BinlogWriter(gtid_uuid="u-1"))
     dev_server.feed("example", workload)

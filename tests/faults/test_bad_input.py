@@ -17,13 +17,13 @@ import urllib.request
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.entries import BinlogWriter, ColumnDef, TableDef
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.verify import expected_typed, read_typed
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from spark_sink.identifiers import quote_table
-from spark_sink.verify import expected_typed, read_typed
 from tests.daemon_process import (
     PASSWORD,
     cli,

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from tests.daemon_process import PASSWORD, cli, running_daemon, stop, write_config
 from tests.faults.checks import assert_changelog_once, assert_upsert_exact, changelog_config
 from tests.helpers import eventually

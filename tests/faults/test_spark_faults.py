@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from tests.daemon_process import (
     PASSWORD,
     cli,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
-from spark_sink.verify import expected_typed, read_typed
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.verify import expected_typed, read_typed
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from tests.daemon_process import (
     CLI,
     PASSWORD,

@@ -7,9 +7,10 @@ has; reading its position would make a restarted job skip that data.
 
 from __future__ import annotations
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.verify import expected_typed, read_typed
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
@@ -18,7 +19,6 @@ from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSett
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote_table, split_table
 from spark_sink.table import TargetColumn, TargetTable, position_properties
-from spark_sink.verify import expected_typed, read_typed
 from spark_sink.writer import make_writer
 from tests.helpers import eventually
 

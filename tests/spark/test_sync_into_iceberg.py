@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.replay import row_changes
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.replay import row_changes
+from canalbridge.devkit.verify import expected_typed, read_typed
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import FailKind, JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
@@ -24,7 +25,6 @@ from canalbridge.sync.settings import (
 )
 from spark_sink.identifiers import quote_table
 from spark_sink.table import TargetTableError
-from spark_sink.verify import expected_typed, read_typed
 from spark_sink.writer import make_writer
 from tests.helpers import eventually
 

@@ -7,15 +7,15 @@ from decimal import Decimal
 
 import pytest
 
-from canalbridge.devserver.catalog import ALL_TYPES_COLUMNS
-from canalbridge.devserver.entries import BinlogWriter, TableDef
+from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
+from canalbridge.devkit.entries import BinlogWriter, TableDef
+from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.mysql_types import ZERO_DATE
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.types import spark_type
-from spark_sink.verify import expected_typed, read_typed
 from spark_sink.writer import IcebergUpsertWriter, ValueConversionError
 
 UTC = dt.UTC
@@ -61,7 +61,7 @@ def test_every_type_round_trips_with_extremes(spark, spark_settings):
 
 
 def test_generated_values_of_every_type_round_trip(spark, spark_settings):
-    from canalbridge.devserver.workload import Workload, WorkloadSpec
+    from canalbridge.devkit.workload import Workload, WorkloadSpec
 
     workload = Workload(WorkloadSpec(tables=(TABLE,), row_changes=400, insert_weight=1, update_weight=0,
                                      delete_weight=0, null_ratio=0.15, seed=11))
@@ -98,7 +98,7 @@ def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings):
 def test_large_transaction_spills_to_parquet_and_commits_once(spark, spark_settings):
     from pathlib import Path
 
-    from canalbridge.devserver.workload import Workload, WorkloadSpec
+    from canalbridge.devkit.workload import Workload, WorkloadSpec
 
     workload = Workload(WorkloadSpec(tables=(TABLE,), row_changes=1300, insert_weight=1, update_weight=0,
                                      delete_weight=0, null_ratio=0.1, seed=21))

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from canalbridge.devserver import DevServer
-from canalbridge.devserver.replay import row_changes
-from canalbridge.devserver.store import StoredEvent
-from canalbridge.devserver.workload import Workload
+from canalbridge.devkit import DevServer
+from canalbridge.devkit.memory_writer import InMemoryWriter
+from canalbridge.devkit.replay import row_changes
+from canalbridge.devkit.store import StoredEvent
+from canalbridge.devkit.workload import Workload
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
-from canalbridge.sync.writer import InMemoryWriter
 
 EventType = entry_pb.EventType
 

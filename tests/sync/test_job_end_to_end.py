@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import FailKind, JobState, JobStateError
 from canalbridge.sync.position import EntryPosition

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 
-from canalbridge.devserver import DestinationConfig
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 
 from .harness import Harness, job_settings
 

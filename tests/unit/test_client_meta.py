@@ -2,7 +2,7 @@
 
 import pytest
 
-from canalbridge.devserver.meta import BatchRange, ClientMeta, MetaError
+from canalbridge.devkit.meta import BatchRange, ClientMeta, MetaError
 
 
 def test_batch_ids_start_at_one_and_grow():

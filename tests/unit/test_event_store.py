@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from canalbridge.devserver.store import BatchMode, EventStore, LogPosition, StoredEvent
+from canalbridge.devkit.store import BatchMode, EventStore, LogPosition, StoredEvent
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 
@@ -127,7 +127,7 @@ def test_ack_outside_got_range_is_refused():
 
 
 def test_close_wakes_waiters():
-    from canalbridge.devserver.store import StoreClosed
+    from canalbridge.devkit.store import StoreClosed
 
     store = EventStore(capacity=8)
     errors = []

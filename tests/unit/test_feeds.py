@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import time
 
-from canalbridge.devserver.catalog import narrow_table
-from canalbridge.devserver.entry_file import write_entries
-from canalbridge.devserver.feeds import paced, repeated, rows_in
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit.catalog import narrow_table
+from canalbridge.devkit.entry_file import write_entries
+from canalbridge.devkit.feeds import paced, repeated, rows_in
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.position import EntryPosition
 
 

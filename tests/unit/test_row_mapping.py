@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.devserver.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import EntryPosition

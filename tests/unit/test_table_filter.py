@@ -2,7 +2,7 @@
 
 import pytest
 
-from canalbridge.devserver.table_filter import TableFilter, split_filter
+from canalbridge.devkit.table_filter import TableFilter, split_filter
 
 
 def test_empty_filter_lets_everything_through():

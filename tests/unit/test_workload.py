@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 
-from canalbridge.devserver.catalog import ALL_TYPES_COLUMNS, standard_tables
-from canalbridge.devserver.entries import BinlogWriter
-from canalbridge.devserver.replay import apply_entries
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS, standard_tables
+from canalbridge.devkit.entries import BinlogWriter
+from canalbridge.devkit.replay import apply_entries
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 EntryType = entry_pb.EntryType
@@ -139,8 +139,8 @@ def test_same_seed_same_entries():
 
 
 def test_generated_decimals_stay_within_their_declared_precision():
-    from canalbridge.devserver.catalog import ALL_TYPES_COLUMNS
-    from canalbridge.devserver.entries import TableDef
+    from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
+    from canalbridge.devkit.entries import TableDef
 
     table = TableDef("s", "t", ALL_TYPES_COLUMNS)
     workload = Workload(WorkloadSpec(tables=(table,), row_changes=400, null_ratio=0))

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from canalbridge.config import load_config
-from canalbridge.devserver import DestinationConfig, DevServer
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit import DestinationConfig, DevServer
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.logs import configure_logging
 from canalbridge.status import render_text
 
@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(workload: Workload, tables) -> dict[str, tuple[int, bool]]:  # type: ignore[no-untyped-def]
+    from canalbridge.devkit.verify import expected_typed, read_typed
     from spark_sink.session import get_spark
     from spark_sink.settings import SparkSettings
-    from spark_sink.verify import expected_typed, read_typed
 
     spark = get_spark(SparkSettings())  # the daemon's session, already running
     verdicts = {}

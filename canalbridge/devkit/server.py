@@ -9,24 +9,15 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import structlog
 
-from canalbridge.devserver.destination import Destination, DestinationConfig
-from canalbridge.devserver.session import Session
-from canalbridge.devserver.store import LogPosition, StoreCursors
+from canalbridge.devkit.destination import Destination, DestinationConfig
+from canalbridge.devkit.session import Session
+from canalbridge.devkit.store import StoreCursors
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
-log = structlog.get_logger("canalbridge.devserver")
-
-
-@dataclass(frozen=True)
-class AckCursor:
-    """What a destination has had acked: the store's ack sequence and Canal's meta cursor."""
-
-    sequence: int
-    position: LogPosition | None
+log = structlog.get_logger("canalbridge.devkit")
 
 
 class DevServer:
@@ -134,11 +125,6 @@ class DevServer:
     def feed(self, destination: str, entries: Iterable[entry_pb.Entry]) -> None:
         """Append entries to a destination's source log (consumed lazily)."""
         self.destinations[destination].feed(entries)
-
-    def ack_cursor(self, destination: str) -> AckCursor:
-        target = self.destinations[destination]
-        positions = [meta.cursor for meta in target.clients() if meta.cursor is not None]
-        return AckCursor(target.store.cursors().ack, positions[-1] if positions else None)
 
     def cursors(self, destination: str) -> StoreCursors:
         return self.destinations[destination].store.cursors()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from canalbridge.devserver.entries import ColumnDef, TableDef
+from canalbridge.devkit.entries import ColumnDef, TableDef
 
 _C = ColumnDef.of
 

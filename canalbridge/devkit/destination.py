@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from canalbridge.canal.scramble import server_check, stored_password_hash
-from canalbridge.devserver.held_get import HeldGet
-from canalbridge.devserver.meta import ClientMeta
-from canalbridge.devserver.store import BatchMode, EventStore, StoreClosed, StoredEvent
-from canalbridge.devserver.table_filter import TableFilter
+from canalbridge.devkit.held_get import HeldGet
+from canalbridge.devkit.meta import ClientMeta
+from canalbridge.devkit.store import BatchMode, EventStore, StoreClosed, StoredEvent
+from canalbridge.devkit.table_filter import TableFilter
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 # Canal's EventTransactionBuffer hands the store at most this many events at once.
@@ -94,7 +94,6 @@ class Destination:
         """Subscribe a client; the newest filter governs what the parser keeps."""
         meta = self.client(client_id)
         meta.subscribed = True
-        meta.filter_text = filter_text
         with self._source_cond:
             self._filter = TableFilter(filter_text)
         self.start_parser()

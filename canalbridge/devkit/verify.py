@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
-from canalbridge.devserver.entries import TableDef
+from canalbridge.devkit.entries import TableDef
 from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
 from spark_sink.identifiers import quote, quote_table
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from canalbridge.devserver.store import LogPosition
+from canalbridge.devkit.store import LogPosition
 
 
 class MetaError(Exception):
@@ -33,7 +33,6 @@ class ClientMeta:
         self.destination = destination
         self.client_id = client_id
         self.subscribed = False
-        self.filter_text = ""
         # Canal's meta cursor: the last acked transaction boundary.
         self.cursor: LogPosition | None = None
         self._batches: dict[int, BatchRange] = {}

@@ -9,13 +9,13 @@ import sys
 import threading
 from pathlib import Path
 
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.destination import DestinationConfig
-from canalbridge.devserver.entries import BinlogWriter
-from canalbridge.devserver.feeds import paced, repeated
-from canalbridge.devserver.server import DevServer
-from canalbridge.devserver.store import BatchMode
-from canalbridge.devserver.workload import Workload, WorkloadSpec
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.destination import DestinationConfig
+from canalbridge.devkit.entries import BinlogWriter
+from canalbridge.devkit.feeds import paced, repeated
+from canalbridge.devkit.server import DevServer
+from canalbridge.devkit.store import BatchMode
+from canalbridge.devkit.workload import Workload, WorkloadSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

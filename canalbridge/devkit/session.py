@@ -19,13 +19,13 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from canalbridge.canal.framing import FrameError, encode_packet, read_packet
-from canalbridge.devserver.destination import Destination
-from canalbridge.devserver.meta import BatchRange, ClientMeta, MetaError
-from canalbridge.devserver.store import StoreClosed
+from canalbridge.devkit.destination import Destination
+from canalbridge.devkit.meta import BatchRange, ClientMeta, MetaError
+from canalbridge.devkit.store import StoreClosed
 from canalbridge.protocol import CanalProtocol_pb2 as packet_pb
 
 PacketType = packet_pb.PacketType
-log = structlog.get_logger("canalbridge.devserver")
+log = structlog.get_logger("canalbridge.devkit")
 
 # Canal closes a subscriber idle for an hour unless ClientAuth asks otherwise.
 DEFAULT_IDLE_TIMEOUT_MS = 60 * 60 * 1000

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from canalbridge.devserver.entry_file import read_entries
+from canalbridge.devkit.entry_file import read_entries
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 ROWDATA = entry_pb.EntryType.ROWDATA

@@ -11,9 +11,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from canalbridge.devserver.catalog import standard_tables
-from canalbridge.devserver.entries import BinlogWriter, Row, TableDef
-from canalbridge.devserver.values import random_value
+from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.entries import BinlogWriter, Row, TableDef
+from canalbridge.devkit.values import random_value
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 EventType = entry_pb.EventType

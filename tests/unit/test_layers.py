@@ -1,0 +1,80 @@
+"""The import contract: layers run one way, and the product never reaches into the dev kit.
+
+Canal client <- sync <- Spark sink <- daemon. The dev kit (dev server,
+workload generator, in-memory writer, verifier, demo) may use the product;
+of the product only the CLI may use the dev kit, for ``demo`` and
+``devserver``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CLIENT = ("canalbridge.canal", "canalbridge.protocol", "canalbridge.mysql_types")
+SYNC = ("canalbridge.sync",)
+SINK = ("spark_sink",)
+DEVKIT = ("canalbridge.devkit",)
+NOT_DAEMON = (*CLIENT, *SYNC, *SINK, *DEVKIT, "canalbridge.__init__")
+# What each layer may not import.
+FORBIDDEN = {
+    CLIENT: (*SYNC, *SINK, "canalbridge.daemon-layer", *DEVKIT),
+    SYNC: (*SINK, "canalbridge.daemon-layer", *DEVKIT),
+    SINK: ("canalbridge.daemon-layer", *DEVKIT),
+}
+CLI_MAY_USE_DEVKIT = "canalbridge.cli"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def product_modules() -> dict[str, Path]:
+    paths = [*ROOT.joinpath("canalbridge").rglob("*.py"), *ROOT.joinpath("spark_sink").rglob("*.py")]
+    return {module_name(path): path for path in paths if not path.name.endswith("_pb2.py")}
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def is_daemon_layer(name: str) -> bool:
+    return name.startswith("canalbridge.") and not name.startswith(NOT_DAEMON)
+
+
+def layer_of(name: str) -> str:
+    return "canalbridge.daemon-layer" if is_daemon_layer(name) else name
+
+
+MODULES = product_modules()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_follow_the_layers(module):
+    ours = (name for name in imports_of(MODULES[module]) if name.startswith(("canalbridge", "spark_sink")))
+    imported = {layer_of(name) for name in ours}
+    for layer, forbidden in FORBIDDEN.items():
+        if module.startswith(layer):
+            broken = sorted(name for name in imported if name.startswith(forbidden))
+            assert not broken, f"{module} imports {broken}, which its layer may not use"
+    if not module.startswith(DEVKIT) and module != CLI_MAY_USE_DEVKIT:
+        devkit = sorted(name for name in imported if name.startswith(DEVKIT))
+        assert not devkit, f"{module} (product) imports the dev kit: {devkit}"
+
+
+def test_the_contract_sees_the_modules_it_guards():
+    # A contract over nothing passes vacuously: make sure each layer is there.
+    for prefix in (*CLIENT[:2], *SYNC, *SINK, *DEVKIT, "canalbridge.daemon", CLI_MAY_USE_DEVKIT):
+        assert any(name.startswith(prefix) for name in MODULES), prefix
