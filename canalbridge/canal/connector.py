@@ -37,9 +37,9 @@ class CanalConnector:
     Safe to share between threads: request/reply exchanges (connect,
     subscribe, get) hold ``_request_lock`` so replies pair with requests,
     while ack and rollback, which have no reply, only take ``_write_lock``.
-    So the Consumer can ack while the Receiver's get waits on the server;
-    Canal handles a connection's packets in order, so the ack takes effect
-    when that get returns.
+    Canal handles a connection's packets in order, so an ack sent while a
+    get waits takes effect when that get returns. (The sync core sends all
+    of them from one thread: see ``canalbridge.sync.canal_link``.)
     """
 
     def __init__(
