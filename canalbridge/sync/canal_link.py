@@ -91,7 +91,6 @@ class CanalLink:
             acks = self._ledger.acks_to_send()
             rollback = self._ledger.rollback_due
             epoch = self._ledger.epoch
-        with self._cond:
             self._ledger.acks_sent(acks)  # perhaps sent: a reply, or a replay past them, proves them
         for ack in acks:
             self.connector.ack(ack.batch_id)

@@ -130,7 +130,7 @@ class Consumer(Worker):
     # -- one transaction --------------------------------------------------------------
 
     def _transaction(self) -> bool:
-        """Run one transaction to its commit; True if it committed, False if it stopped."""
+        """Run one transaction to its end: True once committed or voided by a rollback, False if it stopped."""
         self.stats.transactions += 1
         label = f"{self.job}-{self.stats.transactions}"
         self._settle_failed_commits()
@@ -217,6 +217,12 @@ class Consumer(Worker):
         reason = self.policy.due(work, outstanding, now)
         if reason is None:
             return False
+        if not self.link.is_current(self._epoch):
+            # Canal was rolled back under this transaction (a reconnect or a
+            # doubted batch): what it holds will come again.
+            self._abort_all("canal was rolled back")
+            self._forget_taken()
+            return True
         if work.in_source_txn:
             split = self.policy.must_split_source_txn(work, outstanding, now)
             if split is None:
@@ -225,12 +231,6 @@ class Consumer(Worker):
             self._log.warning(
                 "consumer.splitting_source_txn", reason=split, label=label, position=str(self._last_position)
             )
-        if not self.link.is_current(self._epoch):
-            # Canal was rolled back under this transaction (a reconnect or a
-            # doubted batch): what it holds will come again.
-            self._abort_all("canal was rolled back")
-            self._forget_taken()
-            return True
         self._commit(self._last_position, label, reason)
         return True
 
