@@ -20,8 +20,8 @@ import time
 from bench.common import make_rows
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.logs import configure_logging
+from canalbridge.sync.changes import RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowBatch, SourceColumn
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings

@@ -16,8 +16,8 @@ from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
+from canalbridge.sync.changes import ChangeKind, ChangeRow
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import ChangeRow, Op
 
 CACHE = Path(tempfile.gettempdir())
 
@@ -91,12 +91,12 @@ def percentile(counts: Counter, share: float) -> float:
 
 
 def make_rows(start_key: int, count: int, offset: int) -> list[ChangeRow]:
-    """``count`` upserts of a 10-column bench table, keys from ``start_key``."""
+    """``count`` inserts of a 10-column bench table, keys from ``start_key``."""
     position = EntryPosition("mysql-bin.000001", offset)
     rows = []
     for n in range(count):
         key = start_key + n
         values = (str(key), str(key % 1000), f"name-{key}", f"{key % 100000}.25", "2024-05-06 07:08:09.123",
                   str(key * 7), str(n), f"v{n}", "1.50", "2025-01-01 00:00:00.000")
-        rows.append(ChangeRow(Op.UPSERT, values, position, 1))
+        rows.append(ChangeRow(ChangeKind.INSERT, values, position))
     return rows

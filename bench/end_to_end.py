@@ -32,9 +32,9 @@ from pathlib import Path
 
 from bench.common import bench_tables, dev_server, percentile, rss_mb, workload_file
 from canalbridge.logs import configure_logging
+from canalbridge.sync.changes import RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowBatch
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
@@ -55,6 +55,9 @@ class LagRecorder:
 
     def committed_position(self):
         return self.writer.committed_position()
+
+    def before_images(self):
+        return self.writer.before_images()
 
     def begin(self, label: str) -> None:
         self.staged = Counter()

@@ -15,6 +15,7 @@ from canalbridge.control import ControlError, request
 from canalbridge.logs import configure_logging
 from canalbridge.state import StateError, StateStore
 from canalbridge.status import job_json, render_text
+from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
 
 EXIT_CONFIG = 2
 
@@ -94,14 +95,9 @@ def offline_status(config: Config) -> dict[str, Any]:
         store.close()
     jobs = []
     for settings in config.jobs:
-        record = records.get(settings.name)
-        if record is None:
-            snapshot: dict[str, Any] = {"name": settings.name, "state": "PENDING", "fail_kind": None,
-                                        "fail_text": None,
-                                        "channels": {c.source: (c.target, None) for c in settings.channels}}
-        else:
-            snapshot = {**record.__dict__}
-        jobs.append(job_json(snapshot, settings))
+        record = records.get(settings.name) or JobRecord(
+            settings.name, JobState.PENDING, tuple(ChannelRecord(c.source, c.target) for c in settings.channels))
+        jobs.append(job_json(record, settings))
     return {"live": False, "pid": None, "jobs": jobs}
 
 

@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from canalbridge.canal.server_defaults import STORE_MEMUNIT
 from canalbridge.sync.settings import MB, CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.settings import SparkSettings
-
-# Canal's defaults: canal.instance.memory.buffer.size and .memunit.
-CANAL_STORE_EVENTS = 16384
-CANAL_STORE_MEMUNIT = 1024
 
 
 class ConfigError(Exception):
@@ -35,6 +32,8 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class DaemonSettings:
+    """The ``[daemon]`` section."""
+
     state_dir: Path
     control: str = "127.0.0.1:8765"  # host:port, or a Unix socket path
     control_token: str | None = field(default=None, repr=False)
@@ -140,6 +139,8 @@ COMMIT_KEYS = {
     "retry_initial_seconds": Key((int, float), check=_positive),
     "retry_max_seconds": Key((int, float), check=_positive),
     "reconnect_attempts": Key(int, check=_positive),
+    "commit_timeout_seconds": Key((int, float), check=_positive),
+    "stop_timeout_seconds": Key((int, float), check=_positive),
 }
 CHANNEL_KEYS = {
     "source": Key(str, required=True, check=_table_name(2)),
@@ -227,22 +228,14 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
 
     base = path.parent
     state_dir = (base / daemon_values["state_dir"]).resolve()
-    daemon = DaemonSettings(
-        state_dir=state_dir,
-        control=daemon_values.get("control", "127.0.0.1:8765"),
-        control_token=control_token,
-        log_format=daemon_values.get("log_format", "console"),
-        log_level=daemon_values.get("log_level", "info"),
-        metrics_port=daemon_values.get("metrics_port", 0),
-    )
+    # Only the keys given are passed: each default lives in its settings class.
+    daemon = DaemonSettings(state_dir=state_dir, control_token=control_token,
+                            **_given(daemon_values, "control", "log_format", "log_level", "metrics_port"))
     spark = SparkSettings(
-        master=spark_values.get("master", "local[*]"),
-        app_name=spark_values.get("app_name", "canalbridge"),
-        catalog=spark_values.get("catalog", "lake"),
         warehouse=str((base / spark_values.get("warehouse", str(state_dir / "warehouse"))).resolve()),
         conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
-        spill_rows=spark_values.get("spill_rows", SparkSettings.spill_rows),
         spill_dir=str(state_dir / "spill"),
+        **_given(spark_values, "master", "app_name", "catalog", "spill_rows"),
     )
     return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))
 
@@ -274,8 +267,8 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
             problems.append(f"{where}.canal.password_env: environment variable {variable} is not set")
         password = environ.get(variable, "")
 
-    store_capacity = canal.get("store_capacity", CANAL_STORE_EVENTS)
-    commit_settings = CommitSettings(**{k: v for k, v in commit.items()}, store_capacity=store_capacity)
+    commit_settings = CommitSettings(**commit, **_given(canal, "store_capacity"))
+    store_capacity = commit_settings.store_capacity
     # Not errors: the job still runs, but these minimums can never be reached, so
     # every commit is cut by the store limit or the interval instead.
     if commit_settings.min_events > store_capacity:
@@ -285,11 +278,11 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
             f"store limit or the interval instead; lower it or raise {where}.canal.store_capacity with Canal's "
             f"setting"
         )
-    store_bytes = store_capacity * CANAL_STORE_MEMUNIT
+    store_bytes = store_capacity * STORE_MEMUNIT
     if commit_settings.min_bytes > store_bytes:
         warnings.append(
             f"{where}.commit.min_bytes: {commit_settings.min_bytes} bytes exceed Canal's store "
-            f"({store_capacity} x memunit {CANAL_STORE_MEMUNIT} = {store_bytes} bytes in MEMSIZE mode): "
+            f"({store_capacity} x memunit {STORE_MEMUNIT} = {store_bytes} bytes in MEMSIZE mode): "
             f"commits will be cut by the store limit or the interval instead"
         )
     if commit_settings.max_bytes < commit_settings.min_bytes:
@@ -299,22 +292,25 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
     return JobSettings(
         name=values["name"],
         canal=CanalSettings(
-            host=canal["host"], port=canal["port"], destination=canal["destination"],
-            username=canal.get("username", ""), password=password, client_id=canal.get("client_id", "1001"),
-            batch_size=canal.get("batch_size", 8192), poll_timeout_ms=canal.get("poll_timeout_ms", 1000),
-            debug=canal.get("debug", False),
+            host=canal["host"], port=canal["port"], destination=canal["destination"], password=password,
+            **_given(canal, "username", "client_id", "batch_size", "poll_timeout_ms", "debug"),
         ),
         channels=tuple(
             ChannelSettings(
                 source=c["source"], target=c["target"],
                 columns=tuple(c["columns"]) if "columns" in c else None,
                 key=tuple(c["key"]) if "key" in c else None,
-                mode=c.get("mode", "upsert"),
+                **_given(c, "mode"),
             )
             for c in channels
         ),
         commit=commit_settings,
     )
+
+
+def _given(values: dict[str, Any], *names: str) -> dict[str, Any]:
+    """The keys among ``names`` that the file set."""
+    return {name: values[name] for name in names if name in values}
 
 
 def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> None:

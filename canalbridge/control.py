@@ -71,7 +71,7 @@ class ControlServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join()
+        self._thread.join(10)  # shutdown() already waited for the serving loop to end
         if _is_unix(self.address):
             try:
                 os.unlink(_unix_path(self.address))

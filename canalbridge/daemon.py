@@ -6,6 +6,7 @@ import fcntl
 import os
 import signal
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,16 @@ import structlog
 from canalbridge.config import Config
 from canalbridge.control import ControlServer
 from canalbridge.metrics import Metrics
-from canalbridge.state import JobRecord, StateStore
+from canalbridge.state import StateStore
 from canalbridge.status import job_json
-from canalbridge.sync.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
+from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
 log = structlog.get_logger("canalbridge.daemon")
 LOCK_FILE = "canalbridge.lock"
+# Exit status when threads did not stop within their bound (a commit hanging in a target):
+# whether that commit landed is read back at the next start, but a supervisor should know.
+EXIT_STUCK = 3
 
 
 class DaemonError(Exception):
@@ -76,7 +80,7 @@ class Daemon:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def run(self, install_signals: bool = True) -> int:
-        """Run until a stop is requested; return the exit status."""
+        """Run until a stop is requested; return the exit status (:data:`EXIT_STUCK` if threads hung)."""
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, lambda *_: self.stop_requested.set())
@@ -85,11 +89,15 @@ class Daemon:
             if not self.stop_requested.is_set():
                 self._start()
             log.info("daemon.started", jobs=sorted(self.jobs), control=self.config.daemon.control, pid=os.getpid())
-            self.stop_requested.wait()
+            while not self.stop_requested.wait(1.0):  # a bounded wait, so signals are seen promptly
+                pass
             log.info("daemon.stopping")
         finally:
-            self._shutdown()
+            stuck = self._shutdown()
             self._lock.release()
+        if stuck:
+            log.error("daemon.stopped_with_stuck_threads", stuck=stuck)
+            return EXIT_STUCK
         log.info("daemon.stopped")
         return 0
 
@@ -105,7 +113,7 @@ class Daemon:
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
-                _restore(job, record)
+                job.restore(record)
         if self.config.daemon.metrics_port:
             self._metrics.serve(self.config.daemon.metrics_port)
         self._control = ControlServer(self.config.daemon.control, self.config.daemon.control_token,
@@ -119,8 +127,6 @@ class Daemon:
                 self._save(job, transition=False)
 
     def _start_job(self, job: SyncJob) -> None:
-        if job.state is JobState.RUNNING:
-            job.state = JobState.PAUSED  # it ran when the daemon stopped: resume it
         try:
             job.start()
         except Exception as exc:  # the job is cancelled (SUBMIT_FAIL) and says why; others go on
@@ -136,18 +142,25 @@ class Daemon:
 
         return factory
 
-    def _shutdown(self) -> None:
-        for job in self.jobs.values():
-            job.shutdown()
+    def _shutdown(self) -> dict[str, list[str]]:
+        """Stop everything; the threads, per job, that did not stop within the bound."""
+        # All jobs at once, so that the daemon stops within one job's stop_timeout_seconds.
+        with ThreadPoolExecutor(max_workers=max(len(self.jobs), 1), thread_name_prefix="shutdown") as pool:
+            left = dict(zip(self.jobs, pool.map(SyncJob.shutdown, self.jobs.values())))
+        stuck = {name: list(threads) for name, threads in left.items() if threads}
         if self._control is not None:
             self._control.stop()
         if self._metrics is not None:
             self._metrics.stop()
-        from spark_sink.session import stop_spark
+        if not stuck:
+            # With a commit still running, stopping Spark could wait on it; the JVM
+            # ends with this process instead.
+            from spark_sink.session import stop_spark
 
-        stop_spark()
+            stop_spark()
         if self._store is not None:
             self._store.close()
+        return stuck
 
     # -- job events, status and control ------------------------------------------------------------
 
@@ -158,11 +171,11 @@ class Daemon:
 
     def _save(self, job: SyncJob, *, transition: bool) -> None:
         if self._store is not None:
-            self._store.save_job(job.snapshot(), transition=transition)
+            self._store.save_job(job.record(), transition=transition)
 
     def status(self) -> dict[str, Any]:
         return {"live": True, "pid": os.getpid(),
-                "jobs": [job_json(job.snapshot(), job.settings) for job in self.jobs.values()]}
+                "jobs": [job_json(job.record(), job.settings) for job in self.jobs.values()]}
 
     def act(self, name: str, action: str) -> dict[str, Any]:
         job = self.jobs.get(name)
@@ -176,10 +189,4 @@ class Daemon:
             job.cancel("stopped by user", FailKind.USER_CANCEL)
         else:
             raise JobStateError(f"unknown action {action!r}")
-        return job_json(job.snapshot(), job.settings)
-
-
-def _restore(job: SyncJob, record: JobRecord) -> None:
-    fail = FailMessage(FailKind(record.fail_kind), record.fail_text or "") if record.fail_kind else None
-    job.restore(JobState(record.state), fail, record.create_time_ms, record.ack_position, record.ack_time_ms,
-                record.last_commit_time_ms, record.finish_time_ms)
+        return job_json(job.record(), job.settings)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Ack, EntryPosition
+from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 
 SCHEMA_VERSION = 1
 APPLICATION = "canalbridge"
@@ -45,22 +44,6 @@ CREATE TABLE IF NOT EXISTS channels (
 
 class StateError(Exception):
     """The state store cannot be used: names the file and why."""
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    name: str
-    state: str
-    fail_kind: str | None
-    fail_text: str | None
-    create_time_ms: int | None
-    last_start_time_ms: int | None
-    last_stop_time_ms: int | None
-    finish_time_ms: int | None
-    ack_position: EntryPosition | None
-    ack_time_ms: int | None
-    last_commit_time_ms: int | None
-    channels: dict[str, tuple[str, EntryPosition | None]]
 
 
 def position_to_json(position: EntryPosition | None) -> str | None:
@@ -116,8 +99,18 @@ class StateStore:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def save_job(self, snapshot: dict[str, Any], *, transition: bool) -> None:
+    def save_job(self, record: JobRecord, *, transition: bool) -> None:
         """Write a job's row and its channels in one transaction; log a transition event if asked."""
+        fail_kind = record.fail.kind.value if record.fail else None
+        fail_text = record.fail.text if record.fail else None
+        row = {
+            "name": record.name, "state": record.state.value, "fail_kind": fail_kind, "fail_text": fail_text,
+            "create_time_ms": record.create_time_ms, "last_start_time_ms": record.last_start_time_ms,
+            "last_stop_time_ms": record.last_stop_time_ms, "finish_time_ms": record.finish_time_ms,
+            "ack_position": position_to_json(record.ack.position if record.ack else None),
+            "ack_time_ms": record.ack.time_ms if record.ack else None,
+            "last_commit_time_ms": record.last_commit_time_ms, "updated_ms": record.updated_ms,
+        }
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -136,21 +129,19 @@ class StateStore:
                            ack_time_ms=COALESCE(excluded.ack_time_ms, jobs.ack_time_ms),
                            last_commit_time_ms=COALESCE(excluded.last_commit_time_ms, jobs.last_commit_time_ms),
                            updated_ms=excluded.updated_ms""",
-                    {**{k: v for k, v in snapshot.items() if k != "channels"},
-                     "ack_position": position_to_json(snapshot["ack_position"])},
+                    row,
                 )
-                for source, (target, position) in snapshot["channels"].items():
+                for channel in record.channels:
                     self._db.execute(
                         """INSERT INTO channels VALUES (?, ?, ?, ?) ON CONFLICT(job, source) DO UPDATE SET
                            target=excluded.target,
                            committed_position=COALESCE(excluded.committed_position, channels.committed_position)""",
-                        (snapshot["name"], source, target, position_to_json(position)),
+                        (record.name, channel.source, channel.target, position_to_json(channel.committed)),
                     )
                 if transition:
                     self._db.execute(
                         "INSERT INTO job_events (job, time_ms, state, fail_kind, fail_text) VALUES (?, ?, ?, ?, ?)",
-                        (snapshot["name"], snapshot["updated_ms"], snapshot["state"], snapshot["fail_kind"],
-                         snapshot["fail_text"]),
+                        (record.name, record.updated_ms, record.state.value, fail_kind, fail_text),
                     )
                 self._db.execute("COMMIT")
             except BaseException:
@@ -161,19 +152,22 @@ class StateStore:
 
     def load_jobs(self) -> dict[str, JobRecord]:
         with self._lock:
-            channels: dict[str, dict[str, tuple[str, EntryPosition | None]]] = {}
-            for job, source, target, position in self._db.execute("SELECT * FROM channels"):
-                channels.setdefault(job, {})[source] = (target, position_from_json(position))
+            channels: dict[str, list[ChannelRecord]] = {}
+            for job, source, target, position in self._db.execute("SELECT * FROM channels ORDER BY job, source"):
+                channels.setdefault(job, []).append(ChannelRecord(source, target, position_from_json(position)))
             records = {}
             for row in self._db.execute(
                 "SELECT name, state, fail_kind, fail_text, create_time_ms, last_start_time_ms, last_stop_time_ms, "
-                "finish_time_ms, ack_position, ack_time_ms, last_commit_time_ms FROM jobs"
+                "finish_time_ms, ack_position, ack_time_ms, last_commit_time_ms, updated_ms FROM jobs"
             ):
+                ack_position = position_from_json(row[8])
                 records[row[0]] = JobRecord(
-                    name=row[0], state=row[1], fail_kind=row[2], fail_text=row[3], create_time_ms=row[4],
-                    last_start_time_ms=row[5], last_stop_time_ms=row[6], finish_time_ms=row[7],
-                    ack_position=position_from_json(row[8]), ack_time_ms=row[9], last_commit_time_ms=row[10],
-                    channels=channels.get(row[0], {}),
+                    name=row[0], state=JobState(row[1]), channels=tuple(channels.get(row[0], ())),
+                    fail=FailMessage(FailKind(row[2]), row[3] or "") if row[2] else None,
+                    create_time_ms=row[4], last_start_time_ms=row[5], last_stop_time_ms=row[6],
+                    finish_time_ms=row[7],
+                    ack=Ack(ack_position, row[9] or 0) if ack_position is not None else None,
+                    last_commit_time_ms=row[10], updated_ms=row[11],
                 )
             return records
 

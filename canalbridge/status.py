@@ -5,8 +5,10 @@ object ``{"live": bool, "jobs": [...]}``; each job has ``name``, ``state``,
 ``channels`` (``source``, ``target``, ``committed_position``),
 ``ack_position``, ``ack_time_ms``, ``delay_ms``, ``execute_time``,
 ``last_commit_time_ms``, ``position_info``, ``fail_message`` (``kind``,
-``text``) or null, the four timestamps, and ``config`` with the password
-masked. A position is ``{"journal", "offset", "gtid", "execute_time_ms"}``.
+``text``) or null, ``stuck`` (threads of a stopped run still busy: a
+commit hanging in the target), the four timestamps, and ``config`` with
+the password masked. A position is ``{"journal", "offset", "gtid",
+"execute_time_ms"}``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from typing import Any
 
 from canalbridge.sync.position import EntryPosition, format_position_info
+from canalbridge.sync.record import JobRecord
 from canalbridge.sync.settings import JobSettings
 
 MASK = "******"
@@ -39,27 +42,27 @@ def job_config_json(settings: JobSettings) -> dict[str, Any]:
     }
 
 
-def job_json(snapshot: dict[str, Any], settings: JobSettings | None) -> dict[str, Any]:
-    """One job's status from a snapshot (``SyncJob.snapshot()`` or a state-store record)."""
-    ack: EntryPosition | None = snapshot.get("ack_position")
-    ack_time = snapshot.get("ack_time_ms")
-    fail = {"kind": snapshot["fail_kind"], "text": snapshot["fail_text"]} if snapshot.get("fail_kind") else None
+def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
+    """One job's status, from a running job's record or the state store's."""
+    ack = record.ack.position if record.ack else None
+    ack_time = record.ack.time_ms if record.ack else None
     return {
-        "name": snapshot["name"],
-        "state": snapshot["state"],
-        "channels": [{"source": source, "target": target, "committed_position": position_json(position)}
-                     for source, (target, position) in sorted(snapshot.get("channels", {}).items())],
+        "name": record.name,
+        "state": record.state.value,
+        "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed)}
+                     for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
         "execute_time": _iso(ack.execute_time_ms) if ack else None,
         "delay_ms": max(ack_time - ack.execute_time_ms, 0) if ack and ack_time else None,
-        "last_commit_time_ms": snapshot.get("last_commit_time_ms"),
+        "last_commit_time_ms": record.last_commit_time_ms,
         "position_info": format_position_info(ack, ack_time),
-        "fail_message": fail,
-        "create_time_ms": snapshot.get("create_time_ms"),
-        "last_start_time_ms": snapshot.get("last_start_time_ms"),
-        "last_stop_time_ms": snapshot.get("last_stop_time_ms"),
-        "finish_time_ms": snapshot.get("finish_time_ms"),
+        "fail_message": {"kind": record.fail.kind.value, "text": record.fail.text} if record.fail else None,
+        "stuck": list(record.stuck),
+        "create_time_ms": record.create_time_ms,
+        "last_start_time_ms": record.last_start_time_ms,
+        "last_stop_time_ms": record.last_stop_time_ms,
+        "finish_time_ms": record.finish_time_ms,
         "config": job_config_json(settings) if settings else None,
     }
 
@@ -74,6 +77,8 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append(f"  last commit: {_iso(job['last_commit_time_ms'])}")
         if job["fail_message"]:
             lines.append(f"  reason: {job['fail_message']['kind']}: {job['fail_message']['text']}")
+        if job.get("stuck"):
+            lines.append(f"  stuck (a commit hangs in the target): {', '.join(job['stuck'])}")
         for channel in job["channels"]:
             committed = channel["committed_position"]
             where = f"{committed['journal']}:{committed['offset']}" if committed else "nothing committed"

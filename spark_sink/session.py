@@ -134,7 +134,7 @@ def _forget_dead_session() -> None:
         process = getattr(gateway, "proc", None)
         if process is not None and process.poll() is None:  # hung rather than dead
             process.kill()
-            process.wait()
+            process.wait(30)
     SparkContext._gateway = None
     SparkContext._jvm = None
     SparkContext._active_spark_context = None

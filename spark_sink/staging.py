@@ -96,7 +96,3 @@ class Staging:
             path.unlink(missing_ok=True)
         self._files = []
         self.count = 0
-
-    def close(self) -> None:
-        self.clear()
-        shutil.rmtree(self.spill_dir, ignore_errors=True)

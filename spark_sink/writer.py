@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import BeforeImages, RowBatch
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import Op, RowBatch
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = structlog.get_logger("canalbridge.spark")
-_UPDATE = int(entry_pb.EventType.UPDATE)
-_DELETE = int(entry_pb.EventType.DELETE)
 _view_ids = itertools.count(1)
 # Spark error classes that retrying the same rows cannot fix.
 _DATA_ERRORS = ("CAST_INVALID_INPUT", "NUMERIC_VALUE_OUT_OF_RANGE", "CAST_OVERFLOW", "DATETIME_OVERFLOW")
@@ -119,9 +116,6 @@ class _IcebergWriter:
         self.staging.clear()
         self._batch = None
 
-    def close(self) -> None:
-        self.staging.close()
-
     # -- shared helpers ---------------------------------------------------------------------
 
     def _reconnect_if_lost(self) -> None:
@@ -186,8 +180,12 @@ class _IcebergWriter:
 class IcebergUpsertWriter(_IcebergWriter):
     """Keeps the target equal to the source: the last change per key, merged in one MERGE INTO."""
 
+    def before_images(self) -> BeforeImages:
+        return BeforeImages.KEY_CHANGES
+
     def _stage(self, batch: RowBatch) -> list[tuple]:
-        return [("D" if row.op is Op.DELETE else "U", self._next_seq(), *row.values) for row in batch.rows]
+        # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.
+        return [("D" if row.kind.removes else "U", self._next_seq(), *row.values) for row in batch.rows]
 
     def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
         from pyspark.sql import Window
@@ -227,6 +225,9 @@ class IcebergChangelogWriter(_IcebergWriter):
     )
     _OWN = ("_op", "_journal", "_offset", "_execute_time", "_seq")
 
+    def before_images(self) -> BeforeImages:
+        return BeforeImages.FULL
+
     def _own_columns(self) -> tuple[str, ...]:
         return self._OWN
 
@@ -238,21 +239,11 @@ class IcebergChangelogWriter(_IcebergWriter):
         ]
 
     def _stage(self, batch: RowBatch) -> list[tuple]:
-        staged: list[tuple] = []
-        for row in batch.rows:
-            where = (row.position.journal, row.position.offset, row.position.execute_time_ms)
-            if row.event_type == _UPDATE:
-                if row.op is Op.DELETE:
-                    staged.append(("-U", self._next_seq(), *where, *row.values))
-                    continue
-                if row.before is not None:
-                    staged.append(("-U", self._next_seq(), *where, *row.before))
-                staged.append(("+U", self._next_seq(), *where, *row.values))
-            elif row.op is Op.DELETE:
-                staged.append(("-D", self._next_seq(), *where, *row.values))
-            else:
-                staged.append(("+I", self._next_seq(), *where, *row.values))
-        return staged
+        return [
+            (row.kind.value, self._next_seq(), row.position.journal, row.position.offset,
+             row.position.execute_time_ms, *row.values)
+            for row in batch.rows
+        ]
 
     def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
         from pyspark.sql import functions as F

@@ -8,13 +8,12 @@ the table verifier and the demo. Tests, benchmarks and the CLI's ``demo`` and
 
 from canalbridge.devkit.destination import DestinationConfig
 from canalbridge.devkit.server import DevServer
-from canalbridge.devkit.store import BatchMode, EventStore, LogPosition, StoredEvent
+from canalbridge.devkit.store import BatchMode, EventStore, StoredEvent
 
 __all__ = [
     "BatchMode",
     "DestinationConfig",
     "DevServer",
     "EventStore",
-    "LogPosition",
     "StoredEvent",
 ]

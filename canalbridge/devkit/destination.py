@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from canalbridge.canal.scramble import server_check, stored_password_hash
+from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE, STORE_MEMUNIT
 from canalbridge.devkit.held_get import HeldGet
 from canalbridge.devkit.meta import ClientMeta
 from canalbridge.devkit.store import BatchMode, EventStore, StoreClosed, StoredEvent
@@ -33,8 +34,8 @@ class DestinationConfig:
     name: str
     username: str = ""
     password: str = ""
-    capacity: int = 16384  # canal.instance.memory.buffer.size
-    mem_unit: int = 1024  # canal.instance.memory.buffer.memunit
+    capacity: int = STORE_BUFFER_SIZE
+    mem_unit: int = STORE_MEMUNIT
     batch_mode: BatchMode = BatchMode.ITEMSIZE
 
     def __repr__(self) -> str:  # keeps the password out of logs and test output

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE
 from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.destination import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter
@@ -26,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     secret = parser.add_mutually_exclusive_group()
     secret.add_argument("--password", default="", help="password (prefer --password-env)")
     secret.add_argument("--password-env", metavar="VAR", help="read the password from this environment variable")
-    parser.add_argument("--capacity", type=int, default=16384, help="store capacity, a power of 2 (default 16384)")
+    parser.add_argument("--capacity", type=int, default=STORE_BUFFER_SIZE,
+                        help=f"store capacity, a power of 2 (default {STORE_BUFFER_SIZE})")
     parser.add_argument(
         "--batch-mode", choices=[m.value for m in BatchMode], default=BatchMode.ITEMSIZE.value,
         help="how a get's batch size counts: events (ITEMSIZE) or KiB (MEMSIZE)",

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from canalbridge.sync.changes import BeforeImages, RowBatch
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import Op, RowBatch
 
 
 class InjectedFailure(Exception):
@@ -61,6 +61,9 @@ class InMemoryWriter:
     def target_columns(self) -> tuple[str, ...] | None:
         return self.columns
 
+    def before_images(self) -> BeforeImages:
+        return BeforeImages.KEY_CHANGES  # a table keyed by the primary key
+
     def committed_position(self) -> EntryPosition | None:
         with self._lock:
             return self.commits[-1].end_position if self.commits else None
@@ -94,7 +97,7 @@ class InMemoryWriter:
                 single_key = len(batch.key_indexes) == 1
                 for row in batch.rows:
                     key = (key_of(row.values),) if single_key else key_of(row.values)
-                    if row.op is Op.DELETE:
+                    if row.kind.removes:
                         self._table.pop(key, None)
                     else:
                         self._table[key] = (names, row.values)

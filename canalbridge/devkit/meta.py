@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from canalbridge.devkit.store import LogPosition
+from canalbridge.sync.position import EntryPosition
 
 
 class MetaError(Exception):
@@ -17,7 +17,7 @@ class BatchRange:
     """The store range one batch id covers."""
 
     end_sequence: int
-    ack_position: LogPosition | None
+    ack_position: EntryPosition | None
 
 
 class ClientMeta:
@@ -34,7 +34,7 @@ class ClientMeta:
         self.client_id = client_id
         self.subscribed = False
         # Canal's meta cursor: the last acked transaction boundary.
-        self.cursor: LogPosition | None = None
+        self.cursor: EntryPosition | None = None
         self._batches: dict[int, BatchRange] = {}
         self._next_batch_id = 1
         self._lock = threading.Lock()

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE, STORE_MEMUNIT
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.position import EntryPosition
 
 INIT_SEQUENCE = -1
 
@@ -52,23 +54,13 @@ class StoreClosed(Exception):
 
 
 @dataclass(frozen=True)
-class LogPosition:
-    """Where an event sits in the binlog, as Canal's meta cursor records it."""
-
-    journal: str
-    offset: int
-    execute_time: int
-    gtid: str = ""
-
-
-@dataclass(frozen=True)
 class StoredEvent:
     """One serialized Entry plus the header facts the store needs."""
 
     raw: bytes
     entry_type: int
     event_type: int
-    position: LogPosition
+    position: EntryPosition
     schema: str = ""
     table: str = ""
 
@@ -79,9 +71,7 @@ class StoredEvent:
             raw=entry.SerializeToString(),
             entry_type=entry.entryType,
             event_type=header.eventType,
-            position=LogPosition(
-                header.logfileName, header.logfileOffset, header.executeTime, header.gtid
-            ),
+            position=EntryPosition.of(entry),
             schema=header.schemaName,
             table=header.tableName,
         )
@@ -110,7 +100,7 @@ class GetResult:
     end_sequence: int
     # The last transaction boundary in the batch (Canal's PositionRange.ack):
     # the meta cursor moves there when the batch is acked.
-    ack_position: LogPosition | None
+    ack_position: EntryPosition | None
 
 
 @dataclass(frozen=True)
@@ -132,8 +122,8 @@ class EventStore:
 
     def __init__(
         self,
-        capacity: int = 16384,
-        mem_unit: int = 1024,
+        capacity: int = STORE_BUFFER_SIZE,
+        mem_unit: int = STORE_MEMUNIT,
         batch_mode: BatchMode = BatchMode.ITEMSIZE,
     ) -> None:
         if capacity <= 0 or capacity & (capacity - 1):

@@ -6,21 +6,31 @@ them to the writer in chunks while the transaction is still open, so that
 a commit only has to flush the tail and apply. Work reaches the thread
 through a bounded queue, which also holds the Consumer back when the
 writer is slower than Canal.
+
+Every wait on a channel has a bound: the Consumer waits for the queue and
+for a commit at most ``stall_timeout_s`` (``commit_timeout_seconds``), then
+raises :class:`ChannelStuckError`; it stops waiting at once when the job
+stops. The thread itself ends when the job stops, after the item in hand:
+a commit that hangs in the target keeps it, and the job reports it stuck.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import TypeVar
 
 import structlog
 from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
+from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, EntryDecodeError
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.writer import ChannelWriter
@@ -29,6 +39,8 @@ log = structlog.get_logger("canalbridge.channel")
 
 SEND_EVERY_ENTRIES = 256  # raw row changes per chunk handed to the channel thread
 QUEUE_CHUNKS = 8  # chunks in flight before the Consumer waits
+POLL_S = 0.2  # how often a wait looks at the job's stop event
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,14 +70,11 @@ class _ReadPosition:
     result: Future[EntryPosition | None]
 
 
-class _Stop:
-    pass
-
-
 class Channel:
     """One table's share of every transaction. Methods are called from the Consumer thread."""
 
-    def __init__(self, job: str, settings: ChannelSettings, writer: ChannelWriter, *, debug: bool = False) -> None:
+    def __init__(self, job: str, settings: ChannelSettings, writer: ChannelWriter, stop: threading.Event,
+                 stall_timeout_s: float, *, debug: bool = False) -> None:
         self.job = job
         self.settings = settings
         self.source = settings.source
@@ -76,7 +85,10 @@ class Channel:
         self.entries_received = 0
         self.rows_written = 0
         self._pending: list[tuple[EntryPosition, bytes]] = []
-        self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _ReadPosition | _Stop] = queue.Queue(QUEUE_CHUNKS)
+        self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _ReadPosition] = queue.Queue(QUEUE_CHUNKS)
+        self._stop = stop  # the job's: set when this run stops
+        self._stall_timeout_s = stall_timeout_s
+        self._label_sent = ""  # the Consumer's open transaction, for errors raised on its thread
         self._thread: threading.Thread | None = None
         self._log = log.bind(job=job, channel=settings.source)
         # Owned by the channel thread:
@@ -92,28 +104,37 @@ class Channel:
         """Read the committed position back from the target and start the thread."""
         self.committed_position = self.writer.committed_position()
         self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
-                                 key_only_before=self.settings.mode == "upsert")
+                                 before_images=self.writer.before_images())
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
         self._thread.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
 
-    def stop(self, timeout_s: float) -> bool:
-        """Stop the thread after the work queued before; False if it is still busy after ``timeout_s``."""
+    def join(self, timeout_s: float) -> bool:
+        """Wait (after the job's stop event was set) for the thread to end; False if it is still busy."""
         thread = self._thread
-        if thread is None:
-            return True
-        self._work.put(_Stop())
-        thread.join(timeout_s)
-        if thread.is_alive():
-            return False
-        self._thread = None
-        return True
+        if thread is not None:
+            thread.join(timeout_s)
+        return not self.alive
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def await_result(self, future: Future[T], doing: str) -> T:
+        """The result of ``future``, waiting at most the stall timeout; :class:`Stopping` if the job stops."""
+        deadline = time.monotonic() + self._stall_timeout_s
+        while True:
+            try:
+                return future.result(timeout=POLL_S)
+            except FutureTimeout:
+                self._check_waiting(deadline, doing)
 
     # -- transaction (Consumer thread) ----------------------------------------------------
 
     def begin(self, label: str) -> None:
         self._pending = []
-        self._work.put(_Begin(label))
+        self._label_sent = label
+        self._put(_Begin(label))
 
     def add(self, position: EntryPosition, row_change: bytes) -> None:
         """Queue one ROWDATA entry's row change for this transaction."""
@@ -130,13 +151,13 @@ class Channel:
         """
         self._flush()
         result: Future[bool] = Future()
-        self._work.put(_Commit(end_position, result))
+        self._put(_Commit(end_position, result))
         return result
 
     def abort(self, reason: str) -> Future[None]:
         self._pending = []
         result: Future[None] = Future()
-        self._work.put(_Abort(reason, result))
+        self._put(_Abort(reason, result))
         return result
 
     def read_committed_position(self) -> Future[EntryPosition | None]:
@@ -147,21 +168,41 @@ class Channel:
         skip what landed, or a changelog would hold those changes twice.
         """
         result: Future[EntryPosition | None] = Future()
-        self._work.put(_ReadPosition(result))
+        self._put(_ReadPosition(result))
         return result
 
     def _flush(self) -> None:
         if self._pending:
-            self._work.put(_Send(self._pending))
+            self._put(_Send(self._pending))
             self._pending = []
+
+    def _put(self, item: _Begin | _Send | _Commit | _Abort | _ReadPosition) -> None:
+        deadline = time.monotonic() + self._stall_timeout_s
+        while True:
+            try:
+                self._work.put(item, timeout=POLL_S)
+                return
+            except queue.Full:
+                self._check_waiting(deadline, "handing work to the channel thread")
+
+    def _check_waiting(self, deadline: float, doing: str) -> None:
+        if self._stop.is_set():
+            raise Stopping()
+        if time.monotonic() >= deadline:
+            raise ChannelStuckError(self.source, self._label_sent, doing, self._stall_timeout_s)
 
     # -- the channel thread -----------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            item = self._work.get()
-            if isinstance(item, _Stop):
-                return
+            try:
+                item = self._work.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._stop.is_set():
+                    break
+                continue
+            if self._stop.is_set():
+                break  # what is still queued is uncommitted and will be consumed again
             if isinstance(item, _Begin):
                 self._label, self._rows_sent, self._failure = item.label, 0, None
                 self._begun = False
@@ -178,6 +219,8 @@ class Channel:
                 self._abort(item)
             elif isinstance(item, _ReadPosition):
                 self._read_position(item)
+        if self._begun:
+            self._abort_writer("job stopping")
 
     def _send(self, changes: list[tuple[EntryPosition, bytes]]) -> None:
         assert self._mapper is not None
@@ -191,7 +234,7 @@ class Channel:
             mapped = self._mapper.map(change, position)
             if self.debug:
                 for row in mapped:
-                    self._log.debug("channel.row", op=row.op.value, position=str(position), values=row.values)
+                    self._log.debug("channel.row", op=row.kind.value, position=str(position), values=row.values)
             rows.extend(mapped)
         if not rows:
             return

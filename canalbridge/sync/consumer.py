@@ -26,7 +26,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.canal_link import CanalLink, TakenBatch
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
-from canalbridge.sync.errors import ChannelCommitError, SyncError
+from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.settings import JobSettings
@@ -115,6 +115,8 @@ class Consumer(Worker):
         """One transaction; a failure is recovered from (abort, roll back) before it is retried."""
         try:
             self._transaction()
+        except ChannelStuckError:
+            raise  # not retried: the job pauses, and its next run starts from the ack cursor
         except SyncError as exc:
             self._recover(exc)
             raise
@@ -140,8 +142,7 @@ class Consumer(Worker):
         self._last_position = None
         while True:
             if self._stop.is_set():
-                self._abort_all("job stopping")
-                return False
+                return False  # each channel's thread aborts its open transaction as it ends
             if self._carry:
                 entries, self._carry = self._carry, []
                 if self._route(entries, work, label):
@@ -243,7 +244,7 @@ class Consumer(Worker):
         written = []
         for source, future in futures.items():
             try:
-                if future.result():
+                if self.channels[source].await_result(future, f"the commit through {cut}"):
                     written.append(source)
             except ChannelCommitError as exc:
                 failures.append(exc)
@@ -268,13 +269,13 @@ class Consumer(Worker):
         futures = {source: self.channels[source].read_committed_position() for source in self._unsettled}
         for source, future in futures.items():
             # ChannelCommitError: retried with back-off like a failed commit.
-            self.committed.advance(source, future.result())
+            self.committed.advance(source, self.channels[source].await_result(future, "reading back what landed"))
             self._unsettled.discard(source)
 
     def _abort_all(self, reason: str) -> None:
-        futures = [channel.abort(reason) for channel in self.channels.values()]
-        for future in futures:
-            future.result()
+        futures = {channel: channel.abort(reason) for channel in self.channels.values()}
+        for channel, future in futures.items():
+            channel.await_result(future, "the abort")
 
     def _forget_taken(self) -> None:
         self._carry = []

@@ -1,11 +1,11 @@
-"""A sync job: one Canal destination, its Receiver, Consumer and Channels, and its state machine.
+"""A sync job's state machine: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final) from any of them.
 
-States follow Doris: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final)
-from any of them. A transient failure that outlived its retries pauses the
-job with the reason; ``resume()`` starts it again from Canal's ack cursor.
-A job that cannot run (a channel's target cannot be opened, a mapping that
-cannot fit) is cancelled. ``pause()`` stops every thread without acking
-anything uncommitted.
+A transient failure that outlived its retries pauses the job with the
+reason; ``resume()`` starts it again from Canal's ack cursor. A job that
+cannot run (a channel's target cannot be opened, a mapping that cannot fit)
+is cancelled. ``pause()`` stops every thread without acking anything
+uncommitted. Each start makes a new :class:`JobRun` (the threads); what is
+known of the job is one :class:`JobRecord`.
 """
 
 from __future__ import annotations
@@ -13,46 +13,23 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import replace
+from typing import Any
 
 import structlog
 
-from canalbridge.canal import CanalConnector
-from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
-from canalbridge.sync.consumer import Consumer, ConsumerStats
+from canalbridge.sync.consumer import ConsumerStats
 from canalbridge.sync.errors import SyncError
-from canalbridge.sync.position import Ack, AckState, CommittedPositions, EntryPosition
-from canalbridge.sync.receiver import Receiver
+from canalbridge.sync.job_run import JobRun
+from canalbridge.sync.position import AckState, CommittedPositions
+from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
 
 log = structlog.get_logger("canalbridge.job")
 
-STOP_TIMEOUT_S = 60.0  # how long stopping waits for each thread
-
-class JobState(Enum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    CANCELLED = "CANCELLED"
-
-
-class FailKind(Enum):
-    USER_CANCEL = "USER_CANCEL"
-    SUBMIT_FAIL = "SUBMIT_FAIL"
-    RUN_FAIL = "RUN_FAIL"
-    UNKNOWN = "UNKNOWN"
-
-
-@dataclass(frozen=True)
-class FailMessage:
-    kind: FailKind
-    text: str
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}: {self.text}"
+__all__ = ["FailKind", "FailMessage", "JobState", "JobStateError", "SyncJob"]
 
 
 class JobStateError(Exception):
@@ -65,67 +42,53 @@ JobListener = Callable[["SyncJob", bool], None]
 
 
 class SyncJob:
-    """Runs one job's threads; thread-safe control methods."""
+    """One job's state machine; thread-safe control methods."""
 
     def __init__(
         self, settings: JobSettings, writer_factory: WriterFactory, listener: JobListener | None = None
     ) -> None:
         self.settings = settings
-        self.listener = listener
         self.name = settings.name
+        self.listener = listener
         self.writer_factory = writer_factory
+        # What outlives a run of the threads:
         self.committed = CommittedPositions()
         self.acks = AckState()
-        self.state = JobState.PENDING
-        self.fail_message: FailMessage | None = None
-        self.create_time_ms = _now_ms()
-        self.last_start_time_ms: int | None = None
-        self.last_stop_time_ms: int | None = None
-        self.finish_time_ms: int | None = None
-        self.channels: list[Channel] = []
+        self.stats = ConsumerStats()
         self._writers: dict[str, ChannelWriter] = {}
+        self._record = JobRecord(self.name, JobState.PENDING, self._channel_records(), create_time_ms=_now_ms())
+        self._run: JobRun | None = None
+        self._left_behind: JobRun | None = None  # a stopped run with threads still busy
         self._lock = threading.RLock()
         self._state_changed = threading.Condition(self._lock)
-        self._stop = threading.Event()
-        self._link: CanalLink | None = None
-        self._receiver: Receiver | None = None
-        self._consumer: Consumer | None = None
-        self._stats = ConsumerStats()
         self._failure_handler: threading.Thread | None = None
         self._log = log.bind(job=self.name)
 
     # -- control ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """PENDING or PAUSED -> RUNNING: open the channels and start the threads."""
+        """PENDING or PAUSED -> RUNNING: open the channels and start the threads.
+
+        A job restored as RUNNING (it ran when the daemon stopped) starts too.
+        """
         with self._lock:
-            if self.state not in (JobState.PENDING, JobState.PAUSED):
+            restored_running = self.state is JobState.RUNNING and self._run is None
+            if self.state not in (JobState.PENDING, JobState.PAUSED) and not restored_running:
                 raise JobStateError(f"job {self.name} cannot start from {self.state.value}")
+            busy = self.stuck
+            if busy:
+                raise JobStateError(f"job {self.name} cannot start while threads of its last run are still busy "
+                                    f"({', '.join(busy)}): a commit hangs in the target")
+            run = JobRun(self.settings, self._writer_for, self.committed, self.acks, self.stats, self._fail,
+                         lambda: self._notify(transition=False))
             try:
-                self._open_channels()
+                run.start()
             except Exception as exc:  # a target that cannot be opened: this job cannot run
-                self._teardown()
+                self._update(finish_time_ms=_now_ms())
                 self._set_state(JobState.CANCELLED, FailMessage(FailKind.SUBMIT_FAIL, str(exc)))
-                self.finish_time_ms = _now_ms()
                 raise
-            self._stop = threading.Event()
-            canal = self.settings.canal
-            connector = CanalConnector(
-                canal.host, canal.port, canal.destination,
-                username=canal.username, password=canal.password, client_id=canal.client_id,
-            )
-            self._link = CanalLink(self.name, connector, canal, self.settings.canal_filter,
-                                   self.settings.commit.queue_batches, self.acks)
-            self._receiver = Receiver(self.name, self._link, self.settings.commit.reconnect_retry, self._stop,
-                                      self._fail)
-            self._consumer = Consumer(
-                self.settings, self._link, self.channels, self.committed, self.acks, self._stop, self._fail,
-                on_commit=lambda: self._notify(transition=False), stats=self._stats,
-            )
-            self._receiver.start()
-            self._consumer.start()
-            self.last_start_time_ms = _now_ms()
-            self.fail_message = None
+            self._run = run
+            self._update(last_start_time_ms=_now_ms())
             self._set_state(JobState.RUNNING, None)
 
     def resume(self) -> None:
@@ -133,14 +96,14 @@ class SyncJob:
         with self._lock:
             if self.state is not JobState.PAUSED:
                 raise JobStateError(f"job {self.name} is {self.state.value}, not PAUSED")
-        self.start()
+            self.start()
 
     def pause(self, reason: str | None = None) -> None:
         """RUNNING -> PAUSED: stop every thread; nothing uncommitted is acked."""
         with self._lock:
             if self.state is not JobState.RUNNING:
                 raise JobStateError(f"job {self.name} is {self.state.value}, not RUNNING")
-            self._teardown()
+            self._stop_run()
             self._set_state(JobState.PAUSED, FailMessage(FailKind.RUN_FAIL, reason) if reason else None)
 
     def cancel(self, reason: str = "cancelled by user", kind: FailKind = FailKind.USER_CANCEL) -> None:
@@ -148,16 +111,20 @@ class SyncJob:
         with self._lock:
             if self.state is JobState.CANCELLED:
                 return
-            self._teardown()
-            self.finish_time_ms = _now_ms()
+            self._stop_run()
+            self._update(finish_time_ms=_now_ms())
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
 
-    def shutdown(self) -> None:
-        """Stop the threads for a daemon shutdown; the state stays as it is, to resume at next start."""
+    def shutdown(self) -> tuple[str, ...]:
+        """Stop the threads for a daemon shutdown, keeping the state to resume at next start.
+
+        Returns the threads that did not stop within the bound.
+        """
         with self._lock:
             if self.state is JobState.RUNNING:
-                self._teardown()
+                self._stop_run()
                 self._notify(transition=False)
+            return self.stuck
 
     def wait_state(self, state: JobState, timeout_s: float) -> bool:
         """Wait until the job is in ``state``."""
@@ -167,63 +134,100 @@ class SyncJob:
     # -- inspection -----------------------------------------------------------------------
 
     @property
-    def stats(self) -> ConsumerStats:
-        return self._stats
+    def state(self) -> JobState:
+        return self._record.state
+
+    @property
+    def fail_message(self) -> FailMessage | None:
+        return self._record.fail
+
+    @property
+    def channels(self) -> list[Channel]:
+        """The running channels (for metrics); empty when no run is on."""
+        run = self._run
+        return list(run.channels) if run is not None else []
+
+    @property
+    def stuck(self) -> tuple[str, ...]:
+        """Threads of a stopped run that are still busy (a commit hanging in the target)."""
+        left = self._left_behind
+        return left.still_running() if left is not None else ()
+
+    def wait_unstuck(self, timeout_s: float) -> bool:
+        """Wait for the threads of a stopped run that were still busy; True once none is."""
+        left = self._left_behind
+        return left is None or not left.join(timeout_s)
 
     def position_info(self) -> str:
         return self.acks.position_info()
 
+    def record(self) -> JobRecord:
+        """Everything known of the job now, for the state store and status."""
+        committed = self.committed.as_dict()
+        return replace(
+            self._record,
+            channels=tuple(ChannelRecord(c.source, c.target, committed.get(c.source)) for c in self.settings.channels),
+            ack=self.acks.last,
+            last_commit_time_ms=self.stats.last_commit_time_ms,
+            updated_ms=_now_ms(),
+            stuck=self.stuck,
+        )
+
+    def restore(self, record: JobRecord) -> None:
+        """Take back what the state store remembers (before start)."""
+        with self._lock:
+            # Not the committed positions: the targets' snapshots are read at start and
+            # win (a table rolled back by its owner must be written again).
+            self._record = replace(record, channels=self._channel_records(), stuck=())
+            self.acks.last = record.ack
+            self.stats.last_commit_time_ms = record.last_commit_time_ms
+
     # -- internals -------------------------------------------------------------------------
 
-    def _open_channels(self) -> None:
-        debug = self.settings.canal.debug
-        self.channels = []
-        for channel_settings in self.settings.channels:
-            writer = self._writers.get(channel_settings.source)
-            if writer is None:
-                writer = self._writers[channel_settings.source] = self.writer_factory(channel_settings)
-            channel = Channel(self.name, channel_settings, writer, debug=debug)
-            channel.start()
-            self.channels.append(channel)
-            self.committed.advance(channel.source, channel.committed_position)
+    def _writer_for(self, channel: ChannelSettings) -> ChannelWriter:
+        writer = self._writers.get(channel.source)
+        if writer is None:
+            writer = self._writers[channel.source] = self.writer_factory(channel)
+        return writer
 
-    def _teardown(self) -> None:
-        """Stop and join every thread. Call with the lock held."""
-        self._stop.set()
-        if self._link is not None:
-            self._link.close()  # wakes a GET waiting on the server and the Consumer waiting for a batch
-        for worker in (self._receiver, self._consumer):
-            if worker is not None and not worker.join(STOP_TIMEOUT_S):
-                self._log.error("job.thread_stuck", thread=worker.name, waited_s=STOP_TIMEOUT_S)
-        for channel in self.channels:
-            if not channel.stop(STOP_TIMEOUT_S):
-                self._log.error("job.channel_stuck", channel=channel.source, waited_s=STOP_TIMEOUT_S)
-        if self._link is not None:
-            self._link.close()
-        self._receiver = self._consumer = self._link = None
-        self.last_stop_time_ms = _now_ms()
+    def _channel_records(self) -> tuple[ChannelRecord, ...]:
+        return tuple(ChannelRecord(c.source, c.target) for c in self.settings.channels)
+
+    def _stop_run(self) -> None:
+        """Stop the running threads within the bound. Call with the lock held."""
+        run, self._run = self._run, None
+        if run is None:
+            return
+        # A start is refused while an earlier run is busy, so nothing older is left behind.
+        self._left_behind = run if run.stop(self.settings.commit.stop_timeout_seconds) else None
+        self._update(last_stop_time_ms=_now_ms())
 
     def _fail(self, error: SyncError) -> None:
-        """Called from a worker thread that gave up: pause (or cancel) from another thread."""
+        """Called from a worker thread that gave up: pause from another thread."""
 
         def handle() -> None:
             with self._lock:
                 if self.state is not JobState.RUNNING:
                     return
-                self._teardown()
+                self._stop_run()
                 # Paused, not cancelled: retrying cannot fix a row that does not fit
                 # its table, but an operator who fixes the target can resume.
                 self._set_state(JobState.PAUSED, FailMessage(FailKind.RUN_FAIL, str(error)))
-                self._log.error("job.paused", reason=str(error))
+                self._log.error("job.paused", reason=str(error), stuck=list(self.stuck))
 
-        # The failing thread cannot join itself, so the teardown runs elsewhere.
+        # The failing thread cannot join itself, so the stop runs elsewhere.
         self._failure_handler = threading.Thread(target=handle, name=f"job-fail-{self.name}", daemon=True)
         self._failure_handler.start()
 
+    def _update(self, **changes: Any) -> None:
+        self._record = replace(self._record, **changes)
+
     def _set_state(self, state: JobState, message: FailMessage | None) -> None:
-        previous, self.state = self.state, state
+        previous = self.state
         if message is not None or state is JobState.RUNNING:
-            self.fail_message = message
+            self._update(state=state, fail=message)
+        else:
+            self._update(state=state)
         self._log.info("job.state", previous=previous.value, state=state.value, reason=str(message or ""))
         self._state_changed.notify_all()
         self._notify(transition=True)
@@ -234,38 +238,6 @@ class SyncJob:
                 self.listener(self, transition)
             except Exception as exc:  # a listener must not break the job
                 self._log.error("job.listener_failed", error=str(exc))
-
-    def snapshot(self) -> dict[str, object]:
-        """The job's persistent facts, for the state store and status."""
-        committed = self.committed.as_dict()
-        ack = self.acks.last
-        return {
-            "name": self.name,
-            "state": self.state.value,
-            "fail_kind": self.fail_message.kind.value if self.fail_message else None,
-            "fail_text": self.fail_message.text if self.fail_message else None,
-            "create_time_ms": self.create_time_ms,
-            "last_start_time_ms": self.last_start_time_ms,
-            "last_stop_time_ms": self.last_stop_time_ms,
-            "finish_time_ms": self.finish_time_ms,
-            "ack_position": ack.position if ack else None,
-            "ack_time_ms": ack.time_ms if ack else None,
-            "last_commit_time_ms": self._stats.last_commit_time_ms,
-            "channels": {c.source: (c.target, committed.get(c.source)) for c in self.settings.channels},
-            "updated_ms": _now_ms(),
-        }
-
-    def restore(self, state: JobState, fail_message: FailMessage | None, create_time_ms: int | None,
-                ack_position: EntryPosition | None, ack_time_ms: int | None,
-                last_commit_time_ms: int | None, finish_time_ms: int | None) -> None:
-        """Take back what the state store remembers (before start)."""
-        with self._lock:
-            self.state = state
-            self.fail_message = fail_message
-            self.create_time_ms = create_time_ms or self.create_time_ms
-            self.finish_time_ms = finish_time_ms
-            self.acks.last = Ack(ack_position, ack_time_ms or 0) if ack_position is not None else None
-            self._stats.last_commit_time_ms = last_commit_time_ms
 
 
 def _now_ms() -> int:

@@ -1,72 +1,29 @@
-"""Turn Canal row changes into the rows a channel writes.
+"""Canal's RowChange turned into the change vocabulary (:mod:`canalbridge.sync.changes`).
 
-INSERT writes the after image; DELETE writes the before image flagged as a
-delete; UPDATE writes the after image, and when the primary key changed it
-first deletes the old key (Doris wrote only the after image and left the
-old row behind). Source columns map onto target columns by an explicit
-list, or else by position; a row whose column count does not match is a
-:class:`RowMappingError` naming the table, the counts and the position.
+The one module that knows Canal's RowChange layout. INSERT gives its after
+image; DELETE its before image; UPDATE an UPDATE_BEFORE and an
+UPDATE_AFTER, the before image always when the primary key changed (Doris
+wrote only the after image and left the old row behind) and otherwise only
+when the writer wants every before image. Source columns map onto target
+columns by an explicit list, or else by position; a row whose column count
+does not match is a :class:`RowMappingError` naming the table, the counts
+and the position.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import Enum
-from typing import NamedTuple
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import EntryPosition
 
 EventType = entry_pb.EventType
 _INSERT, _UPDATE, _DELETE = int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)
-
-
-class Op(Enum):
-    """What a row does to its target."""
-
-    UPSERT = "upsert"
-    DELETE = "delete"
-
-
-@dataclass(frozen=True)
-class SourceColumn:
-    """Type facts of a source column, as Canal describes it (for typed conversion)."""
-
-    name: str
-    mysql_type: str
-    sql_type: int
-    is_key: bool
-
-
-class ChangeRow(NamedTuple):
-    """One row change in target column order; values are Canal text, None for NULL.
-
-    ``before`` is the before image of an UPDATE that kept its key (changelog
-    mode writes it); an UPDATE that changed the key arrives as a DELETE of
-    the old row and an UPSERT of the new one, both with event type UPDATE.
-    A NamedTuple rather than a frozen dataclass: one is built per row, and
-    a frozen dataclass's __init__ costs about three times as much.
-    """
-
-    op: Op
-    values: tuple[str | None, ...]
-    position: EntryPosition
-    event_type: int
-    before: tuple[str | None, ...] | None = None
-
-
-@dataclass(frozen=True)
-class RowBatch:
-    """Rows of one table in target column order, with the source columns they came from."""
-
-    table: str
-    target_columns: tuple[str, ...]
-    columns: tuple[SourceColumn, ...]
-    key_indexes: tuple[int, ...]
-    rows: tuple[ChangeRow, ...]
+_INSERTED, _DELETED = ChangeKind.INSERT, ChangeKind.DELETE
+_BEFORE, _AFTER = ChangeKind.UPDATE_BEFORE, ChangeKind.UPDATE_AFTER
 
 
 class RowMapper:
@@ -75,10 +32,9 @@ class RowMapper:
     ``target_columns`` is the explicit mapping (target names, one per source
     column, in source order) or, without one, the target table's columns in
     order. ``key_columns`` overrides the source's primary key when given.
-    With ``key_only_before`` only the key columns of before images (deleted
-    rows, updated rows' old versions) are read, the others left None: an
-    upsert target deletes and overwrites by key, and reading every cell is
-    the costliest part of decoding. A changelog needs them whole.
+    ``before_images`` is what the writer asked for: with ``KEY_CHANGES``
+    only the key columns of before images are read (the others left None)
+    and a key-keeping UPDATE gives its after image alone.
     """
 
     def __init__(
@@ -87,10 +43,10 @@ class RowMapper:
         target_columns: Sequence[str] | None,
         key_columns: Sequence[str] | None = None,
         *,
-        key_only_before: bool = False,
+        before_images: BeforeImages = BeforeImages.FULL,
     ) -> None:
         self.table = table
-        self.key_only_before = key_only_before
+        self.key_only_before = before_images is BeforeImages.KEY_CHANGES
         self.target_columns = tuple(target_columns) if target_columns is not None else None
         self.key_columns = tuple(key_columns) if key_columns else None
         self._columns: tuple[SourceColumn, ...] | None = None
@@ -115,18 +71,15 @@ class RowMapper:
         rows: list[ChangeRow] = []
         for row_data in change.rowDatas:
             if event_type == _INSERT:
-                rows.append(ChangeRow(Op.UPSERT, self._values(row_data.afterColumns, position), position, event_type))
+                rows.append(ChangeRow(_INSERTED, self._values(row_data.afterColumns, position), position))
             elif event_type == _DELETE:
-                rows.append(ChangeRow(Op.DELETE, self._before(row_data.beforeColumns, position), position, event_type))
+                rows.append(ChangeRow(_DELETED, self._before(row_data.beforeColumns, position), position))
             elif event_type == _UPDATE:
                 before = self._before(row_data.beforeColumns, position)
                 after = self._values(row_data.afterColumns, position)
-                if self._key_getter(before) != self._key_getter(after):
-                    rows.append(ChangeRow(Op.DELETE, before, position, event_type))
-                    rows.append(ChangeRow(Op.UPSERT, after, position, event_type))
-                else:
-                    kept = None if self.key_only_before else before
-                    rows.append(ChangeRow(Op.UPSERT, after, position, event_type, kept))
+                if not self.key_only_before or self._key_getter(before) != self._key_getter(after):
+                    rows.append(ChangeRow(_BEFORE, before, position))
+                rows.append(ChangeRow(_AFTER, after, position))
         return rows
 
     def _values(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> tuple[str | None, ...]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE
+
 MB = 1024 * 1024
 
 
@@ -48,12 +50,17 @@ class CommitSettings:
     max_source_txn_wait_seconds: float = 30.0
     # Canal's canal.instance.memory.buffer.size: the store holds at most this
     # many un-acked entries, so a larger source transaction is committed in parts.
-    store_capacity: int = 16384
+    store_capacity: int = STORE_BUFFER_SIZE
     retries: int = 5  # consecutive failed attempts before the job pauses
     retry_initial_seconds: float = 1.0
     retry_max_seconds: float = 60.0
     reconnect_attempts: int = 10
     queue_batches: int = 1024  # receiver -> consumer queue (Doris: 1024)
+    # How long the Consumer waits for a channel's commit (or its queue) before it
+    # calls the channel stuck and pauses the job; a MERGE into a big table may
+    # legitimately take minutes.
+    commit_timeout_seconds: float = 600.0
+    stop_timeout_seconds: float = 60.0  # how long stopping a job waits for its threads, in all
 
     @property
     def commit_retry(self) -> RetrySettings:

@@ -28,5 +28,9 @@ class Worker:
         self._thread = None
         return True
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def _run(self) -> None:
         raise NotImplementedError

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from canalbridge.sync.changes import BeforeImages, RowBatch
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowBatch
 
 
 class ChannelWriter(Protocol):
@@ -22,6 +22,9 @@ class ChannelWriter(Protocol):
 
     def target_columns(self) -> tuple[str, ...] | None:
         """The target's columns in order, or None when the target will be created from the source."""
+
+    def before_images(self) -> BeforeImages:
+        """How much of the old row images this target needs."""
 
     def committed_position(self) -> EntryPosition | None:
         """Position of the last committed transaction, read back from the target."""

@@ -7,24 +7,24 @@ import sqlite3
 import pytest
 
 from canalbridge.state import STATE_FILE, StateError, StateStore
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Ack, EntryPosition
+from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 
 
-def snapshot(state="RUNNING", ack=None, committed=None):
-    return {"name": "job1", "state": state, "fail_kind": None, "fail_text": None, "create_time_ms": 1,
-            "last_start_time_ms": 2, "last_stop_time_ms": None, "finish_time_ms": None, "ack_position": ack,
-            "ack_time_ms": 5 if ack else None, "last_commit_time_ms": None, "updated_ms": 10,
-            "channels": {"db.t": ("lake.db.t", committed)}}
+def snapshot(state=JobState.RUNNING, ack=None, committed=None, fail=None):
+    return JobRecord("job1", state, (ChannelRecord("db.t", "lake.db.t", committed),), fail=fail, create_time_ms=1,
+                     last_start_time_ms=2, ack=Ack(ack, 5) if ack else None, updated_ms=10)
 
 
 def test_round_trip_keeps_positions_and_transitions(tmp_path):
     store = StateStore(tmp_path)
     position = EntryPosition("mysql-bin.000002", 77, 1000, "u:1-3")
     store.save_job(snapshot(ack=position, committed=position), transition=True)
-    store.save_job(snapshot(state="PAUSED"), transition=True)  # no new position: the old one stays
+    paused = FailMessage(FailKind.RUN_FAIL, "a reason")
+    store.save_job(snapshot(state=JobState.PAUSED, fail=paused), transition=True)  # no new position: it stays
     record = StateStore(tmp_path).load_jobs()["job1"]
-    assert record.state == "PAUSED" and record.ack_position == position
-    assert record.channels == {"db.t": ("lake.db.t", position)}
+    assert record.state is JobState.PAUSED and record.ack == Ack(position, 5) and record.fail == paused
+    assert record.channels == (ChannelRecord("db.t", "lake.db.t", position),)
     assert [event[1] for event in store.events("job1")] == ["RUNNING", "PAUSED"]
 
 

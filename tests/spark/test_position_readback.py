@@ -12,9 +12,9 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import ChangeRow, Op, RowBatch, SourceColumn
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote_table, split_table
@@ -24,7 +24,6 @@ from tests.helpers import eventually
 
 JOB = "job-readback"
 COLUMNS = (SourceColumn("id", "int(11)", 4, True), SourceColumn("name", "varchar(32)", 12, False))
-_INSERT = int(entry_pb.EventType.INSERT)
 
 
 def position(offset: int) -> EntryPosition:
@@ -33,7 +32,7 @@ def position(offset: int) -> EntryPosition:
 
 def commit(writer, label: str, end: EntryPosition, *rows: tuple[int, str]) -> None:
     """One transaction through the writer, as a channel runs it."""
-    changes = tuple(ChangeRow(Op.UPSERT, (str(key), name), end, _INSERT) for key, name in rows)
+    changes = tuple(ChangeRow(ChangeKind.INSERT, (str(key), name), end) for key, name in rows)
     writer.begin(label)
     writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), changes))
     writer.commit(end)

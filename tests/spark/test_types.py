@@ -82,13 +82,14 @@ def test_created_table_has_iceberg_types_and_properties(spark):
 
 
 def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings):
-    from canalbridge.sync.rows import ChangeRow, Op, RowBatch, SourceColumn
+    from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 
     writer = IcebergUpsertWriter(spark, ChannelSettings("src.bad", "lake.types.bad"), "types", spark_settings)
     columns = (SourceColumn("id", "int(11)", 4, True), SourceColumn("n", "int(11)", 4, False))
     position = EntryPosition("mysql-bin.000001", 4)
     writer.begin("bad")
-    writer.send(RowBatch("src.bad", ("id", "n"), columns, (0,), (ChangeRow(Op.UPSERT, ("1", "abc"), position, 1),)))
+    row = ChangeRow(ChangeKind.INSERT, ("1", "abc"), position)
+    writer.send(RowBatch("src.bad", ("id", "n"), columns, (0,), (row,)))
     with pytest.raises(ValueConversionError) as failure:
         writer.commit(position)
     assert "lake.types.bad" in str(failure.value) and "abc" in str(failure.value)

@@ -174,12 +174,13 @@ def test_state_machine(dev_server_factory):
         job.start()
     assert job.acks.wait_through(EntryPosition.of(harness.workload_entries[-1]), 30)
     job.pause()
-    assert job.last_stop_time_ms >= job.last_start_time_ms >= job.create_time_ms
+    record = job.record()
+    assert record.last_stop_time_ms >= record.last_start_time_ms >= record.create_time_ms
     assert job.position_info().startswith("position:[mysql-bin.000001:")
     assert "delay:" in job.position_info()
     job.cancel()
     assert job.state is JobState.CANCELLED and job.fail_message.kind is FailKind.USER_CANCEL
-    assert job.finish_time_ms is not None
+    assert job.record().finish_time_ms is not None
     with pytest.raises(JobStateError):
         job.resume()
 
@@ -198,6 +199,35 @@ def test_retries_exhausted_pause_with_the_reason_and_resume_converges(dev_server
     assert harness.server.destinations["example"].wait_acked(30)
     harness.job.pause()
     harness.assert_exact()
+
+
+def test_a_hung_commit_pauses_the_job_naming_the_channel_and_holds_resume_until_it_ends(dev_server_factory):
+    release = threading.Event()
+
+    def hang_the_second_commit(writer, position):
+        if writer.commit_calls == 1:  # counted after this hook: this is the second commit
+            release.wait(60)
+
+    commit = dataclasses.replace(FAST_COMMITS, commit_timeout_seconds=1.0, stop_timeout_seconds=1.0)
+    harness = make(dev_server_factory, row_changes=2000, commit=commit,
+                   writer_options={"shop.orders": {"before_commit": hang_the_second_commit}})
+    job = harness.job
+    try:
+        job.start()
+        assert job.wait_state(JobState.PAUSED, 30)
+        text = job.fail_message.text
+        assert "channel shop.orders" in text and "did not finish in 1 s" in text, text
+        assert job.record().stuck == ("channel-shop.orders",)
+        assert harness.server.cursors("example").ack < harness.server.cursors("example").put
+        with pytest.raises(JobStateError, match=r"channel-shop\.orders"):
+            job.resume()
+    finally:
+        release.set()
+    assert job.wait_unstuck(10)  # the hung commit ends, then its thread
+    job.resume()
+    assert harness.server.destinations["example"].wait_acked(30)
+    job.pause()
+    harness.assert_exact()  # the commit that hung landed late, and was not applied again
 
 
 def test_row_that_does_not_fit_pauses_with_table_count_and_position(dev_server_factory):

@@ -4,8 +4,9 @@ import threading
 
 import pytest
 
-from canalbridge.devkit.store import BatchMode, EventStore, LogPosition, StoredEvent
+from canalbridge.devkit.store import BatchMode, EventStore, StoredEvent
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.position import EntryPosition
 
 
 def event(offset: int, entry_type: int = entry_pb.EntryType.ROWDATA, size: int = 10) -> StoredEvent:
@@ -13,7 +14,7 @@ def event(offset: int, entry_type: int = entry_pb.EntryType.ROWDATA, size: int =
         raw=b"x" * size,
         entry_type=entry_type,
         event_type=entry_pb.EventType.INSERT,
-        position=LogPosition("mysql-bin.000001", offset, 0),
+        position=EntryPosition("mysql-bin.000001", offset),
     )
 
 

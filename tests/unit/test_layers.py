@@ -24,7 +24,8 @@ NOT_DAEMON = (*CLIENT, *SYNC, *SINK, *DEVKIT, "canalbridge.__init__")
 FORBIDDEN = {
     CLIENT: (*SYNC, *SINK, "canalbridge.daemon-layer", *DEVKIT),
     SYNC: (*SINK, "canalbridge.daemon-layer", *DEVKIT),
-    SINK: ("canalbridge.daemon-layer", *DEVKIT),
+    # The sink speaks the change vocabulary (canalbridge.sync.changes), not Canal's wire format.
+    SINK: ("canalbridge.daemon-layer", *DEVKIT, "canalbridge.protocol"),
 }
 CLI_MAY_USE_DEVKIT = "canalbridge.cli"
 

@@ -6,9 +6,10 @@ import pytest
 
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import BeforeImages, ChangeKind
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import Op, RowMapper
+from canalbridge.sync.rows import RowMapper
 
 EventType = entry_pb.EventType
 TABLE = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))
@@ -20,26 +21,28 @@ def change(event_type, images, table=TABLE):
     return entry_pb.RowChange.FromString(entry.storeValue)
 
 
-def test_insert_writes_the_after_image():
+def test_insert_gives_the_after_image():
     rows = RowMapper("db.t", None).map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
-    assert [(r.op, r.values) for r in rows] == [(Op.UPSERT, ("1", "a"))]
+    assert [(r.kind, r.values) for r in rows] == [(ChangeKind.INSERT, ("1", "a"))]
 
 
-def test_delete_writes_the_before_image_flagged():
+def test_delete_gives_the_before_image():
     rows = RowMapper("db.t", None).map(change(EventType.DELETE, [({"id": 1, "name": "a"}, None)]), POSITION)
-    assert [(r.op, r.values) for r in rows] == [(Op.DELETE, ("1", "a"))]
+    assert [(r.kind, r.values) for r in rows] == [(ChangeKind.DELETE, ("1", "a"))]
 
 
-def test_update_keeping_the_key_writes_the_after_image():
+def test_update_gives_before_then_after_image():
     images = [({"id": 1, "name": "a"}, {"id": 1, "name": "b"})]
     rows = RowMapper("db.t", None).map(change(EventType.UPDATE, images), POSITION)
-    assert [(r.op, r.values) for r in rows] == [(Op.UPSERT, ("1", "b"))]
+    assert [(r.kind, r.values) for r in rows] == [
+        (ChangeKind.UPDATE_BEFORE, ("1", "a")), (ChangeKind.UPDATE_AFTER, ("1", "b"))]
 
 
-def test_update_changing_the_key_deletes_the_old_key_first():
+def test_update_changing_the_key_removes_the_old_key_first():
     images = [({"id": 1, "name": "a"}, {"id": 2, "name": "a"})]
     rows = RowMapper("db.t", None).map(change(EventType.UPDATE, images), POSITION)
-    assert [(r.op, r.values) for r in rows] == [(Op.DELETE, ("1", "a")), (Op.UPSERT, ("2", "a"))]
+    assert [(r.kind, r.kind.removes, r.values) for r in rows] == [
+        (ChangeKind.UPDATE_BEFORE, True, ("1", "a")), (ChangeKind.UPDATE_AFTER, False, ("2", "a"))]
 
 
 def test_null_stays_none():
@@ -78,19 +81,13 @@ def test_ddl_maps_to_nothing():
     assert RowMapper("db.t", None).map(ddl, POSITION) == []
 
 
-def test_upsert_mapping_reads_only_the_keys_of_before_images():
-    mapper = RowMapper("db.t", None, key_only_before=True)
+def test_a_writer_wanting_key_changes_gets_only_keys_and_only_changed_keys():
+    mapper = RowMapper("db.t", None, before_images=BeforeImages.KEY_CHANGES)
     images = [({"id": 1, "name": "a"}, {"id": 1, "name": "b"}), ({"id": 2, "name": "c"}, {"id": 3, "name": "c"})]
     rows = mapper.map(change(EventType.UPDATE, images), POSITION)
     rows += mapper.map(change(EventType.DELETE, [({"id": 4, "name": "d"}, None)]), POSITION)
-    assert [(r.op, r.values, r.before) for r in rows] == [
-        (Op.UPSERT, ("1", "b"), None),
-        (Op.DELETE, ("2", None), None), (Op.UPSERT, ("3", "c"), None),
-        (Op.DELETE, ("4", None), None),
+    assert [(r.kind, r.values) for r in rows] == [
+        (ChangeKind.UPDATE_AFTER, ("1", "b")),
+        (ChangeKind.UPDATE_BEFORE, ("2", None)), (ChangeKind.UPDATE_AFTER, ("3", "c")),
+        (ChangeKind.DELETE, ("4", None)),
     ]
-
-
-def test_changelog_mapping_keeps_whole_before_images():
-    images = [({"id": 1, "name": "a"}, {"id": 1, "name": "b"})]
-    rows = RowMapper("db.t", None).map(change(EventType.UPDATE, images), POSITION)
-    assert rows[0].before == ("1", "a")

@@ -1,0 +1,74 @@
+"""The change vocabulary between the sync core and a writer: what happened to a row, in target column order.
+
+A closed set of kinds, named after Flink's row kinds, so that no writer
+needs Canal's protobuf enums to know what a row means. An UPDATE arrives as
+an ``UPDATE_BEFORE`` (the old image) followed by an ``UPDATE_AFTER``; a
+writer says through :class:`BeforeImages` how much of the old images it
+needs, and the mapper reads no more than that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+from canalbridge.sync.position import EntryPosition
+
+
+class ChangeKind(Enum):
+    """What a row does to its table; the values are the changelog's ``_op`` codes."""
+
+    INSERT = "+I"
+    UPDATE_BEFORE = "-U"
+    UPDATE_AFTER = "+U"
+    DELETE = "-D"
+
+    @property
+    def removes(self) -> bool:
+        """Whether the row's key leaves the table (a delete, or the old image of an update)."""
+        return self is ChangeKind.DELETE or self is ChangeKind.UPDATE_BEFORE
+
+
+class BeforeImages(Enum):
+    """How much of the old images (deletes, updates' before images) a writer needs."""
+
+    #: the key columns only, and an UPDATE_BEFORE only when the update changed the key:
+    #: enough for a target that keeps the last row per key (reading every cell is the
+    #: costliest part of decoding)
+    KEY_CHANGES = "key_changes"
+    #: every before image, whole: a changelog keeps them all
+    FULL = "full"
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """Type facts of a source column, as Canal describes it (for typed conversion)."""
+
+    name: str
+    mysql_type: str
+    sql_type: int
+    is_key: bool
+
+
+class ChangeRow(NamedTuple):
+    """One row change in target column order; values are MySQL's text form, None for NULL.
+
+    A NamedTuple rather than a frozen dataclass: one is built per row, and a
+    frozen dataclass's __init__ costs about three times as much.
+    """
+
+    kind: ChangeKind
+    values: tuple[str | None, ...]
+    position: EntryPosition
+
+
+@dataclass(frozen=True)
+class RowBatch:
+    """Rows of one table in target column order, with the source columns they came from."""
+
+    table: str
+    target_columns: tuple[str, ...]
+    columns: tuple[SourceColumn, ...]
+    key_indexes: tuple[int, ...]
+    rows: tuple[ChangeRow, ...]

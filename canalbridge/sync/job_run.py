@@ -1,0 +1,115 @@
+"""One run of a job's threads: channels, CanalLink, Receiver and Consumer, from start to a bounded stop.
+
+A job (:mod:`canalbridge.sync.job`) makes a new run each time it starts or
+resumes, and keeps what outlives a run: the writers, the committed
+positions, the ack state and the counters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+
+from canalbridge.canal import CanalConnector
+from canalbridge.sync.canal_link import CanalLink
+from canalbridge.sync.channel import Channel
+from canalbridge.sync.consumer import Consumer, ConsumerStats
+from canalbridge.sync.errors import SyncError
+from canalbridge.sync.position import AckState, CommittedPositions
+from canalbridge.sync.receiver import Receiver
+from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.worker import Worker
+from canalbridge.sync.writer import ChannelWriter
+
+log = structlog.get_logger("canalbridge.job")
+
+
+class JobRun:
+    """Starts a job's threads; :meth:`stop` joins each within a bound and names those that did not stop."""
+
+    def __init__(
+        self,
+        settings: JobSettings,
+        writer_for: Callable[[ChannelSettings], ChannelWriter],
+        committed: CommittedPositions,
+        acks: AckState,
+        stats: ConsumerStats,
+        on_failure: Callable[[SyncError], None],
+        on_commit: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.channels: list[Channel] = []
+        self._writer_for = writer_for
+        self._committed = committed
+        self._acks = acks
+        self._stats = stats
+        self._on_failure = on_failure
+        self._on_commit = on_commit
+        self._stop = threading.Event()
+        self._link: CanalLink | None = None
+        self._workers: list[Worker] = []
+        self._log = log.bind(job=settings.name)
+
+    def start(self) -> None:
+        """Open every channel (reading its committed position back), then start the Receiver and Consumer.
+
+        If a channel cannot be opened, the ones already started are stopped
+        and the error is raised.
+        """
+        settings = self.settings
+        try:
+            for channel_settings in settings.channels:
+                channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
+                                  settings.commit.commit_timeout_seconds, debug=settings.canal.debug)
+                self.channels.append(channel)
+                channel.start()
+                self._committed.advance(channel.source, channel.committed_position)
+        except Exception:
+            self.stop(settings.commit.stop_timeout_seconds)
+            raise
+        canal = settings.canal
+        connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
+                                   password=canal.password, client_id=canal.client_id)
+        self._link = CanalLink(settings.name, connector, canal, settings.canal_filter, settings.commit.queue_batches,
+                               self._acks)
+        self._workers = [
+            Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure),
+            Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
+                     on_commit=self._on_commit, stats=self._stats),
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    def stop(self, timeout_s: float) -> tuple[str, ...]:
+        """Stop every thread, waiting at most ``timeout_s`` in all; the names of those still running.
+
+        Nothing uncommitted is acked: a thread that does not stop (a commit
+        that hangs in the target) is left behind, and its outcome is read
+        back from the target by the next run.
+        """
+        self._stop.set()
+        if self._link is not None:
+            self._link.close()  # wakes a GET waiting on the server and the Consumer waiting for a batch
+        stuck = self.join(timeout_s)
+        if self._link is not None:
+            self._link.close()
+        for name in stuck:
+            self._log.error("job.thread_stuck", thread=name, waited_s=timeout_s)
+        return stuck
+
+    def join(self, timeout_s: float) -> tuple[str, ...]:
+        """Wait at most ``timeout_s`` in all for the threads to end (once stopping); those still running."""
+        # Every thread watches the stop event, so they wind down together: one deadline for all.
+        deadline = time.monotonic() + timeout_s
+        threads: list[Worker | Channel] = [*self._workers, *self.channels]
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        return self.still_running()
+
+    def still_running(self) -> tuple[str, ...]:
+        """Threads of this run that have not ended yet (after :meth:`stop`: the stuck ones)."""
+        running = [worker.name for worker in self._workers if worker.alive]
+        return tuple(running + [f"channel-{channel.source}" for channel in self.channels if channel.alive])

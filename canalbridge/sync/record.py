@@ -1,0 +1,68 @@
+"""What is known of a job, as one value: its state, why, when, and how far it got.
+
+A :class:`JobRecord` is what the state store keeps, what ``status`` shows
+(live from a running job, or offline from the store) and what a restarted
+daemon restores a job from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from canalbridge.sync.position import Ack, EntryPosition
+
+
+class JobState(Enum):
+    """Doris's job states: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final) from any of them."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    CANCELLED = "CANCELLED"
+
+
+class FailKind(Enum):
+    USER_CANCEL = "USER_CANCEL"
+    SUBMIT_FAIL = "SUBMIT_FAIL"
+    RUN_FAIL = "RUN_FAIL"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class FailMessage:
+    """Why a job paused or was cancelled."""
+
+    kind: FailKind
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.text}"
+
+
+@dataclass(frozen=True)
+class ChannelRecord:
+    """One channel of a job: where it writes and the last position committed there."""
+
+    source: str
+    target: str
+    committed: EntryPosition | None = None
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job's persistent facts, plus (live only) the threads that did not stop when asked."""
+
+    name: str
+    state: JobState
+    channels: tuple[ChannelRecord, ...]
+    fail: FailMessage | None = None
+    create_time_ms: int | None = None
+    last_start_time_ms: int | None = None
+    last_stop_time_ms: int | None = None
+    finish_time_ms: int | None = None
+    ack: Ack | None = None
+    last_commit_time_ms: int | None = None
+    updated_ms: int | None = None
+    #: threads of an earlier run still busy after their stop bound (a hung commit)
+    stuck: tuple[str, ...] = ()
