@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # keeps (README, "The real stack"). Maven's local repository lives there too,
 # so a fresh clone needs nothing from ~/.m2.
 CACHE ?= .cache
-MVN = mvn -B -q -ntp -s deploy/maven/settings.xml -Dmaven.repo.local=$(abspath $(CACHE))/m2
+MVN = mvn -B -q -ntp -Dstyle.color=never -s deploy/maven/settings.xml -Dmaven.repo.local=$(abspath $(CACHE))/m2
 CANAL_VERSION := 1.1.7
 CANAL_HOME := $(CACHE)/canal-$(CANAL_VERSION)
 CANAL_STAMP := $(CANAL_HOME)/.complete

@@ -18,6 +18,7 @@ import re
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from canalbridge.canal import CanalConnector
@@ -25,10 +26,13 @@ from canalbridge.devkit.artifacts import LAUNCHER_CLASS, canal_home, java_binary
 from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.processes import (
     LOOPBACK,
+    PORT_ATTEMPTS,
+    PORT_TAKEN,
     ServiceError,
     free_port,
     kill_process,
     port_open,
+    read_from,
     stop_process,
     tail,
     wait_for,
@@ -94,6 +98,7 @@ class CanalServer:
             raise ValueError("a Canal server needs at least one destination")
         self.host = LOOPBACK
         self.port = port or free_port()
+        self._may_move = port == 0  # a port we picked may be taken by someone else before we bind it
         self.user = user
         self._password = password
         self.heap_min = heap_min
@@ -149,9 +154,27 @@ class CanalServer:
             return self
         home = canal_home()
         java = java_binary()
-        self._write_configuration()
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._write_configuration()
+            offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+            self._launch(home, java)
+            if wait_for(partial(self._ready, offset), self.start_timeout_s, alive=lambda: self.running):
+                break
+            how = "exited" if not self.running else f"was not ready within {self.start_timeout_s} s"
+            self.kill()
+            if self._may_move and attempt < PORT_ATTEMPTS and PORT_TAKEN in read_from(self.log_file, offset):
+                self.port = free_port()
+                continue
+            raise ServiceError(
+                f"Canal on {self.address} {how} (waiting for port {self.port} and '{PARSER_READY}' for "
+                f"{sorted(self.destinations)}); canal.log ends with:\n{self._redact(tail(self.log_file))}\n"
+                f"console:\n{self._redact(tail(self.console_file, 15))}"
+            )
+        self._may_move = False  # from now on clients know the port: restarts keep it
+        return self
+
+    def _launch(self, home: Path, java: str) -> None:
         command = [
             java,
             f"-Xms{self.heap_min}",
@@ -175,16 +198,6 @@ class CanalServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        ready = wait_for(lambda: self._ready(offset), self.start_timeout_s, alive=lambda: self.running)
-        if not ready:
-            how = "exited" if not self.running else f"was not ready within {self.start_timeout_s} s"
-            self.kill()
-            raise ServiceError(
-                f"Canal on {self.address} {how} (waiting for port {self.port} and '{PARSER_READY}' for "
-                f"{sorted(self.destinations)}); canal.log ends with:\n{self._redact(tail(self.log_file))}\n"
-                f"console:\n{self._redact(tail(self.console_file, 15))}"
-            )
-        return self
 
     def stop(self, timeout_s: float = 30.0) -> str:
         """SIGTERM (Canal's shutdown hook flushes meta.dat), SIGKILL after ``timeout_s``."""

@@ -21,9 +21,12 @@ import pymysql
 from canalbridge.devkit.artifacts import mariadb_binaries
 from canalbridge.devkit.processes import (
     LOOPBACK,
+    PORT_ATTEMPTS,
+    PORT_TAKEN,
     ServiceError,
     free_port,
     kill_process,
+    read_from,
     stop_process,
     tail,
     wait_for,
@@ -53,6 +56,7 @@ class MariaDBServer:
     ) -> None:
         self.root_dir = Path(root_dir).resolve()
         self.port = port or free_port()
+        self._may_move = port == 0  # a port we picked may be taken by someone else before we bind it
         self.host = LOOPBACK
         self.canal_user = canal_user
         self.canal_password = canal_password
@@ -102,18 +106,25 @@ class MariaDBServer:
         first_start = not (self.data_dir / "mysql").is_dir()
         if first_start:
             self._install(installer)
-        self._process = subprocess.Popen(
-            [server, f"--defaults-file={self.defaults_file}"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        ready = wait_for(self._can_log_in(first_start), self.start_timeout_s, alive=lambda: self.running)
-        if not ready:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            offset = self.error_log.stat().st_size if self.error_log.exists() else 0
+            self._process = subprocess.Popen(
+                [server, f"--defaults-file={self.defaults_file}"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            if wait_for(self._can_log_in(first_start), self.start_timeout_s, alive=lambda: self.running):
+                break
             how = "exited" if not self.running else f"did not accept logins within {self.start_timeout_s} s"
             self.kill()
+            if self._may_move and attempt < PORT_ATTEMPTS and PORT_TAKEN in read_from(self.error_log, offset):
+                self.port = free_port()
+                self._write_defaults_file()
+                continue
             raise ServiceError(f"MariaDB on {self.address} {how}; its log ends with:\n{tail(self.error_log)}")
+        self._may_move = False  # from now on clients know the port: restarts keep it
         if first_start:
             self._bootstrap()
         return self

@@ -17,6 +17,10 @@ from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
 POLL_INTERVAL_S = 0.1
+# A free port we picked can be taken before the service binds it (other suites
+# run beside ours): a service that logs this retries on a new port, this often.
+PORT_TAKEN = "Address already in use"
+PORT_ATTEMPTS = 3
 
 
 class ServiceError(RuntimeError):
@@ -95,6 +99,16 @@ def tail(path: Path, lines: int = 40) -> str:
     except OSError as exc:
         return f"({path}: {exc.strerror})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def read_from(path: Path, offset: int) -> str:
+    """A text file from byte ``offset`` on ("" when it is missing)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def find_binary(name: str) -> str | None:
