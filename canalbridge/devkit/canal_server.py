@@ -29,6 +29,7 @@ from canalbridge.devkit.processes import (
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
+    die_with_parent,
     free_port,
     kill_process,
     port_open,
@@ -197,6 +198,7 @@ class CanalServer:
                 stdout=console,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
 
     def stop(self, timeout_s: float = 30.0) -> str:

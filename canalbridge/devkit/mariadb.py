@@ -24,6 +24,7 @@ from canalbridge.devkit.processes import (
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
+    die_with_parent,
     free_port,
     kill_process,
     read_from,
@@ -114,6 +115,7 @@ class MariaDBServer:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
             if wait_for(self._can_log_in(first_start), self.start_timeout_s, alive=lambda: self.running):
                 break

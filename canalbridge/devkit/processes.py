@@ -6,6 +6,7 @@ sleeps in place of synchronisation.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -25,6 +26,22 @@ PORT_ATTEMPTS = 3
 
 class ServiceError(RuntimeError):
     """A real-stack service could not be started, reached or stopped."""
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """For ``preexec_fn``: the child gets SIGTERM when the process that started it dies.
+
+    A test run killed outright (or a script cut short) then leaves no
+    mariadbd or Canal behind. Linux only; elsewhere a no-op.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port(host: str = LOOPBACK) -> int:
