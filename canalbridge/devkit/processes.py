@@ -35,7 +35,9 @@ def die_with_parent() -> None:
     """For ``preexec_fn``: the child gets SIGTERM when the process that started it dies.
 
     A test run killed outright (or a script cut short) then leaves no
-    mariadbd or Canal behind. Linux only; elsewhere a no-op.
+    mariadbd or Canal behind. Linux only; elsewhere a no-op. Linux sends it
+    when the *thread* that started the child ends: start services from a
+    thread that lives as long as they should (pytest's main thread does).
     """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
