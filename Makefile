@@ -4,7 +4,20 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo bench bench-decode bench-e2e bench-scaling bench-commit check-java clean
+.PHONY: venv lint test proto demo bench bench-decode bench-e2e bench-scaling bench-commit check-java clean \
+	check-maven canal-jars iceberg-jar mariadb-server real-stack clean-cache
+
+# Artifacts fetched at set-up time into a git-ignored cache that `make clean`
+# keeps (README, "The real stack"). Maven's local repository lives there too,
+# so a fresh clone needs nothing from ~/.m2.
+CACHE ?= .cache
+MVN = mvn -B -q -ntp -Dstyle.color=never -s deploy/maven/settings.xml -Dmaven.repo.local=$(abspath $(CACHE))/m2
+CANAL_VERSION := 1.1.7
+CANAL_HOME := $(CACHE)/canal-$(CANAL_VERSION)
+CANAL_STAMP := $(CANAL_HOME)/.complete
+CANAL_LAUNCHER := deploy/maven/canal/launcher/CanalBridgeDevLauncher.java
+ICEBERG_VERSION := 1.11.0
+ICEBERG_JAR := $(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,12 +35,51 @@ check-java:
 	  echo "  RHEL/Fedora:   dnf install -y java-17-openjdk-headless"; \
 	  exit 1; }
 
+# Maven and a JDK (javac) fetch and build the Canal server for the real-stack tests.
+check-maven: check-java
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+	  echo "error: 'mvn' and 'javac' are needed to fetch the real-stack artifacts from Maven Central:"; \
+	  echo "  Debian/Ubuntu: apt-get install -y maven openjdk-17-jdk-headless"; \
+	  exit 1; }
+
+# Canal's server modules and their runtime dependencies (deploy/maven/canal/pom.xml
+# says why 1.1.7), plus our launcher compiled against them. Built aside and
+# moved into place, so an interrupted fetch never looks complete.
+$(CANAL_STAMP): deploy/maven/canal/pom.xml deploy/maven/settings.xml $(CANAL_LAUNCHER)
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching Canal $(CANAL_VERSION) server jars from Maven Central into $(CANAL_HOME)"
+	rm -rf $(CANAL_HOME).tmp
+	$(MVN) -f deploy/maven/canal/pom.xml -Dcanal.lib.dir=$(abspath $(CANAL_HOME).tmp)/lib validate
+	javac -nowarn -encoding UTF-8 -d $(CANAL_HOME).tmp/launcher -cp '$(CANAL_HOME).tmp/lib/*' $(CANAL_LAUNCHER)
+	rm -rf $(CANAL_HOME) && mv $(CANAL_HOME).tmp $(CANAL_HOME)
+	touch $@
+
+canal-jars: $(CANAL_STAMP)
+
+# The official Iceberg runtime for Spark 3.5 / Scala 2.12 (a single shaded jar).
+$(ICEBERG_JAR): deploy/maven/iceberg/pom.xml deploy/maven/settings.xml
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching $(notdir $@) from Maven Central"
+	rm -rf $(CACHE)/iceberg.tmp
+	$(MVN) -f deploy/maven/iceberg/pom.xml -Diceberg.version=$(ICEBERG_VERSION) \
+	  -Diceberg.lib.dir=$(abspath $(CACHE))/iceberg.tmp validate
+	mkdir -p $(dir $@) && mv $(CACHE)/iceberg.tmp/$(notdir $@) $@ && rm -rf $(CACHE)/iceberg.tmp
+
+iceberg-jar: $(ICEBERG_JAR)
+
+# MariaDB's binaries (Debian's mariadb-server, installed when missing and root);
+# the tests run a private instance, never the machine's service.
+mariadb-server:
+	@sh deploy/dev/install-mariadb-server.sh
+
+real-stack: canal-jars iceberg-jar mariadb-server
+
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv
 	$(VENV)/bin/ruff check canalbridge spark_sink tests bench
 	$(VENV)/bin/mypy
 
-test: venv check-java lint
+test: venv check-java real-stack lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 proto: venv
@@ -51,5 +103,9 @@ bench-commit: venv check-java
 
 bench: bench-decode bench-e2e bench-scaling bench-commit
 
+# Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache deploy/maven/*/target
+
+clean-cache:
+	rm -rf $(CACHE)

@@ -1,0 +1,66 @@
+"""Where the real-stack artifacts live: the git-ignored cache that the Makefile fills.
+
+The Makefile fetches them from Maven Central (``make real-stack``); here they
+are only located, and a missing one is an error naming the make target
+that fetches it. ``CANALBRIDGE_CACHE`` overrides the cache directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from canalbridge.devkit.processes import find_binary
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+CANAL_VERSION = "1.1.7"  # see deploy/maven/canal/pom.xml: no 1.1.8 server modules on Maven Central
+ICEBERG_VERSION = "1.11.0"
+ICEBERG_RUNTIME = f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_VERSION}.jar"
+LAUNCHER_CLASS = "canalbridge.devkit.CanalBridgeDevLauncher"
+
+
+class MissingArtifact(RuntimeError):
+    """A fetched jar or an installed binary is not there."""
+
+
+def cache_dir() -> Path:
+    """The artifact cache (``CANALBRIDGE_CACHE`` or ``<checkout>/.cache``)."""
+    return Path(os.environ.get("CANALBRIDGE_CACHE") or CHECKOUT / ".cache")
+
+
+def canal_home() -> Path:
+    """The Canal server's cached ``lib/`` and compiled ``launcher/``."""
+    home = cache_dir() / f"canal-{CANAL_VERSION}"
+    if not (home / ".complete").is_file() or not any((home / "lib").glob("canal.server-*.jar")):
+        raise MissingArtifact(
+            f"Canal {CANAL_VERSION} server jars are not in {home}: run `make canal-jars` "
+            "(fetches them from Maven Central with mvn)"
+        )
+    return home
+
+
+def iceberg_runtime_jar() -> Path:
+    """The official Iceberg Spark runtime jar."""
+    jar = cache_dir() / "iceberg" / ICEBERG_RUNTIME
+    if not jar.is_file():
+        raise MissingArtifact(f"{ICEBERG_RUNTIME} is not in {jar.parent}: run `make iceberg-jar`")
+    return jar
+
+
+def mariadb_binaries() -> tuple[str, str]:
+    """Paths of ``mariadbd`` and ``mariadb-install-db``."""
+    server, installer = find_binary("mariadbd"), find_binary("mariadb-install-db")
+    if server is None or installer is None:
+        raise MissingArtifact(
+            "MariaDB's server is not installed (mariadbd, mariadb-install-db): run `make mariadb-server` "
+            "(installs Debian's mariadb-server as root) or install mariadb-server yourself"
+        )
+    return server, installer
+
+
+def java_binary() -> str:
+    """The ``java`` that runs Canal."""
+    java = find_binary("java")
+    if java is None:
+        raise MissingArtifact("'java' not found: Canal needs Java 17 (apt-get install -y openjdk-17-jre-headless)")
+    return java

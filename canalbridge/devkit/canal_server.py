@@ -1,0 +1,369 @@
+"""A real Canal server for the real-stack tests, started from the jars ``make canal-jars`` caches.
+
+Canal's own server modules (from Maven Central) run under the small launcher
+in ``deploy/maven/canal/launcher`` (Central has no deployer for them). This
+module writes the configuration with Canal's deployer key names: loopback
+only, no admin port, no ZooKeeper, tcp mode, a client user and password, file
+meta (``<data>/<destination>/meta.dat``, so a restart resumes from Canal's own
+cursor), tsdb off, an explicit heap. Each destination reads the private
+MariaDB; at its first start its binlog position is pinned with ``SHOW MASTER
+STATUS`` (without it Canal starts at the binlog end whenever its parser
+connects, losing what was written in between).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from canalbridge.canal import CanalConnector
+from canalbridge.devkit.artifacts import LAUNCHER_CLASS, canal_home, java_binary
+from canalbridge.devkit.mariadb import MariaDBServer
+from canalbridge.devkit.processes import (
+    LOOPBACK,
+    PORT_ATTEMPTS,
+    PORT_TAKEN,
+    ServiceError,
+    die_with_parent,
+    free_port,
+    kill_process,
+    port_open,
+    read_from,
+    stop_process,
+    tail,
+    wait_for,
+)
+
+# Canal's parser logs this (INFO, MysqlConnection) when it sends the binlog
+# dump command, after it found its start position: the destination is live.
+PARSER_READY = "COM_BINLOG_DUMP with position"
+
+
+def canal_passwd(password: str) -> str:
+    """``canal.passwd`` for a client password: hex SHA1(SHA1(password)), MySQL's PASSWORD() without ``*``."""
+    return hashlib.sha1(hashlib.sha1(password.encode("utf-8")).digest()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CanalDestination:
+    """One Canal instance (destination) over the private MariaDB.
+
+    ``filter_regex`` is Canal's table filter (Canal 1.1.x splits it at every
+    comma); ``properties`` adds or overrides any ``canal.instance.*`` key
+    (``canal.instance.memory.buffer.size``, ``canal.instance.filter.query.dml``, ...).
+    """
+
+    name: str
+    filter_regex: str = r".*\..*"
+    black_regex: str = r"mysql\..*"
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", self.name):
+            raise ValueError(f"destination name {self.name!r}: use letters, digits, '_' and '-'")
+
+
+class CanalServer:
+    """A Canal server process on 127.0.0.1 with its own conf and data directories under ``root_dir``.
+
+    :meth:`stop` then :meth:`start` (or :meth:`restart`) keeps the data
+    directory, so each destination resumes from its meta.dat cursor.
+    """
+
+    def __init__(
+        self,
+        root_dir: Path,
+        mariadb: MariaDBServer,
+        destinations: Iterable[CanalDestination] = (CanalDestination("example"),),
+        *,
+        user: str = "canal",
+        password: str = "canal-secret",
+        port: int = 0,
+        heap_min: str = "128m",
+        heap_max: str = "512m",
+        server_properties: Mapping[str, str] | None = None,
+        jvm_options: Sequence[str] = (),
+        start_timeout_s: float = 120.0,
+    ) -> None:
+        self.root_dir = Path(root_dir).resolve()
+        self.mariadb = mariadb
+        self.destinations: dict[str, CanalDestination] = {}
+        for destination in destinations:
+            self.destinations[destination.name] = destination
+        if not self.destinations:
+            raise ValueError("a Canal server needs at least one destination")
+        self.host = LOOPBACK
+        self.port = port or free_port()
+        self._may_move = port == 0  # a port we picked may be taken by someone else before we bind it
+        self.user = user
+        self._password = password
+        self.heap_min = heap_min
+        self.heap_max = heap_max
+        self.server_properties = dict(server_properties or {})
+        self.jvm_options = tuple(jvm_options)
+        self.start_timeout_s = start_timeout_s
+        self._pinned: dict[str, tuple[str, int]] = {}
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:  # never shows the password
+        return f"CanalServer({self.host}:{self.port}, destinations={sorted(self.destinations)})"
+
+    # -- paths ------------------------------------------------------------------
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.root_dir / "conf"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root_dir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root_dir / "logs" / "canal.log"
+
+    @property
+    def console_file(self) -> Path:
+        return self.root_dir / "logs" / "console.log"
+
+    def meta_file(self, destination: str) -> Path:
+        """Where Canal keeps a destination's client cursors."""
+        return self.data_dir / destination / "meta.dat"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self) -> CanalServer:
+        """Write the configuration, start the JVM and wait until every destination's parser is dumping."""
+        if self.running:
+            return self
+        home = canal_home()
+        java = java_binary()
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._write_configuration()
+            offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+            self._launch(home, java)
+            if wait_for(partial(self._ready, offset), self.start_timeout_s, alive=lambda: self.running):
+                break
+            how = "exited" if not self.running else f"was not ready within {self.start_timeout_s} s"
+            self.kill()
+            if self._may_move and attempt < PORT_ATTEMPTS and PORT_TAKEN in read_from(self.log_file, offset):
+                self.port = free_port()
+                continue
+            raise ServiceError(
+                f"Canal on {self.address} {how} (waiting for port {self.port} and '{PARSER_READY}' for "
+                f"{sorted(self.destinations)}); canal.log ends with:\n{self._redact(tail(self.log_file))}\n"
+                f"console:\n{self._redact(tail(self.console_file, 15))}"
+            )
+        self._may_move = False  # from now on clients know the port: restarts keep it
+        return self
+
+    def _launch(self, home: Path, java: str) -> None:
+        command = [
+            java,
+            f"-Xms{self.heap_min}",
+            f"-Xmx{self.heap_max}",
+            "-XX:+UseSerialGC",
+            "-Duser.timezone=UTC",
+            "-Dfile.encoding=UTF-8",
+            f"-Dlogback.configurationFile={self.conf_dir / 'logback.xml'}",
+            *self.jvm_options,
+            "-cp",
+            f"{self.conf_dir}:{home / 'launcher'}:{home / 'lib'}/*",
+            LAUNCHER_CLASS,
+            str(self.conf_dir),
+        ]
+        with self.console_file.open("ab") as console:
+            self._process = subprocess.Popen(
+                command,
+                cwd=self.root_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+
+    def stop(self, timeout_s: float = 30.0) -> str:
+        """SIGTERM (Canal's shutdown hook flushes meta.dat), SIGKILL after ``timeout_s``."""
+        if self._process is None:
+            return "exited"
+        try:
+            return stop_process(self._process, timeout_s)
+        finally:
+            self._process = None
+
+    def kill(self) -> None:
+        """SIGKILL now, as a crash: meta.dat keeps only what the last periodic flush wrote."""
+        if self._process is not None:
+            kill_process(self._process)
+            self._process = None
+
+    def restart(self, timeout_s: float = 30.0) -> CanalServer:
+        """Stop (SIGTERM) and start again with the same port and data directory."""
+        self.stop(timeout_s)
+        return self.start()
+
+    def add_destination(self, destination: CanalDestination) -> None:
+        """Add a destination; a running server restarts to load it (Canal's auto-scan is off)."""
+        if destination.name in self.destinations:
+            raise ValueError(f"destination {destination.name!r} exists already")
+        self.destinations[destination.name] = destination
+        if self.running:
+            self.restart()
+
+    def __enter__(self) -> CanalServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def connector(
+        self, destination: str = "example", *, client_id: str = "1001", so_timeout_s: float = 60.0
+    ) -> CanalConnector:
+        """A canalbridge connector to ``destination`` with this server's credentials (not connected yet)."""
+        return CanalConnector(
+            self.host,
+            self.port,
+            destination,
+            username=self.user,
+            password=self._password,
+            client_id=client_id,
+            so_timeout_s=so_timeout_s,
+        )
+
+    # -- internals ----------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        # Canal itself logs the MariaDB password (its "Register slave" line).
+        for secret in (self.mariadb.canal_password, self._password):
+            if secret:
+                text = text.replace(secret, "******")
+        return text
+
+    def _ready(self, offset: int) -> bool:
+        if not port_open(self.host, self.port):
+            return False
+        try:
+            with self.log_file.open("rb") as log:
+                log.seek(offset)
+                text = log.read().decode("utf-8", "replace")
+        except OSError:
+            return False
+        ready = {
+            match.group(1) for match in re.finditer(r"\[([A-Za-z0-9_-]+)\][^\n]*" + PARSER_READY, text)
+        }
+        return set(self.destinations) <= ready
+
+    def _write_configuration(self) -> None:
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.conf_dir / "logback.xml").write_text(_logback_xml(self.log_file), encoding="utf-8")
+        server = {
+            "canal.ip": self.host,
+            "canal.register.ip": "",
+            "canal.port": str(self.port),
+            "canal.admin.port": "",
+            "canal.admin.manager": "",
+            "canal.zkServers": "",
+            "canal.serverMode": "tcp",
+            "canal.user": self.user,
+            "canal.passwd": canal_passwd(self._password) if self._password else "",
+            "canal.destinations": ",".join(self.destinations),
+            "canal.conf.dir": str(self.conf_dir),
+            "canal.file.data.dir": str(self.data_dir),
+            "canal.file.flush.period": "1000",
+            "canal.auto.scan": "false",
+            "canal.instance.tsdb.enable": "false",
+            "canal.instance.memory.buffer.size": "16384",
+            "canal.instance.memory.buffer.memunit": "1024",
+            "canal.instance.memory.batch.mode": "MEMSIZE",
+            "canal.instance.filter.query.dml": "false",
+            "canal.instance.binlog.format": "ROW",
+            "canal.instance.binlog.image": "FULL",
+            **self.server_properties,
+        }
+        _write_properties(self.conf_dir / "canal.properties", server)
+        for destination in self.destinations.values():
+            self._write_instance(destination)
+
+    def _write_instance(self, destination: CanalDestination) -> None:
+        if destination.name not in self._pinned and not self.meta_file(destination.name).exists():
+            self._pinned[destination.name] = self.mariadb.master_status()
+        journal, position = self._pinned.get(destination.name, ("", 0))
+        instance = {
+            "canal.instance.master.address": self.mariadb.address,
+            "canal.instance.dbUsername": self.mariadb.canal_user,
+            "canal.instance.dbPassword": self.mariadb.canal_password,
+            "canal.instance.connectionCharset": "UTF-8",
+            "canal.instance.gtidon": "false",
+            "canal.instance.mysql.slaveId": str(1000 + sorted(self.destinations).index(destination.name)),
+            # Used only while the destination has no meta.dat.
+            "canal.instance.master.journal.name": journal,
+            "canal.instance.master.position": str(position) if journal else "",
+            "canal.instance.filter.regex": destination.filter_regex,
+            "canal.instance.filter.black.regex": destination.black_regex,
+            **destination.properties,
+        }
+        directory = self.conf_dir / destination.name
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_properties(directory / "instance.properties", instance)
+
+
+def _write_properties(path: Path, values: Mapping[str, str]) -> None:
+    """A Java properties file (ISO-8859-1 with escapes, as java.util.Properties reads it)."""
+    lines = ["# written by canalbridge.devkit.canal_server"]
+    for key, value in values.items():
+        lines.append(f"{_escape(key, key=True)} = {_escape(value)}")
+    path.write_text("\n".join(lines) + "\n", encoding="latin-1")
+    path.chmod(0o600)  # holds the MariaDB password
+
+
+def _escape(text: str, *, key: bool = False) -> str:
+    out = []
+    for char in text:
+        if char == "\\":
+            out.append("\\\\")
+        elif char in "=: #!" and key:
+            out.append("\\" + char)
+        elif ord(char) > 0x7E or ord(char) < 0x20:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _logback_xml(log_file: Path) -> str:
+    """Our logback configuration: INFO to one file, the destination in brackets on every line."""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- written by canalbridge.devkit.canal_server -->
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log_file}</file>
+    <append>true</append>
+    <encoder>
+      <pattern>%d{{yyyy-MM-dd HH:mm:ss.SSS}} %-5level [%X{{destination}}] [%thread] %logger{{36}} - %msg%n</pattern>
+    </encoder>
+  </appender>
+  <root level="INFO">
+    <appender-ref ref="FILE"/>
+  </root>
+</configuration>
+"""

@@ -1,0 +1,142 @@
+"""Helpers for the real-stack services the dev kit starts: ports, bounded waits, process stops, log tails.
+
+Every wait here polls a real condition against a deadline; none of them
+sleeps in place of synchronisation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+POLL_INTERVAL_S = 0.1
+# A free port we picked can be taken before the service binds it (other suites
+# run beside ours): a service that logs this retries on a new port, this often.
+PORT_TAKEN = "Address already in use"
+PORT_ATTEMPTS = 3
+
+
+class ServiceError(RuntimeError):
+    """A real-stack service could not be started, reached or stopped."""
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """For ``preexec_fn``: the child gets SIGTERM when the process that started it dies.
+
+    A test run killed outright (or a script cut short) then leaves no
+    mariadbd or Canal behind. Linux only; elsewhere a no-op. Linux sends it
+    when the *thread* that started the child ends: start services from a
+    thread that lives as long as they should (pytest's main thread does).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A port on ``host`` that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    """True when a TCP connection to ``host:port`` succeeds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    *,
+    alive: Callable[[], bool] = lambda: True,
+) -> bool:
+    """Poll ``condition`` until it holds (True), ``alive`` turns False or the time is up (False)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if condition():
+            return True
+        if not alive() or time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_INTERVAL_S)
+
+
+def stop_process(process: subprocess.Popen[bytes], term_timeout_s: float, kill_timeout_s: float = 10.0) -> str:
+    """SIGTERM, wait up to ``term_timeout_s``, then SIGKILL; returns how it ended ("exited", "term", "kill")."""
+    if process.poll() is not None:
+        return "exited"
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=term_timeout_s)
+        return "term"
+    except subprocess.TimeoutExpired:
+        pass
+    process.kill()
+    try:
+        process.wait(timeout=kill_timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        raise ServiceError(f"pid {process.pid} survived SIGKILL for {kill_timeout_s} s") from exc
+    return "kill"
+
+
+def kill_process(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGKILL at once (a crash), and reap it."""
+    if process.poll() is None:
+        process.kill()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        raise ServiceError(f"pid {process.pid} survived SIGKILL for {timeout_s} s") from exc
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a text file, or a note that it is missing."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"({path}: {exc.strerror})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def read_from(path: Path, offset: int) -> str:
+    """A text file from byte ``offset`` on ("" when it is missing)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def find_binary(name: str) -> str | None:
+    """``name`` on PATH or in the sbin directories a non-login PATH may lack."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for directory in ("/usr/sbin", "/usr/local/sbin", "/sbin"):
+        candidate = Path(directory, name)
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None

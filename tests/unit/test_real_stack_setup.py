@@ -1,0 +1,56 @@
+"""The real-stack set-up agrees with itself, and a missing artifact names the make target that fetches it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from canalbridge.devkit import artifacts
+from canalbridge.devkit.canal_server import canal_passwd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def makefile_value(name: str) -> str:
+    match = re.search(rf"^{name} := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert match, name
+    return match.group(1)
+
+
+def pom_property(pom: str, name: str) -> str:
+    match = re.search(rf"<{re.escape(name)}>([^<]+)</", (ROOT / "deploy" / "maven" / pom / "pom.xml").read_text())
+    assert match, (pom, name)
+    return match.group(1)
+
+
+def test_the_versions_agree_between_makefile_poms_and_dev_kit():
+    assert makefile_value("CANAL_VERSION") == pom_property("canal", "canal.version") == artifacts.CANAL_VERSION
+    assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == artifacts.ICEBERG_VERSION
+    assert makefile_value("ICEBERG_JAR") == "$(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar"
+    assert artifacts.ICEBERG_RUNTIME == f"iceberg-spark-runtime-3.5_2.12-{artifacts.ICEBERG_VERSION}.jar"
+
+
+def test_the_canal_pom_leaves_out_canal_prometheus():
+    pom = (ROOT / "deploy" / "maven" / "canal" / "pom.xml").read_text()
+    assert "<artifactId>canal.prometheus</artifactId>" in pom.split("<exclusions>")[1]
+
+
+def test_missing_artifacts_name_the_make_target(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
+    with pytest.raises(artifacts.MissingArtifact, match="make canal-jars"):
+        artifacts.canal_home()
+    with pytest.raises(artifacts.MissingArtifact, match="make iceberg-jar"):
+        artifacts.iceberg_runtime_jar()
+
+
+def test_missing_mariadb_names_the_make_target(monkeypatch):
+    monkeypatch.setattr(artifacts, "find_binary", lambda name: None)
+    with pytest.raises(artifacts.MissingArtifact, match="make mariadb-server"):
+        artifacts.mariadb_binaries()
+
+
+def test_canal_passwd_is_mysql_password_without_the_star():
+    # MySQL's PASSWORD('canal') is *E3619321C1A937C46A0D8BD1DAC39F93B27D4458.
+    assert canal_passwd("canal") == "e3619321c1a937c46a0d8bd1dac39f93b27d4458"
