@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from canalbridge.canal.server_defaults import STORE_MEMUNIT
+from canalbridge.canal.server_defaults import BATCH_MODES
 from canalbridge.sync.settings import MB, CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.settings import SparkSettings
 
@@ -128,6 +128,9 @@ CANAL_KEYS = {
     "poll_timeout_ms": Key(int, check=_positive),
     "store_capacity": Key(int, check=lambda v: None if v > 0 and v & (v - 1) == 0
                           else f"must be a power of 2 like canal.instance.memory.buffer.size, got {v}"),
+    "transaction_size": Key(int, check=_positive),
+    "batch_mode": Key(str, check=lambda v: None if v in BATCH_MODES
+                      else f"must be one of {', '.join(BATCH_MODES)} like canal.instance.memory.batch.mode, got {v!r}"),
 }
 COMMIT_KEYS = {
     "interval_seconds": Key((int, float), check=_positive),
@@ -267,7 +270,12 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
             problems.append(f"{where}.canal.password_env: environment variable {variable} is not set")
         password = environ.get(variable, "")
 
-    commit_settings = CommitSettings(**commit, **_given(canal, "store_capacity"))
+    store = _given(canal, "store_capacity")
+    if "batch_mode" in canal:
+        store["store_batch_mode"] = canal["batch_mode"]
+    if "transaction_size" in canal:
+        store["store_transaction_size"] = canal["transaction_size"]
+    commit_settings = CommitSettings(**commit, **store)
     store_capacity = commit_settings.store_capacity
     # Not errors: the job still runs, but these minimums can never be reached, so
     # every commit is cut by the store limit or the interval instead.
@@ -278,11 +286,11 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
             f"store limit or the interval instead; lower it or raise {where}.canal.store_capacity with Canal's "
             f"setting"
         )
-    store_bytes = store_capacity * STORE_MEMUNIT
-    if commit_settings.min_bytes > store_bytes:
+    store_bytes = store_capacity * commit_settings.store_memunit
+    if commit_settings.store_batch_mode == "MEMSIZE" and commit_settings.min_bytes > store_bytes:
         warnings.append(
             f"{where}.commit.min_bytes: {commit_settings.min_bytes} bytes exceed Canal's store "
-            f"({store_capacity} x memunit {STORE_MEMUNIT} = {store_bytes} bytes in MEMSIZE mode): "
+            f"({store_capacity} x memunit {commit_settings.store_memunit} = {store_bytes} bytes in MEMSIZE mode): "
             f"commits will be cut by the store limit or the interval instead"
         )
     if commit_settings.max_bytes < commit_settings.min_bytes:

@@ -20,8 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from canalbridge.canal import CanalConnector
+from canalbridge.canal.server_defaults import STORE_BATCH_MODE, STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
 from canalbridge.devkit.artifacts import LAUNCHER_CLASS, canal_home, java_binary
 from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.processes import (
@@ -38,6 +40,7 @@ from canalbridge.devkit.processes import (
     tail,
     wait_for,
 )
+from canalbridge.sync.settings import CanalSettings
 
 # Canal's parser logs this (INFO, MysqlConnection) when it sends the binlog
 # dump command, after it found its start position: the destination is live.
@@ -249,6 +252,11 @@ class CanalServer:
             so_timeout_s=so_timeout_s,
         )
 
+    def canal_settings(self, destination: str, **options: Any) -> CanalSettings:
+        """A sync job's settings for ``destination`` on this server, with its client credentials."""
+        return CanalSettings(self.host, self.port, destination, username=self.user, password=self._password,
+                             **options)
+
     # -- internals ----------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
@@ -292,9 +300,11 @@ class CanalServer:
             "canal.file.flush.period": "1000",
             "canal.auto.scan": "false",
             "canal.instance.tsdb.enable": "false",
-            "canal.instance.memory.buffer.size": "16384",
-            "canal.instance.memory.buffer.memunit": "1024",
-            "canal.instance.memory.batch.mode": "MEMSIZE",
+            # Stock canal.properties values, which the bridge's defaults assume.
+            "canal.instance.memory.buffer.size": str(STORE_BUFFER_SIZE),
+            "canal.instance.memory.buffer.memunit": str(STORE_MEMUNIT),
+            "canal.instance.memory.batch.mode": STORE_BATCH_MODE,
+            "canal.instance.transaction.size": str(TRANSACTION_SIZE),
             "canal.instance.filter.query.dml": "false",
             "canal.instance.binlog.format": "ROW",
             "canal.instance.binlog.image": "FULL",

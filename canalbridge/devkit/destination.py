@@ -16,15 +16,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from canalbridge.canal.scramble import server_check, stored_password_hash
-from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE, STORE_MEMUNIT
+from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
 from canalbridge.devkit.held_get import HeldGet
 from canalbridge.devkit.meta import ClientMeta
 from canalbridge.devkit.store import BatchMode, EventStore, StoreClosed, StoredEvent
 from canalbridge.devkit.table_filter import TableFilter
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-
-# Canal's EventTransactionBuffer hands the store at most this many events at once.
-PARSER_CHUNK = 1024
 
 
 @dataclass(frozen=True)
@@ -156,7 +153,7 @@ class Destination:
 
     def _next_chunk(self) -> list[StoredEvent] | None:
         """Draw up to one chunk of kept entries from the source; None when stopping."""
-        limit = min(PARSER_CHUNK, self.store.capacity)
+        limit = min(TRANSACTION_SIZE, self.store.capacity)  # Canal's parser flush
         with self._source_cond:
             while not self._stopping:
                 events: list[StoredEvent] = []

@@ -6,6 +6,13 @@ the header fields Canal sets: ``version`` 1, ``serverenCode`` UTF-8,
 ``sourceType`` MYSQL, ``executeTime`` in ms with second precision, the
 event's start offset, ``eventLength``, and in GTID mode the executed GTID
 set in ``gtid`` plus the transaction's own GTID in the ``curtGtid`` prop.
+
+Two flavours of source, as real Canal delivers them: MySQL opens each
+transaction with a ``BEGIN`` query event (a TRANSACTIONBEGIN entry); MariaDB
+has no such event, and Canal sends nothing before the first statement but
+the annotated SQL of each rows event, a ROWDATA entry of event type QUERY
+with empty schema and table (``canal.instance.filter.query.dml=false``, the
+default). Either way the transaction ends with TRANSACTIONEND (the XID).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 from canalbridge.mysql_types import MySqlType
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -58,6 +66,13 @@ class TableDef:
 Row = dict[str, object]  # column name -> logical value
 
 
+class Flavor(Enum):
+    """Which server's binlog the entries imitate (see the module docstring)."""
+
+    MYSQL = "mysql"
+    MARIADB = "mariadb"
+
+
 @dataclass
 class BinlogWriter:
     """Assigns positions and builds entries for a stream of source transactions."""
@@ -66,6 +81,7 @@ class BinlogWriter:
     journal_prefix: str = "mysql-bin"
     max_file_bytes: int = 1 << 30  # MySQL's max_binlog_size default
     gtid_uuid: str | None = None
+    flavor: Flavor = Flavor.MYSQL
     clock: Callable[[], float] = time.time
     file_number: int = 1
     offset: int = BINLOG_MAGIC_BYTES
@@ -99,16 +115,42 @@ class BinlogWriter:
         self.offset += length
         return header
 
-    def begin(self) -> entry_pb.Entry:
-        """Start a transaction: rotate the file if it is full, then TRANSACTIONBEGIN."""
+    def open(self) -> list[entry_pb.Entry]:
+        """Start a transaction: rotate the file if it is full; MySQL's TRANSACTIONBEGIN, or nothing on MariaDB."""
         if self.offset >= self.max_file_bytes:
             self.file_number += 1
             self.offset = BINLOG_MAGIC_BYTES
         self.transactions += 1
+        if self.flavor is Flavor.MARIADB:
+            self.offset += EVENT_HEADER_BYTES + 26  # the GTID event Canal does not pass on
+            return []
         body = entry_pb.TransactionBegin(threadId=self._thread_id).SerializeToString()
-        return entry_pb.Entry(
+        return [entry_pb.Entry(
             header=self._header(len(body) + 30), entryType=EntryType.TRANSACTIONBEGIN, storeValue=body
-        )
+        )]
+
+    def begin(self) -> entry_pb.Entry:
+        """Start a MySQL transaction: its TRANSACTIONBEGIN entry."""
+        if self.flavor is not Flavor.MYSQL:
+            raise ValueError("only MySQL transactions begin with an entry")
+        return self.open()[0]
+
+    def statement(
+        self,
+        table: TableDef,
+        event_type: entry_pb.EventType,
+        images: Sequence[tuple[Row | None, Row | None]],
+    ) -> list[entry_pb.Entry]:
+        """One statement's entries: on MariaDB its annotated SQL, then the rows event."""
+        entries = []
+        if self.flavor is Flavor.MARIADB:
+            verb = entry_pb.EventType.Name(event_type)
+            sql = f"/* canalbridge workload */ {verb} `{table.schema}`.`{table.name}` ({len(images)} rows)"
+            body = entry_pb.RowChange(eventType=EventType.QUERY, sql=sql).SerializeToString()
+            header = self._header(len(body), event_type=EventType.QUERY)
+            entries.append(entry_pb.Entry(header=header, entryType=EntryType.ROWDATA, storeValue=body))
+        entries.append(self.rows(table, event_type, images))
+        return entries
 
     def end(self) -> entry_pb.Entry:
         """Close the transaction with TRANSACTIONEND carrying the XID."""

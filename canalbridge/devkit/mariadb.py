@@ -199,6 +199,15 @@ class MariaDBServer:
             raise ServiceError(f"MariaDB on {self.address} has no binlog (SHOW MASTER STATUS is empty)")
         return str(rows[0][0]), int(rows[0][1])
 
+    def last_event_start(self, event_type: str) -> tuple[str, int]:
+        """Where the newest binlog event of ``event_type`` (``Xid``, ``Query``...) starts: Canal's entry offset."""
+        journal, _ = self.master_status()
+        events = self.execute(f"SHOW BINLOG EVENTS IN '{journal}'")
+        starts = [event[1] for event in events if event[2] == event_type]  # Log_name, Pos, Event_type, ...
+        if not starts:
+            raise LookupError(f"no {event_type} event in {journal}")
+        return journal, int(starts[-1])
+
     def create_database(self, name: str) -> None:
         """A utf8mb4 database (dropped first if it exists)."""
         self.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")

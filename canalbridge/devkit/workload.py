@@ -114,7 +114,7 @@ class Workload:
         transactions = 0
         while self.row_changes < spec.row_changes:
             size = min(self._rng.randint(*spec.rows_per_transaction), spec.row_changes - self.row_changes)
-            yield self.writer.begin()
+            yield from self.writer.open()
             yield from self._transaction_body(size)
             yield self.writer.end()
             transactions += 1
@@ -130,19 +130,19 @@ class Workload:
             event_type, image = self._change(expected)
             group = (expected.table.qualified, event_type)
             if pending and (group != pending_key or len(pending) >= self.spec.rows_per_event):
-                yield self._flush(pending_key, pending)
+                yield from self._flush(pending_key, pending)
                 pending = []
             pending_key = group
             pending.append(image)
         if pending:
-            yield self._flush(pending_key, pending)
+            yield from self._flush(pending_key, pending)
 
     def _flush(
         self, key: tuple[str, entry_pb.EventType] | None, images: list[tuple[Row | None, Row | None]]
-    ) -> entry_pb.Entry:
+    ) -> list[entry_pb.Entry]:
         assert key is not None
         table = self._tables[key[0]].table
-        return self.writer.rows(table, key[1], list(images))
+        return self.writer.statement(table, key[1], list(images))
 
     def _change(self, expected: ExpectedTable) -> tuple[entry_pb.EventType, tuple[Row | None, Row | None]]:
         spec = self.spec

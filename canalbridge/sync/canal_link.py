@@ -24,7 +24,7 @@ import structlog
 
 from canalbridge.canal import CanalBatch, CanalConnector
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
-from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Verdict
+from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Outstanding, Verdict
 from canalbridge.sync.position import AckState, EntryPosition, PositionRange
 from canalbridge.sync.settings import CanalSettings
 
@@ -170,10 +170,10 @@ class CanalLink:
             return self._reset_locked(reconnected=False)
 
     @property
-    def consumed_entries(self) -> int:
-        """Entries taken by the Consumer and not yet asked to be acked."""
+    def outstanding(self) -> Outstanding:
+        """Entries and bytes taken by the Consumer and not yet asked to be acked."""
         with self._cond:
-            return self._ledger.consumed_entries
+            return self._ledger.outstanding
 
     # -- both --------------------------------------------------------------------------------
 

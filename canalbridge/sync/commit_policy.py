@@ -11,7 +11,12 @@ end, so a target never shows half of one, unless waiting must end:
 - the un-acked entries come close to Canal's store capacity, where the
   store stops handing out entries and the transaction end could never
   arrive. Close means: within one get's ``batch_size`` of the capacity, or
-  past half of it, whichever is smaller.
+  within one parser flush (``canal.instance.transaction.size`` entries, which
+  the store takes only when that many slots are free), or past half of it,
+  whichever is smallest. The store counts entries, and in
+  MEMSIZE mode (Canal's shipped default) also serialized bytes against
+  ``store_capacity x memunit``, with a get's ``batch_size`` in memunits;
+  whichever bound is nearer decides.
 
 Either way the commit then takes part of the source transaction, and the
 log says so.
@@ -19,8 +24,10 @@ log says so.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.settings import CommitSettings
 
 
@@ -33,6 +40,11 @@ class PendingWork:
     bytes: int = 0
     source_txn_open_since: float | None = None
 
+    def open_source_txn(self) -> None:
+        """A source transaction's first entry was routed (a BEGIN, or MariaDB's first statement)."""
+        if self.source_txn_open_since is None:
+            self.source_txn_open_since = time.monotonic()
+
     @property
     def in_source_txn(self) -> bool:
         return self.source_txn_open_since is not None
@@ -43,11 +55,25 @@ class CommitPolicy:
 
     def __init__(self, settings: CommitSettings, batch_size: int) -> None:
         self.settings = settings
-        self.pressure_entries = max(1, min(settings.store_capacity - batch_size, settings.store_capacity // 2))
+        capacity = settings.store_capacity
+        entries = min(capacity - min(settings.store_transaction_size, capacity), capacity // 2)
+        self.pressure_bytes: int | None = None
+        if settings.store_batch_mode == "MEMSIZE":
+            # A get hands out up to batch_size memunits, however many entries that is.
+            store_bytes, get_bytes = capacity * settings.store_memunit, batch_size * settings.store_memunit
+            self.pressure_bytes = max(1, min(store_bytes - get_bytes, store_bytes // 2))
+        else:
+            entries = min(entries, capacity - batch_size)
+        self.pressure_entries = max(1, entries)
 
-    def due(self, work: PendingWork, outstanding_entries: int, now: float) -> str | None:
+    def _store_pressure(self, outstanding: Outstanding) -> bool:
+        if outstanding.entries >= self.pressure_entries:
+            return True
+        return self.pressure_bytes is not None and outstanding.bytes >= self.pressure_bytes
+
+    def due(self, work: PendingWork, outstanding: Outstanding, now: float) -> str | None:
         """The reason a commit is due, or None."""
-        if outstanding_entries == 0:
+        if outstanding.entries == 0:
             return None
         settings = self.settings
         if work.bytes >= settings.max_bytes:
@@ -56,13 +82,13 @@ class CommitPolicy:
             return "min_events_and_bytes"
         if now - work.started_at >= settings.interval_seconds:
             return "interval"
-        if outstanding_entries >= self.pressure_entries:
+        if self._store_pressure(outstanding):
             return "store_capacity"
         return None
 
-    def must_split_source_txn(self, work: PendingWork, outstanding_entries: int, now: float) -> str | None:
+    def must_split_source_txn(self, work: PendingWork, outstanding: Outstanding, now: float) -> str | None:
         """Why a due commit may not wait for the source transaction to end, or None."""
-        if outstanding_entries >= self.pressure_entries:
+        if self._store_pressure(outstanding):
             return "store_capacity"
         if work.source_txn_open_since is not None:
             if now - work.source_txn_open_since >= self.settings.max_source_txn_wait_seconds:

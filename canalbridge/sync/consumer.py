@@ -29,6 +29,7 @@ from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
 from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.rows import is_ddl
 from canalbridge.sync.settings import JobSettings
 from canalbridge.sync.worker import Worker
 
@@ -39,6 +40,7 @@ EventType = entry_pb.EventType
 _BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
 _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
+_QUERY = int(EventType.QUERY)
 _DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)})
 
 
@@ -176,23 +178,14 @@ class Consumer(Worker):
             self.stats.entries += 1
             entry_type = entry.entryType
             if entry_type == _BEGIN:
-                if work.source_txn_open_since is None:
-                    work.source_txn_open_since = time.monotonic()
+                work.open_source_txn()
                 continue
             if entry_type == _END:
                 work.source_txn_open_since = None
             elif entry_type == _ROWDATA:
-                if header.eventType not in _DML:
-                    # DDL or another statement: note it and go on with the batch
-                    # (Doris returned here and dropped the rest of the batch).
-                    self.stats.ddl += 1
-                    self._log.info(
-                        "consumer.ddl_skipped", table=f"{header.schemaName}.{header.tableName}",
-                        event_type=EventType.Name(header.eventType), position=str(position),
-                    )
-                    if work.in_source_txn:
-                        continue
-                else:
+                if header.eventType in _DML:
+                    # MariaDB's transactions have no BEGIN entry: the first row opens one.
+                    work.open_source_txn()
                     channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
                     if channel is not None:
                         done = committed.get(channel.source)
@@ -202,8 +195,21 @@ class Consumer(Worker):
                         else:
                             self.stats.skipped += 1
                     continue
+                if work.in_source_txn:
+                    continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
+                if header.eventType == _QUERY and not is_ddl(entry.storeValue):
+                    # The annotated SQL that opens a MariaDB transaction (or a MySQL Rows_query).
+                    work.open_source_txn()
+                    continue
+                # A DDL or another statement standing alone (Doris returned here and
+                # dropped the rest of the batch): note it and go on with the batch.
+                self.stats.ddl += 1
+                self._log.info(
+                    "consumer.ddl_skipped", table=f"{header.schemaName}.{header.tableName}",
+                    event_type=EventType.Name(header.eventType), position=str(position),
+                )
             else:
-                continue
+                continue  # GTIDLOG, HEARTBEAT: neither open nor close a transaction
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
             if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
                 self._carry = entries[index + 1 :]
@@ -214,7 +220,7 @@ class Consumer(Worker):
         if self._last_position is None:
             return False
         now = time.monotonic()
-        outstanding = self.link.consumed_entries
+        outstanding = self.link.outstanding
         reason = self.policy.due(work, outstanding, now)
         if reason is None:
             return False

@@ -57,6 +57,18 @@ class LedgerBatch:
     raw_size: int
 
 
+@dataclass(frozen=True)
+class Outstanding:
+    """What the Consumer took from Canal and has not asked to ack: what keeps Canal's store full.
+
+    ``bytes`` is serialized entry bytes, the measure Canal's store counts in
+    MEMSIZE mode (an event's raw length is its serialized Entry).
+    """
+
+    entries: int
+    bytes: int
+
+
 class Verdict(Enum):
     ACCEPTED = "accepted"
     DOUBTED = "doubted"  # refused; Canal must be rolled back
@@ -191,9 +203,10 @@ class BatchLedger:
         return ready
 
     @property
-    def consumed_entries(self) -> int:
-        """Entries the Consumer took whose ack was not asked for: what keeps Canal's store full."""
-        return sum(batch.entries for batch in list(self._unacked)[: self._consumed])
+    def outstanding(self) -> Outstanding:
+        """The batches the Consumer took whose ack was not asked for."""
+        batches = list(self._unacked)[: self._consumed]
+        return Outstanding(sum(batch.entries for batch in batches), sum(batch.raw_size for batch in batches))
 
     @property
     def holds_anything(self) -> bool:

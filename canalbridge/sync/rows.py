@@ -138,3 +138,14 @@ class RowMapper:
         """Wrap mapped rows with the column facts a writer needs."""
         assert self._columns is not None and self._key_indexes is not None
         return RowBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(rows))
+
+
+def is_ddl(store_value: bytes) -> bool:
+    """Whether a ROWDATA entry of a non-DML event type carries a statement that stands alone.
+
+    Canal flags a DDL (and any other statement it parsed from a query event)
+    ``isDdl``; the annotated SQL of a row event (MariaDB's Annotate_rows,
+    MySQL's Rows_query) comes as event type QUERY without the flag, and
+    belongs to the transaction whose rows follow it.
+    """
+    return entry_pb.RowChange.FromString(store_value).isDdl

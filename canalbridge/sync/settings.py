@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE
+from canalbridge.canal.server_defaults import (
+    STORE_BATCH_MODE,
+    STORE_BUFFER_SIZE,
+    STORE_MEMUNIT,
+    TRANSACTION_SIZE,
+)
 
 MB = 1024 * 1024
 
@@ -51,6 +56,14 @@ class CommitSettings:
     # Canal's canal.instance.memory.buffer.size: the store holds at most this
     # many un-acked entries, so a larger source transaction is committed in parts.
     store_capacity: int = STORE_BUFFER_SIZE
+    # Canal's canal.instance.memory.batch.mode: in MEMSIZE mode the store also
+    # holds at most store_capacity x memunit bytes, and a get's batch_size counts
+    # memunits rather than entries.
+    store_batch_mode: str = STORE_BATCH_MODE
+    store_memunit: int = STORE_MEMUNIT
+    # Canal's canal.instance.transaction.size: the store takes the parser's entries
+    # only when this many slots are free.
+    store_transaction_size: int = TRANSACTION_SIZE
     retries: int = 5  # consecutive failed attempts before the job pauses
     retry_initial_seconds: float = 1.0
     retry_max_seconds: float = 60.0

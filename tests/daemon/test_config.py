@@ -72,6 +72,14 @@ def test_port_out_of_range(tmp_path):
         "job[0].canal.port: port 70000 is outside 1..65535"]
 
 
+def test_canal_store_settings_reach_the_commit_policy_and_a_bad_mode_is_named(tmp_path):
+    text = VALID.replace("port = 11111", 'port = 11111\nbatch_mode = "ITEMSIZE"\ntransaction_size = 256')
+    commit = load_config(write(tmp_path, text), {}).jobs[0].commit
+    assert (commit.store_batch_mode, commit.store_transaction_size) == ("ITEMSIZE", 256)
+    assert problems(tmp_path, VALID.replace("port = 11111", 'port = 11111\nbatch_mode = "BYTES"')) == [
+        "job[0].canal.batch_mode: must be one of MEMSIZE, ITEMSIZE like canal.instance.memory.batch.mode, got 'BYTES'"]
+
+
 def test_missing_required_key(tmp_path):
     assert "job[0].canal.destination: missing required key" in problems(
         tmp_path, VALID.replace('destination = "example"\n', ""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -28,6 +29,9 @@ def job_settings(server: DevServer, workload: Workload, *, commit: CommitSetting
                  batch_size: int = 256, destination: str = "example", password: str = "") -> JobSettings:
     canal = CanalSettings("127.0.0.1", server.port, destination, username="canal" if password else "",
                           password=password, batch_size=batch_size, poll_timeout_ms=50)
+    # The job is told the store's mode and unit, as a user copies them from canal.properties.
+    store = server.destinations[destination].store
+    commit = dataclasses.replace(commit, store_batch_mode=store.batch_mode.value, store_memunit=store.mem_unit)
     channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
     return JobSettings("job1", canal, channels, commit)
 

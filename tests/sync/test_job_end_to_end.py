@@ -11,6 +11,8 @@ import pytest
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.entries import BinlogWriter, Flavor
+from canalbridge.devkit.store import BatchMode
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import FailKind, JobState, JobStateError
@@ -19,9 +21,10 @@ from canalbridge.sync.position import EntryPosition
 from .harness import FAST_COMMITS, Harness, job_settings
 
 
-def make(dev_server_factory, *, capacity=16384, batch_size=256, commit=FAST_COMMITS, writer_options=None, **spec):
-    server = dev_server_factory(DestinationConfig("example", capacity=capacity))
-    workload = Workload(WorkloadSpec(**spec))
+def make(dev_server_factory, *, capacity=16384, batch_size=256, commit=FAST_COMMITS, writer_options=None,
+         flavor=Flavor.MYSQL, store=None, **spec):
+    server = dev_server_factory(store or DestinationConfig("example", capacity=capacity))
+    workload = Workload(WorkloadSpec(**spec), BinlogWriter(flavor=flavor))
     harness = Harness(server, workload, job_settings(server, workload, commit=commit, batch_size=batch_size),
                       **(writer_options or {}))
     harness.feed()
@@ -101,9 +104,13 @@ def test_ddl_mid_batch_does_not_drop_the_rows_after_it(dev_server_factory):
     harness.assert_exact()
 
 
-def test_transactions_spanning_batches_are_never_split(dev_server_factory):
+@pytest.mark.parametrize("flavor", list(Flavor), ids=lambda flavor: flavor.value)
+def test_transactions_spanning_batches_are_never_split(dev_server_factory, flavor):
+    # MariaDB's transactions reach the client without a TRANSACTIONBEGIN, and with
+    # a QUERY entry (the annotated SQL) before every statement's rows.
     commit = dataclasses.replace(FAST_COMMITS, interval_seconds=0.05, min_events=1)
-    harness = make(dev_server_factory, row_changes=1500, rows_per_transaction=(20, 60), batch_size=7, commit=commit)
+    harness = make(dev_server_factory, row_changes=1500, rows_per_transaction=(20, 60), batch_size=7, commit=commit,
+                   flavor=flavor, ddl_every=5)
     harness.run_until_acked()
     harness.job.pause()
     harness.assert_exact()
@@ -123,6 +130,23 @@ def test_transaction_larger_than_the_store_goes_through_in_parts(dev_server_fact
     harness = make(
         dev_server_factory, capacity=64, batch_size=16, commit=commit,
         row_changes=600, rows_per_transaction=(300, 300), rows_per_event=1, tables=standard_tables(1),
+    )
+    harness.run_until_acked(timeout_s=60)
+    harness.job.pause()
+    assert harness.job.stats.split_source_txns > 0
+    harness.assert_exact()
+
+
+def test_a_store_full_of_bytes_in_memsize_mode_also_commits_in_parts(dev_server_factory):
+    # Canal's shipped mode: the store holds 4096 x 1 bytes, a handful of entries in its
+    # 4096 slots. A bridge that counted only entries would wait for the transaction end,
+    # which the full store never hands out (the wait bound is out of reach here).
+    store = DestinationConfig("example", capacity=4096, mem_unit=1, batch_mode=BatchMode.MEMSIZE)
+    commit = dataclasses.replace(FAST_COMMITS, store_capacity=4096, interval_seconds=1.0, min_events=10_000,
+                                 max_source_txn_wait_seconds=3600)
+    harness = make(
+        dev_server_factory, store=store, batch_size=16, commit=commit, flavor=Flavor.MARIADB,
+        row_changes=1200, rows_per_transaction=(600, 600), rows_per_event=1, tables=standard_tables(1),
     )
     harness.run_until_acked(timeout_s=60)
     harness.job.pause()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
+from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.settings import (
     CanalSettings,
     ChannelSettings,
@@ -11,35 +14,61 @@ from canalbridge.sync.settings import (
 )
 
 SETTINGS = CommitSettings(interval_seconds=10, min_events=100, min_bytes=1000, max_bytes=5000,
-                          store_capacity=1024, max_source_txn_wait_seconds=30)
+                          store_capacity=1024, max_source_txn_wait_seconds=30, store_batch_mode="ITEMSIZE",
+                          store_transaction_size=64)
+
+
+def held(entries: int, size: int = 0) -> Outstanding:
+    return Outstanding(entries, size)
 
 
 def test_nothing_outstanding_is_never_due():
-    assert CommitPolicy(SETTINGS, 64).due(PendingWork(0.0, events=10**6, bytes=10**9), 0, now=100) is None
+    assert CommitPolicy(SETTINGS, 64).due(PendingWork(0.0, events=10**6, bytes=10**9), held(0), now=100) is None
 
 
 def test_due_reasons():
     policy = CommitPolicy(SETTINGS, 64)
-    assert policy.due(PendingWork(0.0, events=1, bytes=5000), 1, now=1) == "max_bytes"
-    assert policy.due(PendingWork(0.0, events=100, bytes=1000), 1, now=1) == "min_events_and_bytes"
-    assert policy.due(PendingWork(0.0, events=100, bytes=999), 1, now=1) is None
-    assert policy.due(PendingWork(0.0, events=1, bytes=1), 1, now=10) == "interval"
-    assert policy.due(PendingWork(0.0, events=1, bytes=1), 512, now=1) == "store_capacity"
+    assert policy.due(PendingWork(0.0, events=1, bytes=5000), held(1), now=1) == "max_bytes"
+    assert policy.due(PendingWork(0.0, events=100, bytes=1000), held(1), now=1) == "min_events_and_bytes"
+    assert policy.due(PendingWork(0.0, events=100, bytes=999), held(1), now=1) is None
+    assert policy.due(PendingWork(0.0, events=1, bytes=1), held(1), now=10) == "interval"
+    assert policy.due(PendingWork(0.0, events=1, bytes=1), held(512), now=1) == "store_capacity"
 
 
 def test_split_only_under_store_pressure_or_after_the_wait_bound():
     policy = CommitPolicy(SETTINGS, 64)
     open_txn = PendingWork(0.0, source_txn_open_since=5.0)
-    assert policy.must_split_source_txn(open_txn, 10, now=20) is None
-    assert policy.must_split_source_txn(open_txn, 10, now=35) == "source_txn_wait"
-    assert policy.must_split_source_txn(open_txn, 512, now=6) == "store_capacity"
+    assert policy.must_split_source_txn(open_txn, held(10), now=20) is None
+    assert policy.must_split_source_txn(open_txn, held(10), now=35) == "source_txn_wait"
+    assert policy.must_split_source_txn(open_txn, held(512), now=6) == "store_capacity"
 
 
-def test_store_pressure_threshold_leaves_room_for_a_batch():
-    assert CommitPolicy(CommitSettings(store_capacity=16384), 8192).pressure_entries == 8192
-    assert CommitPolicy(CommitSettings(store_capacity=16384), 1024).pressure_entries == 8192
-    assert CommitPolicy(CommitSettings(store_capacity=64), 16).pressure_entries == 32
-    assert CommitPolicy(CommitSettings(store_capacity=64), 100).pressure_entries == 1
+def test_store_pressure_leaves_room_for_a_get_and_a_parser_flush():
+    def entries(capacity, batch_size, mode="ITEMSIZE", flush=1024):
+        settings = CommitSettings(store_capacity=capacity, store_batch_mode=mode, store_transaction_size=flush)
+        return CommitPolicy(settings, batch_size).pressure_entries
+
+    assert entries(16384, 8192) == 8192
+    assert entries(16384, 1024) == 8192
+    assert entries(4096, 16) == 2048
+    assert entries(4096, 16, flush=3072) == 1024  # the store takes a flush only when it has room for all of it
+    assert entries(64, 16, flush=16) == 32
+    assert entries(64, 100, flush=16) == 1
+    assert entries(64, 16) == 1  # a flush of 1024 fits only an empty store
+    assert entries(16384, 8192, mode="MEMSIZE") == 8192  # batch_size counts memunits there
+
+
+def test_memsize_mode_also_counts_the_bytes_the_store_holds():
+    settings = CommitSettings(store_capacity=16384, store_memunit=1024, store_batch_mode="MEMSIZE")
+    policy = CommitPolicy(settings, 8192)
+    assert policy.pressure_bytes == 8 * 1024 * 1024
+    work = PendingWork(0.0, events=10, bytes=10, source_txn_open_since=0.0)
+    assert policy.due(work, held(10, 8 * 1024 * 1024 - 1), now=1) is None
+    assert policy.due(work, held(10, 8 * 1024 * 1024), now=1) == "store_capacity"
+    assert policy.must_split_source_txn(work, held(10, 8 * 1024 * 1024), now=1) == "store_capacity"
+    itemsize = CommitPolicy(dataclasses.replace(settings, store_batch_mode="ITEMSIZE"), 8192)
+    assert itemsize.pressure_bytes is None
+    assert itemsize.due(work, held(10, 1 << 40), now=1) is None
 
 
 def test_subscription_filter_quotes_every_source():

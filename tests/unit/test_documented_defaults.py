@@ -53,8 +53,9 @@ def test_readme_states_the_defaults_the_code_has(tmp_path):
     for key, cell in documented.items():
         section, _, name = key.rpartition(".")
         owner = owners[section]
-        if not hasattr(owner, name):  # e.g. store_capacity, kept with the commit settings
+        if not hasattr(owner, name):  # Canal's store settings are kept with the commit settings
             owner = job.commit
+            name = name if hasattr(owner, name) else f"store_{name}"
         actual = getattr(owner, name)
         expected = parse(cell)
         same = actual == expected or str(actual) == str(expected)  # client_id is text that looks like a number

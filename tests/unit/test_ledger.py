@@ -81,9 +81,9 @@ def test_acks_cover_taken_batches_wholly_before_the_cut_and_land_with_the_next_r
     _, third = receive(ledger, 3, 21, 30)
     for batch in (first, second, third):
         ledger.consumed(batch)
-    assert ledger.consumed_entries == 30
+    assert ledger.outstanding.entries == 30
     assert ledger.ack_through(ledger.epoch, EntryPosition("mysql-bin.000001", 25)) == [first, second]
-    assert ledger.consumed_entries == 10
+    assert ledger.outstanding.entries == 10
     sent = ledger.acks_to_send()
     ledger.acks_sent(sent)
     assert ledger.acks_landed() == second and ledger.acks_landed() is None
