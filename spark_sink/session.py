@@ -1,9 +1,11 @@
 """The daemon's one SparkSession, with the Iceberg runtime and catalog configured.
 
-The Iceberg runtime jar comes from the PyPI wheel
-``snowpark-connect-deps-iceberg`` (1.0.1 carries Iceberg 1.9.2 for Spark 3.5 /
-Scala 2.12), unless the user's conf already brings Iceberg through
-``spark.jars`` or ``spark.jars.packages``.
+The official Iceberg Spark runtime comes the way Spark users expect, unless
+the user's conf already brings Iceberg through ``spark.jars`` or
+``spark.jars.packages``: run from a checkout, it is the jar ``make
+iceberg-jar`` put in the checkout's cache (a missing one is an error naming
+that command); installed with pip, it is the ``spark.jars.packages``
+coordinates, which Spark resolves from Maven Central at start.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -22,7 +25,11 @@ if TYPE_CHECKING:
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
-_RUNTIME_JAR_NAME = "iceberg-spark-runtime-3.5_2.12"
+ICEBERG_VERSION = "1.11.0"  # the newest that works with pyspark 3.5; the Makefile fetches the same
+ICEBERG_ARTIFACT = "iceberg-spark-runtime-3.5_2.12"
+ICEBERG_PACKAGE = f"org.apache.iceberg:{ICEBERG_ARTIFACT}:{ICEBERG_VERSION}"
+ICEBERG_JAR = f"{ICEBERG_ARTIFACT}-{ICEBERG_VERSION}.jar"
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 log = structlog.get_logger("canalbridge.spark")
 _lock = threading.Lock()
@@ -33,16 +40,27 @@ class SparkSetupError(Exception):
     """Spark cannot start here (no Java, no Iceberg runtime)."""
 
 
-def iceberg_runtime_jar() -> str:
-    """Path of the Iceberg Spark runtime jar shipped in snowpark-connect-deps-iceberg."""
-    try:
-        import snowpark_connect_deps_iceberg
-    except ImportError as exc:  # pragma: no cover - a dependency of this package
-        raise SparkSetupError("snowpark-connect-deps-iceberg is not installed") from exc
-    for jar in snowpark_connect_deps_iceberg.list_jars():
-        if _RUNTIME_JAR_NAME in str(jar):
-            return str(jar)
-    raise SparkSetupError(f"no {_RUNTIME_JAR_NAME} jar in snowpark-connect-deps-iceberg")
+def cache_dir() -> Path:
+    """The artifact cache the Makefile fills: ``CANALBRIDGE_CACHE``, or ``.cache`` in the checkout."""
+    return Path(os.environ.get("CANALBRIDGE_CACHE") or CHECKOUT / ".cache")
+
+
+def running_from_checkout() -> bool:
+    """Whether this code runs from a source checkout (with its Makefile) rather than a pip install."""
+    return (CHECKOUT / "Makefile").is_file() and (CHECKOUT / "setup.cfg").is_file()
+
+
+def iceberg_runtime() -> tuple[str, str]:
+    """The Spark conf key and value that bring the Iceberg runtime (see the module docstring)."""
+    jar = cache_dir() / "iceberg" / ICEBERG_JAR
+    if jar.is_file():
+        return "spark.jars", str(jar)
+    if running_from_checkout() or "CANALBRIDGE_CACHE" in os.environ:
+        raise SparkSetupError(
+            f"the Iceberg Spark runtime {ICEBERG_JAR} is not in {jar.parent}: run `make iceberg-jar` "
+            f"(fetches it from Maven Central), or set spark.jars.packages = \"{ICEBERG_PACKAGE}\" in [spark.conf]"
+        )
+    return "spark.jars.packages", ICEBERG_PACKAGE
 
 
 def session_conf(settings: SparkSettings) -> dict[str, str]:
@@ -65,8 +83,8 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     user = dict(settings.conf)
     brings_iceberg = any("iceberg" in user.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
     if not brings_iceberg:
-        jars = [iceberg_runtime_jar()] + ([user.pop("spark.jars")] if "spark.jars" in user else [])
-        conf["spark.jars"] = ",".join(jars)
+        key, value = iceberg_runtime()
+        conf[key] = ",".join([value] + ([user.pop(key)] if key in user else []))
     prefix = f"spark.sql.catalog.{settings.catalog}"
     if prefix not in user:
         conf[prefix] = ICEBERG_CATALOG

@@ -23,9 +23,9 @@ POSITION_KEYS = {
     "gtid": "canalbridge.gtid",
     "execute_time_ms": "canalbridge.execute-time",
 }
-# Table property recording the MySQL primary key. Iceberg identifier fields
-# would be the natural place, but Iceberg 1.6-1.9 fails every merge-on-read
-# MERGE/UPDATE/DELETE on a table that has them (apache/iceberg#11709).
+# Table property recording the MySQL primary key, for every mode; an upsert
+# table also gets the key as Iceberg identifier fields (safe since Iceberg
+# 1.10: apache/iceberg#11709 failed merge-on-read MERGEs on such tables).
 PROP_PRIMARY_KEY = "canalbridge.primary-key"
 
 
@@ -72,8 +72,13 @@ class TargetTable:
                 return None
             raise
 
-    def create(self, columns: Sequence[TargetColumn], primary_key: Sequence[str]) -> None:
-        """Create the table (and its namespace) as format v2 with merge-on-read row-level writes."""
+    def create(self, columns: Sequence[TargetColumn], primary_key: Sequence[str], *,
+               identifier_fields: Sequence[str] = ()) -> None:
+        """Create the table (and its namespace) as format v2 with merge-on-read row-level writes.
+
+        ``identifier_fields`` (NOT NULL columns) become Iceberg's identifier
+        fields: what engines that upsert by key (Flink, for one) read.
+        """
         namespace = ".".join(quote(part) for part in self.parts[:-1])
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
         definitions = ", ".join(
@@ -89,6 +94,9 @@ class TargetTable:
         rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
         self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.identifier} ({definitions}) USING iceberg "
                        f"TBLPROPERTIES ({rendered})")
+        if identifier_fields:
+            fields = ", ".join(quote(name) for name in identifier_fields)
+            self.spark.sql(f"ALTER TABLE {self.identifier} SET IDENTIFIER FIELDS {fields}")
 
     def validate(self, wanted: Sequence[str]) -> None:
         """Every mapped column must exist in the table; the error names the first that does not."""

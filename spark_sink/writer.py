@@ -145,13 +145,17 @@ class _IcebergWriter:
                 for name, source in zip(batch.target_columns, batch.columns)
             ]
             key_names = [batch.target_columns[i] for i in batch.key_indexes]
-            self.table.create(columns + self._own_target_columns(), key_names)
+            self.table.create(columns + self._own_target_columns(), key_names,
+                              identifier_fields=self._identifier_fields(key_names))
             self._log.info("spark.table_created", columns=len(columns))
         self.table.validate(wanted + [c.name for c in self._own_target_columns()])
         self._ready = True
 
     def _own_target_columns(self) -> list[TargetColumn]:
         return []
+
+    def _identifier_fields(self, key_names: list[str]) -> list[str]:
+        return key_names  # one row per key
 
     def _converted(self, batch: RowBatch) -> list[Column]:
         from pyspark.sql import functions as F
@@ -230,6 +234,9 @@ class IcebergChangelogWriter(_IcebergWriter):
 
     def _own_columns(self) -> tuple[str, ...]:
         return self._OWN
+
+    def _identifier_fields(self, key_names: list[str]) -> list[str]:
+        return []  # a key appears once per change
 
     def _own_target_columns(self) -> list[TargetColumn]:
         return [

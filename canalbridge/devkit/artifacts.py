@@ -7,25 +7,17 @@ that fetches it. ``CANALBRIDGE_CACHE`` overrides the cache directory.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from canalbridge.devkit.processes import find_binary
+from spark_sink.session import cache_dir
 
-CHECKOUT = Path(__file__).resolve().parents[2]
 CANAL_VERSION = "1.1.7"  # see deploy/maven/canal/pom.xml: no 1.1.8 server modules on Maven Central
-ICEBERG_VERSION = "1.11.0"
-ICEBERG_RUNTIME = f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_VERSION}.jar"
 LAUNCHER_CLASS = "canalbridge.devkit.CanalBridgeDevLauncher"
 
 
 class MissingArtifact(RuntimeError):
     """A fetched jar or an installed binary is not there."""
-
-
-def cache_dir() -> Path:
-    """The artifact cache (``CANALBRIDGE_CACHE`` or ``<checkout>/.cache``)."""
-    return Path(os.environ.get("CANALBRIDGE_CACHE") or CHECKOUT / ".cache")
 
 
 def canal_home() -> Path:
@@ -37,14 +29,6 @@ def canal_home() -> Path:
             "(fetches them from Maven Central with mvn)"
         )
     return home
-
-
-def iceberg_runtime_jar() -> Path:
-    """The official Iceberg Spark runtime jar."""
-    jar = cache_dir() / "iceberg" / ICEBERG_RUNTIME
-    if not jar.is_file():
-        raise MissingArtifact(f"{ICEBERG_RUNTIME} is not in {jar.parent}: run `make iceberg-jar`")
-    return jar
 
 
 def mariadb_binaries() -> tuple[str, str]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +81,16 @@ def test_created_table_has_iceberg_types_and_properties(spark):
     assert properties["format-version"] == "2"
     assert properties["write.merge.mode"] == "merge-on-read"
     assert properties["canalbridge.primary-key"] == '["id"]'
+    assert identifier_fields(spark, "lake.types.extremes") == ["id"]
+
+
+def identifier_fields(spark, table: str) -> list[str]:
+    """The current schema's Iceberg identifier fields, read from the table's newest metadata file."""
+    (latest,) = spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").collect()
+    metadata = json.loads(Path(latest["file"].removeprefix("file:")).read_text())
+    (schema,) = [s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"]]
+    names = {field["id"]: field["name"] for field in schema["fields"]}
+    return [names[field_id] for field_id in schema.get("identifier-field-ids", [])]
 
 
 def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings):

@@ -9,6 +9,7 @@ import pytest
 
 from canalbridge.devkit import artifacts
 from canalbridge.devkit.canal_server import canal_passwd
+from spark_sink import session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +28,8 @@ def pom_property(pom: str, name: str) -> str:
 
 def test_the_versions_agree_between_makefile_poms_and_dev_kit():
     assert makefile_value("CANAL_VERSION") == pom_property("canal", "canal.version") == artifacts.CANAL_VERSION
-    assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == artifacts.ICEBERG_VERSION
-    assert makefile_value("ICEBERG_JAR") == "$(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar"
-    assert artifacts.ICEBERG_RUNTIME == f"iceberg-spark-runtime-3.5_2.12-{artifacts.ICEBERG_VERSION}.jar"
+    assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == session.ICEBERG_VERSION
+    assert makefile_value("ICEBERG_JAR") == f"$(CACHE)/iceberg/{session.ICEBERG_ARTIFACT}-$(ICEBERG_VERSION).jar"
 
 
 def test_the_canal_pom_leaves_out_canal_prometheus():
@@ -41,8 +41,19 @@ def test_missing_artifacts_name_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
     with pytest.raises(artifacts.MissingArtifact, match="make canal-jars"):
         artifacts.canal_home()
-    with pytest.raises(artifacts.MissingArtifact, match="make iceberg-jar"):
-        artifacts.iceberg_runtime_jar()
+    with pytest.raises(session.SparkSetupError, match="make iceberg-jar"):
+        session.iceberg_runtime()
+
+
+def test_the_iceberg_runtime_is_the_cached_jar_in_a_checkout_and_coordinates_when_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
+    (tmp_path / "iceberg").mkdir()
+    (tmp_path / "iceberg" / session.ICEBERG_JAR).write_bytes(b"")
+    assert session.iceberg_runtime() == ("spark.jars", str(tmp_path / "iceberg" / session.ICEBERG_JAR))
+    monkeypatch.delenv("CANALBRIDGE_CACHE")
+    monkeypatch.setattr(session, "CHECKOUT", tmp_path / "site-packages")  # no Makefile beside the package
+    assert session.iceberg_runtime() == (
+        "spark.jars.packages", f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{session.ICEBERG_VERSION}")
 
 
 def test_missing_mariadb_names_the_make_target(monkeypatch):
