@@ -9,7 +9,11 @@ column's ``mysqlType`` string. The rules here follow Canal's
 - decimals print their scale, except that a trailing group of fraction
   digits (MySQL stores them 9 to a group) that is all zeros is dropped;
 - enum values travel as their 1-based index, sets as their bit mask;
-- binary, varbinary and blob bytes travel as ISO-8859-1 text, one char per byte;
+- binary, varbinary and blob bytes travel as ISO-8859-1 text, one char per byte,
+  BINARY(n) without its trailing 0x00 pad bytes (CHAR without its trailing spaces);
+- float and double print the shortest digits that round-trip, laid out as
+  Java's ``toString`` does; Java 8 to 18 (Canal's JVMs) sometimes print more
+  digits than that (2e23 as 1.9999999999999998E23), always of the same value;
 - datetime/timestamp/time print exactly ``fsp`` fraction digits;
 - zero dates print as zeros; NULL has ``isNull`` set and an empty value,
   and its ``sqlType`` differs from a non-NULL value's for set and json.
@@ -159,15 +163,22 @@ class MySqlType:
         if base == "double":
             return CanalValue(java_double_str(float(value)), SqlType.DOUBLE)  # type: ignore[arg-type]
         if base == "char":
-            return CanalValue(str(value), SqlType.CHAR)
+            # The binlog has CHAR without its trailing pad spaces (as SELECT returns it).
+            return CanalValue(str(value).rstrip(" "), SqlType.CHAR)
         if base in ("varchar", "json"):
             return CanalValue(str(value), SqlType.VARCHAR)
         if base in _TEXTS:
             return CanalValue(str(value), SqlType.CLOB)
         if base in _BLOBS:
-            return CanalValue(bytes(value).decode("latin-1"), SqlType.BLOB)  # type: ignore[call-overload]
+            data = bytes(value)  # type: ignore[call-overload]
+            if base == "binary":
+                data = data.rstrip(b"\x00")  # the binlog has BINARY(n) without its trailing 0x00 pad bytes
+            return CanalValue(data.decode("latin-1"), SqlType.BLOB)
         if base == "enum":
-            return CanalValue(str(self.labels.index(str(value)) + 1), SqlType.INTEGER)
+            label = str(value)
+            # MySQL's error value '' (kept by a permissive sql_mode) has index 0 unless '' is a member.
+            index = 0 if label == "" and label not in self.labels else self.labels.index(label) + 1
+            return CanalValue(str(index), SqlType.INTEGER)
         if base == "set":
             members = [m for m in str(value).split(",") if m]
             mask = sum(1 << self.labels.index(m) for m in members)
@@ -228,7 +239,7 @@ def format_datetime(value: object, fsp: int) -> str:
         if value.tzinfo is not None:
             # Canal formats timestamps in its JVM's zone; the dev server's Canal runs in UTC.
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        text = f"{value.year:04d}-{value:%m-%d %H:%M:%S}"  # strftime's %Y does not pad years before 1000
         micros = value.microsecond
     return text + (f".{micros:06d}"[: fsp + 1] if fsp else "")
 
