@@ -8,21 +8,14 @@ table must equal ``SELECT *`` of its source table, converted by the rules of
 
 from __future__ import annotations
 
-import datetime as dt
-import random
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ALL_TYPES_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import ColumnDef, TableDef
-from canalbridge.devkit.values import random_value
-from canalbridge.devkit.verify import expected_typed, read_typed
-from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
 from canalbridge.sync.position import EntryPosition
-from tests.daemon_process import daemon_log, daemon_sections, job_status, running_daemon, stop
+from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
+from tests.real.sql_source import Source, acked_through, assert_target_equals_source, create_sql, write_daemon_config
 
 pytestmark = [pytest.mark.real, pytest.mark.spark]
 
@@ -34,119 +27,6 @@ TABLES = (
     TableDef(DB, "order", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("select", "varchar(20)"))),
 )
 UNSUBSCRIBED = "skipped"
-# Permissive, so zero dates can be written; UTC, as Canal's JVM runs (timestamps are rendered in its zone).
-SESSION = ("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'")
-
-
-def create_sql(table: TableDef) -> str:
-    columns = ", ".join(f"`{c.name}` {c.mysql_type.declared}{' NOT NULL' if c.is_key else ''}" for c in table.columns)
-    keys = ", ".join(f"`{name}`" for name in table.key_names)
-    return f"CREATE TABLE `{table.name}` ({columns}, PRIMARY KEY ({keys}))"
-
-
-def sql_value(value: object, mysql_type: MySqlType) -> object:
-    """A logical value as a PyMySQL parameter."""
-    if value is None:
-        return None
-    if value is ZERO_DATE:
-        return "0000-00-00" if mysql_type.base == "date" else "0000-00-00 00:00:00"
-    if mysql_type.base == "timestamp":
-        assert isinstance(value, dt.datetime)
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    if mysql_type.base == "time":
-        assert isinstance(value, dt.timedelta)
-        return format_time(value, 6)
-    return value
-
-
-def logical(value: Any, mysql_type: MySqlType) -> object:
-    """A value PyMySQL read back, as the generator's logical value."""
-    base = mysql_type.base
-    if value is None:
-        return None
-    if base == "bit":
-        return int.from_bytes(value, "big")
-    if base in ("date", "datetime", "timestamp") and isinstance(value, str):
-        return ZERO_DATE  # PyMySQL hands back text for dates Python cannot hold
-    if base == "timestamp":
-        return value.replace(tzinfo=dt.UTC)
-    if base == "set" and isinstance(value, set):
-        return ",".join(label for label in mysql_type.labels if label in value)
-    if base == "time":
-        return value
-    return value
-
-
-class Source:
-    """The MariaDB side: one connection in UTC, permissive, with a seeded random row maker."""
-
-    def __init__(self, mariadb, seed: int) -> None:
-        self.conn = mariadb.connect(DB, autocommit=False)
-        self.rng = random.Random(seed)
-        self.next_key = {table.name: 1 for table in TABLES}
-        with self.conn.cursor() as cursor:
-            for statement in SESSION:
-                cursor.execute(statement)
-
-    def row(self, table: TableDef, key: tuple[object, ...] | None = None) -> dict[str, object]:
-        row: dict[str, object] = {}
-        for column in table.columns:
-            if column.is_key:
-                continue
-            null = self.rng.random() < 0.1
-            row[column.name] = None if null else random_value(column.mysql_type, self.rng)
-        keys = key if key is not None else self.new_key(table)
-        row.update(zip(table.key_names, keys))
-        return row
-
-    def new_key(self, table: TableDef) -> tuple[object, ...]:
-        number = self.next_key[table.name]
-        self.next_key[table.name] += 1
-        return (number,) if len(table.key_names) == 1 else (7, number)  # accounts: (tenant, id)
-
-    def insert(self, table: TableDef, rows: Sequence[dict[str, object]]) -> None:
-        names = [c.name for c in table.columns]
-        marks = ", ".join(["%s"] * len(names))
-        statement = f"INSERT INTO `{table.name}` ({', '.join(f'`{n}`' for n in names)}) VALUES ({marks})"
-        values = [[sql_value(row[c.name], c.mysql_type) for c in table.columns] for row in rows]
-        with self.conn.cursor() as cursor:
-            if len(values) == 1:
-                cursor.execute(statement, values[0])
-            else:  # one multi-row statement
-                cursor.execute(statement.split(" VALUES ")[0] + " VALUES " + ", ".join(
-                    cursor.mogrify(f"({marks})", row) for row in values))
-
-    def update(self, table: TableDef, key: tuple[object, ...], row: dict[str, object]) -> None:
-        assignments = ", ".join(f"`{c.name}` = %s" for c in table.columns)
-        where = " AND ".join(f"`{name}` = %s" for name in table.key_names)
-        with self.conn.cursor() as cursor:
-            cursor.execute(f"UPDATE `{table.name}` SET {assignments} WHERE {where}",
-                           [sql_value(row[c.name], c.mysql_type) for c in table.columns] + list(key))
-
-    def keys(self, table: TableDef) -> list[tuple[object, ...]]:
-        with self.conn.cursor() as cursor:
-            cursor.execute(f"SELECT {', '.join(f'`{n}`' for n in table.key_names)} FROM `{table.name}`")
-            return sorted(tuple(row) for row in cursor.fetchall())
-
-    def sql(self, statement: str, *args: object) -> None:
-        with self.conn.cursor() as cursor:
-            cursor.execute(statement, args or None)
-
-    def commit(self) -> None:
-        self.conn.commit()
-
-    def rollback(self) -> None:
-        self.conn.rollback()
-
-    def rows(self, table: TableDef) -> list[dict[str, object]]:
-        """``SELECT *``, but FLOAT read as DOUBLE: MariaDB prints a float with 6 digits, not its exact value."""
-        columns = ", ".join(f"CAST(`{c.name}` AS DOUBLE) AS `{c.name}`" if c.mysql_type.base == "float"
-                            else f"`{c.name}`" for c in table.columns)
-        with self.conn.cursor() as cursor:
-            cursor.execute(f"SELECT {columns} FROM `{table.name}`")
-            names = [d[0] for d in cursor.description]
-            types = {c.name: c.mysql_type for c in table.columns}
-            return [{n: logical(v, types[n]) for n, v in zip(names, row)} for row in cursor.fetchall()]
 
 
 def run_workload(source: Source) -> None:
@@ -186,13 +66,6 @@ def run_workload(source: Source) -> None:
             source.commit()
 
 
-def acked_through(config, position: EntryPosition) -> bool:
-    status = job_status(config, "real")
-    if status is None or status["ack_position"] is None:
-        return False
-    return EntryPosition.from_dict(status["ack_position"]) >= position
-
-
 @pytest.mark.timeout(600)
 def test_a_mixed_workload_lands_equal_to_mariadb(real_destination, canal, mariadb, spark, spark_settings, tmp_path):
     setup = [create_sql(table) for table in TABLES] + [f"CREATE TABLE {UNSUBSCRIBED} (id INT PRIMARY KEY)"]
@@ -200,27 +73,8 @@ def test_a_mixed_workload_lands_equal_to_mariadb(real_destination, canal, mariad
     password = canal.canal_settings(DB).password
     channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.real_{DB}.{t.name}"'
                          for t in TABLES)
-    config = tmp_path / "canalbridge.toml"
-    config.write_text(daemon_sections(spark_settings.warehouse) + f"""
-[[job]]
-name = "real"
-[job.canal]
-host = "{canal.host}"
-port = {canal.port}
-destination = "{DB}"
-username = "{canal.user}"
-password = "{password}"
-batch_size = 64
-poll_timeout_ms = 100
-[job.commit]
-interval_seconds = 1
-min_events = 500
-min_bytes = 1
-retry_initial_seconds = 0.1
-{channels}
-""")
-    config.chmod(0o600)
-    source = Source(mariadb, seed=12)
+    config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, spark_settings.warehouse, channels)
+    source = Source(mariadb, DB, TABLES, seed=12)
     with running_daemon(config) as daemon:
         run_workload(source)
         last = EntryPosition(*mariadb.last_event_start("Xid"))
@@ -231,10 +85,6 @@ retry_initial_seconds = 0.1
     assert password not in log
 
     for table in TABLES:
-        expected = expected_typed(table, source.rows(table))
-        actual = read_typed(spark, f"lake.real_{DB}.{table.name}", table)
-        assert actual.keys() == expected.keys(), table.name
-        for key, row in expected.items():
-            assert actual[key] == row, (table.name, key)
+        assert_target_equals_source(spark, source, table, f"lake.real_{DB}.{table.name}")
     tables = {row["tableName"] for row in spark.sql(f"SHOW TABLES IN lake.real_{DB}").collect()}
     assert UNSUBSCRIBED not in tables
