@@ -40,14 +40,17 @@ UTC = dt.UTC
         ("double", 1e-5, "1.0E-5", SqlType.DOUBLE),
         ("double", 12345678.0, "1.2345678E7", SqlType.DOUBLE),
         ("char(10)", "ab", "ab", SqlType.CHAR),
+        ("char(10)", "ab  ", "ab", SqlType.CHAR),  # the binlog has CHAR without its pad spaces
         ("varchar(32)", "中😀", "中😀", SqlType.VARCHAR),
         ("varchar(32)", "", "", SqlType.VARCHAR),
         ("text", "long text", "long text", SqlType.CLOB),
         ("enum('a','b','c')", "b", "2", SqlType.INTEGER),  # the 1-based index, not the label
+        ("enum('a','b','c')", "", "0", SqlType.INTEGER),  # the error value a permissive sql_mode keeps
         ("set('a','b','c')", "a,c", "5", SqlType.BIT),  # the bit mask
         ("json", '{"a": 1}', '{"a": 1}', SqlType.VARCHAR),
         ("varbinary(8)", b"\x00\xff\x41", "\x00\xffA", SqlType.BLOB),  # ISO-8859-1, a char per byte
         ("binary(4)", b"\x01\x02\x03\x04", "\x01\x02\x03\x04", SqlType.BLOB),
+        ("binary(4)", b"\xff\x00\x00\x00", "\xff", SqlType.BLOB),  # the binlog drops BINARY's pad bytes
         ("blob", b"", "", SqlType.BLOB),
         ("bit(16)", 258, "258", SqlType.BIT),
         ("bit(64)", 2**64 - 1, "18446744073709551615", SqlType.BIT),
@@ -56,6 +59,7 @@ UTC = dt.UTC
         ("date", dt.date(2024, 2, 29), "2024-02-29", SqlType.DATE),
         ("date", ZERO_DATE, "0000-00-00", SqlType.DATE),
         ("datetime", dt.datetime(2020, 1, 2, 3, 4, 5), "2020-01-02 03:04:05", SqlType.TIMESTAMP),
+        ("datetime", dt.datetime(999, 12, 31, 23, 59, 59), "0999-12-31 23:59:59", SqlType.TIMESTAMP),
         ("datetime(3)", dt.datetime(2020, 1, 2, 3, 4, 5, 120000), "2020-01-02 03:04:05.120", SqlType.TIMESTAMP),
         ("datetime(6)", dt.datetime(2020, 1, 2, 3, 4, 5, 1), "2020-01-02 03:04:05.000001", SqlType.TIMESTAMP),
         ("datetime(6)", dt.datetime(2020, 1, 2, 3, 4, 5), "2020-01-02 03:04:05.000000", SqlType.TIMESTAMP),
