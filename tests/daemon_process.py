@@ -43,31 +43,39 @@ warehouse = "{warehouse}"
 """
 
 
+def job_section(name: str, *, port: int, destination: str, credentials: str, batch_size: int, min_events: int,
+                host: str = "127.0.0.1", username: str = "canal", commit: str = "", channels: str = "") -> str:
+    """One ``[[job]]`` with fast commits and retries; ``credentials`` is its password line."""
+    return f"""
+[[job]]
+name = "{name}"
+[job.canal]
+host = "{host}"
+port = {port}
+destination = "{destination}"
+username = "{username}"
+{credentials}
+batch_size = {batch_size}
+poll_timeout_ms = 100
+[job.commit]
+interval_seconds = 1
+min_events = {min_events}
+min_bytes = 1
+retry_initial_seconds = 0.1
+{commit}
+{channels}
+"""
+
+
 def write_config(tmp_path: Path, server_port: int, warehouse: str, namespace: str, tables, *,
                  commit: str = "") -> Path:
     """One job ``shop`` reading destination ``example``, a channel per table into ``lake.NAMESPACE``."""
     channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.{namespace}.{t.name}"'
                          for t in tables)
     path = tmp_path / "canalbridge.toml"
-    path.write_text(daemon_sections(warehouse) + f"""
-[[job]]
-name = "shop"
-[job.canal]
-host = "127.0.0.1"
-port = {server_port}
-destination = "example"
-username = "canal"
-password_env = "TEST_CANAL_PASSWORD"
-batch_size = 1024
-poll_timeout_ms = 100
-[job.commit]
-interval_seconds = 1
-min_events = 2000
-min_bytes = 1
-retry_initial_seconds = 0.1
-{commit}
-{channels}
-""")
+    path.write_text(daemon_sections(warehouse) + job_section(
+        "shop", port=server_port, destination="example", credentials='password_env = "TEST_CANAL_PASSWORD"',
+        batch_size=1024, min_events=2000, commit=commit, channels=channels))
     path.chmod(0o600)
     return path
 

@@ -31,12 +31,11 @@ from canalbridge.devkit.processes import (
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
+    ServiceProcess,
     die_with_parent,
     free_port,
-    kill_process,
     port_open,
     read_from,
-    stop_process,
     tail,
     wait_for,
 )
@@ -71,12 +70,16 @@ class CanalDestination:
             raise ValueError(f"destination name {self.name!r}: use letters, digits, '_' and '-'")
 
 
-class CanalServer:
+class CanalServer(ServiceProcess):
     """A Canal server process on 127.0.0.1 with its own conf and data directories under ``root_dir``.
 
     :meth:`stop` then :meth:`start` (or :meth:`restart`) keeps the data
-    directory, so each destination resumes from its meta.dat cursor.
+    directory, so each destination resumes from its meta.dat cursor. A clean
+    stop runs Canal's shutdown hook, which flushes meta.dat; after
+    :meth:`kill` it holds what the last periodic flush (1 s) wrote.
     """
+
+    stop_timeout_s = 30.0
 
     def __init__(
         self,
@@ -142,14 +145,6 @@ class CanalServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
     # -- lifecycle --------------------------------------------------------------
 
     def start(self) -> CanalServer:
@@ -204,26 +199,6 @@ class CanalServer:
                 preexec_fn=die_with_parent,
             )
 
-    def stop(self, timeout_s: float = 30.0) -> str:
-        """SIGTERM (Canal's shutdown hook flushes meta.dat), SIGKILL after ``timeout_s``."""
-        if self._process is None:
-            return "exited"
-        try:
-            return stop_process(self._process, timeout_s)
-        finally:
-            self._process = None
-
-    def kill(self) -> None:
-        """SIGKILL now, as a crash: meta.dat keeps only what the last periodic flush wrote."""
-        if self._process is not None:
-            kill_process(self._process)
-            self._process = None
-
-    def restart(self, timeout_s: float = 30.0) -> CanalServer:
-        """Stop (SIGTERM) and start again with the same port and data directory."""
-        self.stop(timeout_s)
-        return self.start()
-
     def add_destination(self, destination: CanalDestination) -> None:
         """Add a destination; a running server restarts to load it (Canal's auto-scan is off)."""
         if destination.name in self.destinations:
@@ -231,12 +206,6 @@ class CanalServer:
         self.destinations[destination.name] = destination
         if self.running:
             self.restart()
-
-    def __enter__(self) -> CanalServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def connector(
         self, destination: str = "example", *, client_id: str = "1001", so_timeout_s: float = 60.0

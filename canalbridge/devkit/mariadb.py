@@ -24,11 +24,10 @@ from canalbridge.devkit.processes import (
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
+    ServiceProcess,
     die_with_parent,
     free_port,
-    kill_process,
     read_from,
-    stop_process,
     tail,
     wait_for,
 )
@@ -38,12 +37,15 @@ from canalbridge.devkit.processes import (
 CANAL_GRANTS = "SELECT, REPLICATION SLAVE, REPLICATION CLIENT"
 
 
-class MariaDBServer:
+class MariaDBServer(ServiceProcess):
     """One private ``mariadbd`` under ``root_dir``; :meth:`start` again after :meth:`stop` keeps the data.
 
     ``canal_user`` / ``canal_password`` is the account Canal's parser logs
     in with. :meth:`connect` and :meth:`execute` run SQL as root over TCP.
+    After :meth:`kill`, InnoDB recovers at the next start.
     """
+
+    stop_timeout_s = 60.0
 
     def __init__(
         self,
@@ -91,10 +93,6 @@ class MariaDBServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
     # -- lifecycle --------------------------------------------------------------
 
     def start(self) -> MariaDBServer:
@@ -130,32 +128,6 @@ class MariaDBServer:
         if first_start:
             self._bootstrap()
         return self
-
-    def stop(self, timeout_s: float = 60.0) -> str:
-        """SIGTERM (a clean shutdown), SIGKILL after ``timeout_s``; the data directory stays."""
-        if self._process is None:
-            return "exited"
-        try:
-            return stop_process(self._process, timeout_s)
-        finally:
-            self._process = None
-
-    def kill(self) -> None:
-        """SIGKILL now, as a crash; InnoDB recovers at the next :meth:`start`."""
-        if self._process is not None:
-            kill_process(self._process)
-            self._process = None
-
-    def restart(self, timeout_s: float = 60.0) -> MariaDBServer:
-        """Stop and start again on the same port and data."""
-        self.stop(timeout_s)
-        return self.start()
-
-    def __enter__(self) -> MariaDBServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # -- SQL ----------------------------------------------------------------------
 

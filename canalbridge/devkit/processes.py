@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 LOOPBACK = "127.0.0.1"
 POLL_INTERVAL_S = 0.1
@@ -140,3 +141,51 @@ def find_binary(name: str) -> str | None:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return None
+
+
+class ServiceProcess:
+    """A service run as one child process: stopped cleanly, killed as a crash, or restarted.
+
+    Subclasses start it (setting ``_process``) and say in ``stop_timeout_s``
+    how long a clean stop may take before SIGKILL.
+    """
+
+    stop_timeout_s = 30.0
+    _process: subprocess.Popen[bytes] | None
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def stop(self, timeout_s: float | None = None) -> str:
+        """SIGTERM (a clean shutdown), SIGKILL after the timeout; the data directory stays."""
+        if self._process is None:
+            return "exited"
+        try:
+            return stop_process(self._process, self.stop_timeout_s if timeout_s is None else timeout_s)
+        finally:
+            self._process = None
+
+    def kill(self) -> None:
+        """SIGKILL now, as a crash."""
+        if self._process is not None:
+            kill_process(self._process)
+            self._process = None
+
+    def restart(self, timeout_s: float | None = None) -> Self:
+        """Stop cleanly and start again on the same port and data directory."""
+        self.stop(timeout_s)
+        return self.start()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

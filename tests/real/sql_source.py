@@ -19,7 +19,7 @@ from canalbridge.devkit.values import random_value
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
 from canalbridge.sync.position import EntryPosition
-from tests.daemon_process import daemon_sections, job_status
+from tests.daemon_process import daemon_sections, job_section, job_status
 
 # Permissive, so zero dates can be written; UTC, as Canal's JVM runs (timestamps are rendered in its zone).
 SESSION = ("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'")
@@ -151,29 +151,12 @@ def assert_target_equals_source(spark, source: Source, table: TableDef, target: 
         assert actual[key] == row, (target, key)
 
 
-def write_daemon_config(path: Path, canal, destination: str, warehouse: str, channels: str, *,
-                        commit: str = "") -> Path:
+def write_daemon_config(path: Path, canal, destination: str, warehouse: str, channels: str) -> Path:
     """A config with one job ``real`` reading ``destination`` of the real Canal; the password in the file (0600)."""
     password = canal.canal_settings(destination).password
-    path.write_text(daemon_sections(warehouse) + f"""
-[[job]]
-name = "real"
-[job.canal]
-host = "{canal.host}"
-port = {canal.port}
-destination = "{destination}"
-username = "{canal.user}"
-password = "{password}"
-batch_size = 64
-poll_timeout_ms = 100
-[job.commit]
-interval_seconds = 1
-min_events = 500
-min_bytes = 1
-retry_initial_seconds = 0.1
-{commit}
-{channels}
-""")
+    path.write_text(daemon_sections(warehouse) + job_section(
+        "real", host=canal.host, port=canal.port, destination=destination, username=canal.user,
+        credentials=f'password = "{password}"', batch_size=64, min_events=500, channels=channels))
     path.chmod(0o600)
     return path
 
