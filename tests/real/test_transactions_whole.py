@@ -120,3 +120,43 @@ def test_every_cut_through_real_canal_keeps_the_total(real_destination, canal, m
     for table in TABLES:
         expected = dict(mariadb.execute(f"SELECT id, amount FROM {table}", database=DB))
         assert amounts_at(writers[f"{DB}.{table}"], cuts[-1]) == {str(k): v for k, v in expected.items()}
+
+
+SMALL_STORE = {"canal.instance.memory.buffer.size": "256", "canal.instance.transaction.size": "64"}
+
+
+def test_a_transaction_larger_than_canals_store_goes_through_in_parts(real_destination, canal, mariadb):
+    # Canal's store holds 256 entries or 256 KB (MEMSIZE mode), whichever fills first; its end never
+    # arrives while the transaction's head is held, so the bridge must commit it in parts. The wait
+    # bound is out of reach: only the store limit may cut the transaction.
+    db = "bigtxn"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, body VARCHAR(200))"], properties=SMALL_STORE)
+    writers: dict[str, InMemoryWriter] = {}
+
+    def writer_for(channel: ChannelSettings) -> InMemoryWriter:
+        writer = writers[channel.source] = InMemoryWriter(channel.source)
+        return writer
+
+    commit = CommitSettings(interval_seconds=0.5, min_events=100_000, min_bytes=1, max_source_txn_wait_seconds=3600,
+                            store_capacity=256, store_transaction_size=64)
+    settings = JobSettings("bigtxn", canal.canal_settings(db, batch_size=32, poll_timeout_ms=50),
+                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), commit)
+    job = SyncJob(settings, writer_for)
+    job.start()
+    try:
+        with mariadb.connection(db, autocommit=False) as conn, conn.cursor() as cursor:
+            # More entries than the store has slots: 700 statements, each an annotated SQL entry and a row.
+            for key in range(700):
+                cursor.execute("INSERT INTO t VALUES (%s, %s)", (key, "x" * 150))
+            conn.commit()
+            # More bytes than the store holds: multi-row statements (executemany), rows events of about 8 KB.
+            cursor.executemany("INSERT INTO t VALUES (%s, %s)", [(key, "y" * 200) for key in range(700, 4700)])
+            conn.commit()
+        last = EntryPosition(*mariadb.last_event_start("Xid"))
+        assert job.acks.wait_through(last, 120), f"{job.state} {job.fail_message} {job.stats}"
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    assert job.stats.split_source_txns >= 2
+    expected = dict(mariadb.execute("SELECT id, body FROM t", database=db))
+    assert {int(key[0]): row["body"] for key, row in writers[f"{db}.t"].rows.items()} == expected
