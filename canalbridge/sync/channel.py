@@ -104,7 +104,7 @@ class Channel:
         """Read the committed position back from the target and start the thread."""
         self.committed_position = self.writer.committed_position()
         self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
-                                 before_images=self.writer.before_images())
+                                 before_images=self.writer.before_images(), by_name=self.settings.columns is None)
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
         self._thread.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
@@ -137,7 +137,7 @@ class Channel:
         self._put(_Begin(label))
 
     def add(self, position: EntryPosition, row_change: bytes) -> None:
-        """Queue one ROWDATA entry's row change for this transaction."""
+        """Queue one ROWDATA entry's row change (or a DDL on this table) for this transaction."""
         self._pending.append((position, row_change))
         self.entries_received += 1
         if len(self._pending) >= SEND_EVERY_ENTRIES:

@@ -39,6 +39,7 @@ class PendingWork:
     events: int = 0
     bytes: int = 0
     source_txn_open_since: float | None = None
+    cut_due: str | None = None  # a cut the stream asks for whatever the thresholds say (a subscribed table's DDL)
 
     def open_source_txn(self) -> None:
         """A source transaction's first entry was routed (a BEGIN, or MariaDB's first statement)."""

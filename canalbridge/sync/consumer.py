@@ -195,6 +195,12 @@ class Consumer(Worker):
                         else:
                             self.stats.skipped += 1
                     continue
+                channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
+                if channel is not None:
+                    # A DDL on this table: its channel names it if a later row no longer fits.
+                    done = committed.get(channel.source)
+                    if done is None or position > done:
+                        channel.add(position, entry.storeValue)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
@@ -203,6 +209,8 @@ class Consumer(Worker):
                     continue
                 # A DDL or another statement standing alone (Doris returned here and
                 # dropped the rest of the batch): note it and go on with the batch.
+                if channel is not None:
+                    work.cut_due = "ddl"  # what came before a table's DDL lands under the old schema
                 self.stats.ddl += 1
                 self._log.info(
                     "consumer.ddl_skipped", table=f"{header.schemaName}.{header.tableName}",
@@ -221,7 +229,7 @@ class Consumer(Worker):
             return False
         now = time.monotonic()
         outstanding = self.link.outstanding
-        reason = self.policy.due(work, outstanding, now)
+        reason = work.cut_due or self.policy.due(work, outstanding, now)
         if reason is None:
             return False
         if not self.link.is_current(self._epoch):

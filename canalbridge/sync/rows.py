@@ -5,9 +5,11 @@ image; DELETE its before image; UPDATE an UPDATE_BEFORE and an
 UPDATE_AFTER, the before image always when the primary key changed (Doris
 wrote only the after image and left the old row behind) and otherwise only
 when the writer wants every before image. Source columns map onto target
-columns by an explicit list, or else by position; a row whose column count
-does not match is a :class:`RowMappingError` naming the table, the counts
-and the position.
+columns by an explicit list, or else by name onto the target's own columns.
+Schema changes are not applied yet, so a row that does not fit is a
+:class:`RowMappingError` naming the table, the position and the last DDL
+seen for the table: a column count or names that differ from the target,
+or columns (names or MySQL types) that differ from the rows before it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ class RowMapper:
     """Maps one source table's row changes onto a target's columns.
 
     ``target_columns`` is the explicit mapping (target names, one per source
-    column, in source order) or, without one, the target table's columns in
-    order. ``key_columns`` overrides the source's primary key when given.
+    column, in source order) or, without one (``by_name``), the target
+    table's columns in order, which the source's names must then equal.
+    ``key_columns`` overrides the source's primary key when given.
     ``before_images`` is what the writer asked for: with ``KEY_CHANGES``
     only the key columns of before images are read (the others left None)
     and a key-keeping UPDATE gives its after image alone.
@@ -44,12 +47,16 @@ class RowMapper:
         key_columns: Sequence[str] | None = None,
         *,
         before_images: BeforeImages = BeforeImages.FULL,
+        by_name: bool = False,
     ) -> None:
         self.table = table
+        self.by_name = by_name
         self.key_only_before = before_images is BeforeImages.KEY_CHANGES
         self.target_columns = tuple(target_columns) if target_columns is not None else None
         self.key_columns = tuple(key_columns) if key_columns else None
         self._columns: tuple[SourceColumn, ...] | None = None
+        self._signature: tuple[tuple[str, str], ...] | None = None  # (name, mysqlType) of the rows so far
+        self._last_ddl: tuple[str, EntryPosition] | None = None
         self._key_indexes: tuple[int, ...] | None = None
         self._key_getter: Callable[[tuple[str | None, ...]], object] = lambda values: values
 
@@ -66,9 +73,13 @@ class RowMapper:
     def map(self, change: entry_pb.RowChange, position: EntryPosition) -> list[ChangeRow]:
         """The target rows for one RowChange (DDL and non-DML changes give none)."""
         if change.isDdl:
+            self._last_ddl = (change.sql, position)  # named if a later row no longer fits
             return []
         event_type = change.eventType
         rows: list[ChangeRow] = []
+        if change.rowDatas:
+            first = change.rowDatas[0]
+            self._check_shape(first.afterColumns or first.beforeColumns, position)  # one table map per change
         for row_data in change.rowDatas:
             if event_type == _INSERT:
                 rows.append(ChangeRow(_INSERTED, self._values(row_data.afterColumns, position), position))
@@ -98,21 +109,45 @@ class RowMapper:
             values[index] = None if column.isNull else column.value
         return tuple(values)
 
+    def _check_shape(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> None:
+        signature = tuple([(c.name, c.mysqlType) for c in columns])
+        if signature == self._signature:
+            return
+        if self._signature is not None:
+            was = ", ".join(f"{name} {kind}" for name, kind in self._signature)
+            now = ", ".join(f"{name} {kind}" for name, kind in signature)
+            if len(signature) != len(self._signature):
+                raise self._error(
+                    f"row has {len(signature)} columns ({now}), earlier rows had {len(self._signature)} ({was})",
+                    position)
+            raise self._error(f"the row's columns changed from ({was}) to ({now})", position)
+        self._learn(columns, position)
+        self._signature = signature
+
+    def _error(self, message: str, position: EntryPosition) -> RowMappingError:
+        if self._last_ddl is not None:
+            sql, at = self._last_ddl
+            message += f", after the DDL {sql!r} at {at} (schema changes are not applied to targets yet)"
+        return RowMappingError(self.table, message, position)
+
     def _learn(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> None:
         """Check the row's shape against the target and remember its column facts."""
+        names = [c.name for c in columns]
         if self.target_columns is not None and len(columns) != len(self.target_columns):
-            raise RowMappingError(
-                self.table,
+            raise self._error(
                 f"row has {len(columns)} columns but the target has {len(self.target_columns)} "
-                f"({', '.join(self.target_columns)})",
+                f"({', '.join(self.target_columns)}); the row's: {', '.join(names)}",
                 position,
             )
+        if self.by_name and self.target_columns is not None:
+            if [n.lower() for n in names] != [n.lower() for n in self.target_columns]:
+                raise self._error(
+                    f"row columns ({', '.join(names)}) are not the target's ({', '.join(self.target_columns)})",
+                    position,
+                )
         if self._columns is not None and len(columns) != len(self._columns):
-            raise RowMappingError(
-                self.table, f"row has {len(columns)} columns, earlier rows had {len(self._columns)}", position
-            )
+            raise self._error(f"row has {len(columns)} columns, earlier rows had {len(self._columns)}", position)
         self._columns = tuple(SourceColumn(c.name, c.mysqlType, c.sqlType, c.isKey) for c in columns)
-        names = [c.name for c in self._columns]
         target_names = self.target_columns or tuple(names)
         if self.key_columns:
             missing = [k for k in self.key_columns if k not in target_names]

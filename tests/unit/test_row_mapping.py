@@ -91,3 +91,42 @@ def test_a_writer_wanting_key_changes_gets_only_keys_and_only_changed_keys():
         (ChangeKind.UPDATE_BEFORE, ("2", None)), (ChangeKind.UPDATE_AFTER, ("3", "c")),
         (ChangeKind.DELETE, ("4", None)),
     ]
+
+
+RENAMED = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("label", "varchar(8)")))
+
+
+def ddl(sql: str):
+    return entry_pb.RowChange.FromString(BinlogWriter().ddl("db", "t", EventType.ALTER, sql).storeValue)
+
+
+def test_columns_that_change_under_a_running_mapper_pause_naming_the_ddl():
+    # Same count, another name: mapping by position would put `label` into `name`.
+    mapper = RowMapper("db.t", None)
+    mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    later = EntryPosition("mysql-bin.000003", 900)
+    assert mapper.map(ddl("ALTER TABLE t CHANGE name label VARCHAR(8)"), EntryPosition("mysql-bin.000003", 500)) == []
+    with pytest.raises(RowMappingError) as failure:
+        mapper.map(change(EventType.INSERT, [(None, {"id": 2, "label": "b"})], RENAMED), later)
+    message = str(failure.value)
+    assert "table db.t at binlog position mysql-bin.000003:900" in message
+    assert "columns changed from (id int(11), name varchar(8)) to (id int(11), label varchar(8))" in message
+    assert "after the DDL 'ALTER TABLE t CHANGE name label VARCHAR(8)' at mysql-bin.000003:500" in message
+
+
+def test_a_type_change_pauses_too():
+    widened = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(20)")))
+    mapper = RowMapper("db.t", None)
+    mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    with pytest.raises(RowMappingError, match=r"name varchar\(8\)\) to \(id int\(11\), name varchar\(20\)\)"):
+        mapper.map(change(EventType.INSERT, [(None, {"id": 2, "name": "b"})], widened), POSITION)
+
+
+def test_without_a_columns_list_the_row_names_must_be_the_targets():
+    mapper = RowMapper("db.t", ("id", "name"), by_name=True)
+    assert mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    fresh = RowMapper("db.t", ("id", "name"), by_name=True)  # a restart after the rename
+    with pytest.raises(RowMappingError, match=r"row columns \(id, label\) are not the target's \(id, name\)"):
+        fresh.map(change(EventType.INSERT, [(None, {"id": 2, "label": "b"})], RENAMED), POSITION)
+    explicit = RowMapper("db.t", ("id", "name"))  # an explicit list maps by position, whatever the names
+    assert explicit.map(change(EventType.INSERT, [(None, {"id": 2, "label": "b"})], RENAMED), POSITION)
