@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo bench bench-decode bench-e2e bench-scaling bench-commit check-java clean \
+.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit check-java clean \
 	check-maven canal-jars iceberg-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
@@ -87,6 +87,10 @@ proto: venv
 
 demo: venv check-java
 	$(VENV)/bin/canalbridge demo
+
+# The same against a private MariaDB and a real Canal server, verified against MariaDB.
+demo-real: venv check-java real-stack
+	$(VENV)/bin/canalbridge demo --real
 
 # Benchmarks print their figures as a final JSON line (README, "Performance").
 bench-decode: venv

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo_parser = sub.add_parser("demo", help="the main job on its embedded default, verified table by table")
     demo.add_arguments(demo_parser)
-    demo_parser.set_defaults(handler=demo.run)
+    demo_parser.set_defaults(handler=demo.main)
 
     devserver = sub.add_parser("devserver", help="run a Canal-protocol server for tests and demos")
     devserver_main.add_arguments(devserver)

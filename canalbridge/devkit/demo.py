@@ -56,6 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", type=int, default=3, help="source tables (default 3)")
     parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--real", action="store_true",
+                        help="a private MariaDB and a real Canal instead of the dev server (make real-stack first)")
+    parser.add_argument("--rounds", type=int, default=60, help="with --real: SQL rounds to write (default 60)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``canalbridge demo``: the dev server, or with ``--real`` the real stack."""
+    if args.real:
+        from canalbridge.devkit import demo_real
+
+        return demo_real.run(args)
+    return run(args)
 
 
 def run(args: argparse.Namespace) -> int:

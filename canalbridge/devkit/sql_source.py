@@ -1,25 +1,25 @@
-"""The MariaDB side of the real-stack tests that run the daemon: SQL rows, read back as logical values.
+"""SQL into a real MariaDB, read back as the dev kit's logical values (real-stack tests and ``demo --real``).
 
 A :class:`Source` writes rows made by the dev kit's value generator with SQL
 and reads tables back as the generator's logical values, so that
-``canalbridge.devkit.verify`` (the conversion rules of ``spark_sink/types.py``,
-written out independently) gives what Iceberg must hold.
+:mod:`canalbridge.devkit.verify` (the conversion rules of
+``spark_sink/types.py``, written out independently) gives what Iceberg must
+hold: :func:`expected_target`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from canalbridge.devkit.entries import TableDef
+from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ALL_TYPES_COLUMNS, ORDERS_COLUMNS
+from canalbridge.devkit.entries import ColumnDef, TableDef
+from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.values import random_value
-from canalbridge.devkit.verify import expected_typed, read_typed
+from canalbridge.devkit.verify import expected_typed
 from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
-from canalbridge.sync.position import EntryPosition
-from tests.daemon_process import daemon_sections, job_section, job_status
 
 # Permissive, so zero dates can be written; UTC, as Canal's JVM runs (timestamps are rendered in its zone).
 SESSION = ("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'")
@@ -67,7 +67,7 @@ def logical(value: Any, mysql_type: MySqlType) -> object:
 class Source:
     """One connection to ``database`` in UTC, permissive, with a seeded random row maker."""
 
-    def __init__(self, mariadb, database: str, tables: Sequence[TableDef], seed: int) -> None:
+    def __init__(self, mariadb: MariaDBServer, database: str, tables: Sequence[TableDef], seed: int) -> None:
         self.mariadb = mariadb
         self.database = database
         self.rng = random.Random(seed)
@@ -142,27 +142,70 @@ class Source:
             return [{n: logical(v, types[n]) for n, v in zip(names, row)} for row in cursor.fetchall()]
 
 
-def assert_target_equals_source(spark, source: Source, table: TableDef, target: str) -> None:
-    """The Iceberg target holds exactly the source table's rows, cell by cell."""
-    expected = expected_typed(table, source.rows(table))
-    actual = read_typed(spark, target, table)
-    assert actual.keys() == expected.keys(), table.name
-    for key, row in expected.items():
-        assert actual[key] == row, (target, key)
+def expected_target(source: Source, table: TableDef) -> dict[tuple, dict[str, object]]:
+    """What the Iceberg target of ``table`` must hold now, keyed like :func:`~canalbridge.devkit.verify.read_typed`."""
+    return expected_typed(table, source.rows(table))
+
+UNSUBSCRIBED = "skipped"  # a table of the database that no channel reads
 
 
-def write_daemon_config(path: Path, canal, destination: str, warehouse: str, channels: str) -> Path:
-    """A config with one job ``real`` reading ``destination`` of the real Canal; the password in the file (0600)."""
-    password = canal.canal_settings(destination).password
-    path.write_text(daemon_sections(warehouse) + job_section(
-        "real", host=canal.host, port=canal.port, destination=destination, username=canal.user,
-        credentials=f'password = "{password}"', batch_size=64, min_events=500, channels=channels))
-    path.chmod(0o600)
-    return path
+def mixed_tables(database: str) -> tuple[TableDef, ...]:
+    """Every type, a composite key, and a table named by reserved words (`order`, with a column `select`)."""
+    return (
+        TableDef(database, "all_types", ALL_TYPES_COLUMNS),
+        TableDef(database, "orders", ORDERS_COLUMNS),
+        TableDef(database, "accounts", ACCOUNTS_COLUMNS),
+        TableDef(database, "order", (ColumnDef.of("id", "int(11)", is_key=True),
+                                     ColumnDef.of("select", "varchar(20)"))),
+    )
 
 
-def acked_through(config, position: EntryPosition) -> bool:
-    status = job_status(config, "real")
-    if status is None or status["ack_position"] is None:
-        return False
-    return EntryPosition.from_dict(status["ack_position"]) >= position
+def mixed_setup(tables: Sequence[TableDef]) -> list[str]:
+    """The CREATE TABLE statements of ``tables`` and of :data:`UNSUBSCRIBED`."""
+    return [create_sql(table) for table in tables] + [f"CREATE TABLE {UNSUBSCRIBED} (id INT PRIMARY KEY)"]
+
+
+def mixed_workload(source: Source, tables: Sequence[TableDef], rounds: int = 30,
+                   progress: Callable[[int], None] | None = None) -> None:
+    """DML of many shapes into :func:`mixed_tables`; each numbered block is one MariaDB transaction.
+
+    Multi-row statements with extremes and NULLs, transactions over several
+    tables, a primary-key update, delete and re-insert of one key,
+    rolled-back transactions, multi-row deletes, and a row into
+    :data:`UNSUBSCRIBED` every round. ``progress`` hears each finished round.
+    """
+    all_types, orders, accounts, reserved = tables
+    # 1. Multi-row statements into every table, extremes and NULLs included.
+    for table in tables:
+        source.insert(table, [source.row(table) for _ in range(25)])
+    source.commit()
+    for round_number in range(rounds):
+        # 2. Several tables in one transaction, several statements each.
+        for table in (all_types, orders, accounts):
+            keys = source.keys(table)
+            key = source.rng.choice(keys)
+            source.update(table, key, source.row(table, key))
+            source.insert(table, [source.row(table)])
+        # 3. An update that changes the primary key, and a delete then re-insert of one key.
+        old = source.rng.choice(source.keys(orders))
+        new = source.new_key(orders)
+        source.sql("UPDATE orders SET id = %s WHERE id = %s", new[0], old[0])
+        gone = source.rng.choice(source.keys(accounts))
+        source.sql("DELETE FROM accounts WHERE tenant = %s AND id = %s", *gone)
+        source.insert(accounts, [source.row(accounts, gone)])
+        # 4. A table named by a reserved word, and a table no channel reads.
+        source.sql("UPDATE `order` SET `select` = %s WHERE id = %s", f"round {round_number}",
+                   source.rng.choice(source.keys(reserved))[0])
+        source.sql(f"INSERT INTO {UNSUBSCRIBED} VALUES (%s)", round_number)
+        source.commit()
+        if round_number % 7 == 3:
+            # 5. A rolled-back transaction: nothing of it may appear.
+            source.sql("DELETE FROM orders")
+            source.insert(all_types, [source.row(all_types)])
+            source.rollback()
+        if round_number % 5 == 0:
+            # 6. A multi-row delete.
+            source.sql("DELETE FROM all_types WHERE id IN (%s, %s)", *[k[0] for k in source.keys(all_types)[:2]])
+            source.commit()
+        if progress is not None:
+            progress(round_number + 1)

@@ -1,0 +1,37 @@
+"""What the real-stack tests that run the daemon share: its config, its ack position, the comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from canalbridge.devkit.entries import TableDef
+from canalbridge.devkit.sql_source import Source, expected_target
+from canalbridge.devkit.verify import read_typed
+from canalbridge.sync.position import EntryPosition
+from tests.daemon_process import daemon_sections, job_section, job_status
+
+
+def assert_target_equals_source(spark, source: Source, table: TableDef, target: str) -> None:
+    """The Iceberg target holds exactly the source table's rows, cell by cell."""
+    expected = expected_target(source, table)
+    actual = read_typed(spark, target, table)
+    assert actual.keys() == expected.keys(), table.name
+    for key, row in expected.items():
+        assert actual[key] == row, (target, key)
+
+
+def write_daemon_config(path: Path, canal, destination: str, warehouse: str, channels: str) -> Path:
+    """A config with one job ``real`` reading ``destination`` of the real Canal; the password in the file (0600)."""
+    password = canal.canal_settings(destination).password
+    path.write_text(daemon_sections(warehouse) + job_section(
+        "real", host=canal.host, port=canal.port, destination=destination, username=canal.user,
+        credentials=f'password = "{password}"', batch_size=64, min_events=500, channels=channels))
+    path.chmod(0o600)
+    return path
+
+
+def acked_through(config, position: EntryPosition) -> bool:
+    status = job_status(config, "real")
+    if status is None or status["ack_position"] is None:
+        return False
+    return EntryPosition.from_dict(status["ack_position"]) >= position
