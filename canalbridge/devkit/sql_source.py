@@ -59,9 +59,7 @@ def logical(value: Any, mysql_type: MySqlType) -> object:
         return value.replace(tzinfo=dt.UTC)
     if base == "set" and isinstance(value, set):
         return ",".join(label for label in mysql_type.labels if label in value)
-    if base == "time":
-        return value
-    return value
+    return value  # int, Decimal, float, str, bytes, date, naive datetime, timedelta: as the generator has them
 
 
 class Source:
