@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -34,6 +35,9 @@ class DestinationConfig:
     capacity: int = STORE_BUFFER_SIZE
     mem_unit: int = STORE_MEMUNIT
     batch_mode: BatchMode = BatchMode.ITEMSIZE
+    # canal.file.flush.period: how often Canal writes its meta cursor to meta.dat
+    # (1 s); a crashed Canal delivers again what was acked since the last write.
+    meta_flush_period_s: float = 1.0
 
     def __repr__(self) -> str:  # keeps the password out of logs and test output
         return (
@@ -62,6 +66,15 @@ class Destination:
         self._in_flight = False  # a chunk drawn from the source is being put
         self._parser: threading.Thread | None = None
         self._stopping = False
+        # What a restarted Canal delivers again. Its parser starts over at the meta
+        # cursor, the last acked transaction boundary, so the acked part of an open
+        # transaction comes again after any restart; after a crash, from the cursor
+        # it last flushed. Acked events past the cursor, and up to it since the flush:
+        self._acked_past_cursor: list[StoredEvent] = []
+        self._acked_past_flush: list[StoredEvent] = []
+        self._flushed_at = time.monotonic()
+        self._meta_lock = threading.Lock()
+        self.store.add_ack_listener(self._acked)
 
     # -- credentials --------------------------------------------------------
 
@@ -176,6 +189,53 @@ class Destination:
         header = entry.header
         return self._filter.matches(header.schemaName, header.tableName)
 
+    # -- Canal's meta cursor and restarts ---------------------------------------------
+
+    def _acked(self, events: list[StoredEvent]) -> None:
+        # Runs under the store's lock (an ack listener): touches only the meta state.
+        with self._meta_lock:
+            for event in events:
+                if event.entry_type == entry_pb.EntryType.TRANSACTIONBEGIN and event.is_transaction_boundary:
+                    # The cursor stops at a BEGIN: its transaction comes again whole.
+                    self._acked_past_flush.extend(self._acked_past_cursor)
+                    self._acked_past_cursor = [event]
+                elif event.is_transaction_boundary:
+                    self._acked_past_flush.extend(self._acked_past_cursor)
+                    self._acked_past_flush.append(event)
+                    self._acked_past_cursor = []
+                else:
+                    self._acked_past_cursor.append(event)
+            if time.monotonic() - self._flushed_at >= self.config.meta_flush_period_s:
+                self._flush_meta_locked()
+
+    def flush_meta(self) -> None:
+        """Write the meta cursor, as Canal does every flush period and when it shuts down."""
+        with self._meta_lock:
+            self._flush_meta_locked()
+
+    def _flush_meta_locked(self) -> None:
+        self._acked_past_flush = []
+        self._flushed_at = time.monotonic()
+
+    def reparse_from_cursor(self, *, crashed: bool) -> int:
+        """What a restart leaves (parser stopped, store closed): an empty store, the source read again from the cursor.
+
+        Events not yet acked go back to the front of the source log, after the
+        acked events a restarted Canal delivers again: the acked part of the
+        open transaction, and after a crash everything acked since the last
+        meta flush. Returns how many acked events will come again.
+        """
+        with self._meta_lock:
+            again = (self._acked_past_flush if crashed else []) + self._acked_past_cursor
+            self._acked_past_flush, self._acked_past_cursor = [], []
+            self._flushed_at = time.monotonic()
+        with self._source_cond:  # one step for wait_acked: never "all acked" in between
+            entries = [entry_of(event) for event in again + self.store.drain()]
+            if entries:
+                self._source.appendleft(iter(entries))
+                self._source_cond.notify_all()
+        return len(again)
+
     # -- observation ----------------------------------------------------------------
 
     def wait_parsed(self, timeout_s: float) -> bool:
@@ -187,9 +247,16 @@ class Destination:
 
     def wait_acked(self, timeout_s: float) -> bool:
         """Wait until every fed entry is in the store and acked by a client."""
-        if not self.wait_parsed(timeout_s):
-            return False
-        return self.store.wait_for(lambda cursors: cursors.ack == cursors.put, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.wait_parsed(deadline - time.monotonic()):
+                return False
+            if not self.store.wait_for(lambda cursors: cursors.ack == cursors.put, deadline - time.monotonic()):
+                return False
+            with self._source_cond:  # both at once: a restart may have put entries back in between
+                cursors = self.store.cursors()
+                if not self._source and not self._in_flight and cursors.ack == cursors.put:
+                    return True
 
 
 def entry_of(event: StoredEvent) -> entry_pb.Entry:

@@ -67,8 +67,14 @@ class DevServer:
         log.info("devserver.listening", address=self.address, destinations=sorted(self.destinations))
         return self
 
-    def stop(self) -> None:
-        """Stop listening, drop every connection and stop the parsers; state is kept."""
+    def stop(self, *, crash: bool = False) -> None:
+        """Stop listening, drop every connection and stop the parsers; state is kept.
+
+        Like a restarted Canal, the next start re-parses each destination from
+        its meta cursor: the acked part of an open transaction is delivered
+        again. ``crash`` stops as a SIGKILL does, without the meta flush of a
+        clean shutdown: everything acked since the last flush comes again too.
+        """
         listener, self._listener = self._listener, None
         if listener is not None:
             try:
@@ -90,16 +96,18 @@ class DevServer:
             thread.join()
         for destination in self.destinations.values():
             # What a restarted Canal does: outstanding batches are forgotten,
-            # batch ids start again at 1 and the next get starts at the ack cursor.
+            # batch ids start again at 1 and the parser starts over at the meta cursor.
             for meta in destination.clients():
                 meta.restart()
-            destination.store.rollback()
+            again = destination.reparse_from_cursor(crashed=crash)
             destination.store.reopen()
+            log.info("devserver.destination_stopped", destination=destination.name, crash=crash,
+                     acked_events_again=again)
         log.info("devserver.stopped", address=self.address)
 
-    def restart(self) -> None:
-        """Stop, then listen again on the same port with the same destinations."""
-        self.stop()
+    def restart(self, *, crash: bool = False) -> None:
+        """Stop (see :meth:`stop`), then listen again on the same port with the same destinations."""
+        self.stop(crash=crash)
         self.start()
 
     def __enter__(self) -> DevServer:

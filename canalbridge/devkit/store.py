@@ -256,7 +256,7 @@ class EventStore:
     # -- ack / rollback -------------------------------------------------------
 
     def add_ack_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
-        """Call ``listener`` with the events of every ack, before they are released (for tests).
+        """Call ``listener`` with the events of every ack, before they are released.
 
         The listener runs under the store's lock: it must not call back into the store.
         """
@@ -290,6 +290,18 @@ class EventStore:
             self._get_bytes = self._ack_bytes
             self._not_empty.notify_all()
             self._changed.notify_all()
+
+    def drain(self) -> list[StoredEvent]:
+        """Take out every event not yet acked, in order: the store is empty after (a restarting Canal's is)."""
+        with self._lock:
+            events = [self._slot(s) for s in range(self._ack_seq + 1, self._put_seq + 1)]
+            for sequence in range(self._ack_seq + 1, self._put_seq + 1):
+                self._slots[sequence & self._mask] = None
+            self._get_seq = self._ack_seq = self._put_seq
+            self._get_bytes = self._ack_bytes = self._put_bytes
+            self._not_full.notify_all()
+            self._changed.notify_all()
+            return events
 
     # -- lifecycle and inspection ----------------------------------------------
 

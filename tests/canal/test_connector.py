@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -149,15 +150,63 @@ def test_reconnect_keeps_ack_cursor(dev_server):
     again.disconnect()
 
 
-def test_server_restart_resumes_from_ack_cursor(dev_server):
-    client, unacked = ack_one_leave_one(dev_server)
+def past_cursor(acked: list) -> list:
+    """The acked entries a restarted Canal delivers again: those after the last transaction boundary.
+
+    Canal's meta cursor is the last TRANSACTIONEND acked (the workload has
+    no DDL), or a TRANSACTIONBEGIN, whose transaction then comes again whole.
+    """
+    for index in range(len(acked) - 1, -1, -1):
+        entry = acked[index]
+        if entry.entryType == entry_pb.EntryType.TRANSACTIONBEGIN:
+            return acked[index:]
+        if entry.entryType == entry_pb.EntryType.TRANSACTIONEND:
+            return acked[index + 1:]
+    return acked
+
+
+def drain_offsets(client, entries: int) -> list[tuple[str, int]]:
+    taken: list[tuple[str, int]] = []
+    while len(taken) < entries:
+        batch = client.get_without_ack(entries - len(taken))
+        assert not batch.is_empty, f"only {len(taken)} of {entries} entries came"
+        taken += offsets(batch)
+    return taken
+
+
+@pytest.mark.parametrize("batch", [3, 5, 7])
+def test_server_restart_delivers_again_from_the_acked_transaction_boundary(dev_server, batch):
+    fed(dev_server, rows_per_transaction=(3, 3))
+    client = connector(dev_server)
+    client.connect()
+    client.subscribe()
+    acked = client.get_without_ack(batch)
+    unacked = client.get_without_ack(5)
+    client.ack(acked.batch_id)
+    wait_acked_to(dev_server, batch - 1)  # store sequences count from 0
     dev_server.restart()
     with pytest.raises(CanalConnectionError):
         client.get_without_ack(5)
     client.connect()
     client.subscribe()
-    assert offsets(client.get_without_ack(5)) == offsets(unacked)
+    again = past_cursor(list(acked.entries))
+    expected = [(e.header.logfileName, e.header.logfileOffset) for e in again] + offsets(unacked)
+    assert drain_offsets(client, len(expected)) == expected
     client.disconnect()
+
+
+def test_server_crash_delivers_again_everything_acked_since_the_meta_flush(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example", "canal", PASSWORD, meta_flush_period_s=math.inf))
+    fed(server, rows_per_transaction=(3, 3))
+    with connector(server) as client:
+        client.subscribe()
+        first = client.get_without_ack(6)
+        client.ack(first.batch_id)
+        wait_acked_to(server, 5)
+    server.restart(crash=True)  # meta.dat never flushed: Canal starts over where it began
+    with connector(server) as client:
+        client.subscribe()
+        assert drain_offsets(client, 6) == offsets(first)
 
 
 def test_filter_keeps_only_subscribed_tables(dev_server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import resource
 import threading
 import time
@@ -93,6 +94,27 @@ def test_server_restart_mid_run_converges(dev_server_factory):
     harness.run_until_acked()
     harness.job.pause()
     assert restarted.is_set()
+    harness.assert_exact()
+
+
+def test_server_crash_delivers_acked_entries_again_and_nothing_applies_twice(dev_server_factory):
+    # meta.dat never flushed: the crashed server delivers everything acked so far again.
+    store = DestinationConfig("example", capacity=16384, meta_flush_period_s=math.inf)
+    harness = make(dev_server_factory, row_changes=3000, batch_size=64, store=store)
+    acked: list = []
+    crashed: list[threading.Thread] = []
+
+    def crash_once(events):  # runs under the store's lock: crash from another thread
+        acked.extend(events)
+        if not crashed and len(acked) > 500:
+            crashed.append(threading.Thread(target=harness.server.restart, kwargs={"crash": True}))
+            crashed[0].start()
+
+    harness.server.destinations["example"].store.add_ack_listener(crash_once)
+    harness.run_until_acked()
+    harness.job.pause()
+    crashed[0].join(timeout=30)
+    assert harness.job.stats.skipped > 0, "the acked entries did not come again"
     harness.assert_exact()
 
 

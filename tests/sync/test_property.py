@@ -16,6 +16,15 @@ from .harness import Harness, job_settings
 
 TABLES = [t.qualified for t in standard_tables(3)]
 
+# What strikes once a number of entries are acked: a network cut, a Canal
+# restart (the acked part of an open transaction comes again), a Canal crash
+# (everything acked since its last meta flush comes again).
+INTERRUPTIONS = {
+    "drop": DevServer.drop_connections,
+    "restart": DevServer.restart,
+    "crash": lambda server: server.restart(crash=True),
+}
+
 failure_points = st.fixed_dictionaries(
     {
         table: st.fixed_dictionaries(
@@ -38,13 +47,16 @@ failure_points = st.fixed_dictionaries(
     rows_per_transaction=st.integers(1, 40),
     batch_size=st.integers(3, 300),
     failures=failure_points,
-    drop_after_acks=st.one_of(st.none(), st.integers(1, 400)),
+    interruption=st.sampled_from([None, *sorted(INTERRUPTIONS)]),
+    strike_after=st.integers(1, 200),
     seed=st.integers(0, 10_000),
 )
 def test_random_workloads_and_failures_converge_exactly(
-    rows, tables, pk_change_ratio, delete_weight, rows_per_transaction, batch_size, failures, drop_after_acks, seed
+    rows, tables, pk_change_ratio, delete_weight, rows_per_transaction, batch_size, failures, interruption,
+    strike_after, seed,
 ):
     server = DevServer([DestinationConfig("example", capacity=1024)]).start()
+    strikers: list[threading.Thread] = []
     try:
         spec = WorkloadSpec(
             tables=standard_tables(tables), row_changes=rows, pk_change_ratio=pk_change_ratio,
@@ -52,20 +64,23 @@ def test_random_workloads_and_failures_converge_exactly(
         )
         workload = Workload(spec)
         harness = Harness(server, workload, job_settings(server, workload, batch_size=batch_size), **failures)
-        if drop_after_acks is not None:
+        if interruption is not None:
             acked: list = []
-            dropped = threading.Event()
+            struck = threading.Event()
 
-            def drop(events):
+            def strike(events):  # runs under the store's lock: act from another thread
                 acked.extend(events)
-                if len(acked) >= drop_after_acks and not dropped.is_set():
-                    dropped.set()
-                    threading.Thread(target=server.drop_connections).start()
+                if len(acked) >= strike_after and not struck.is_set():
+                    struck.set()
+                    strikers.append(threading.Thread(target=INTERRUPTIONS[interruption], args=(server,)))
+                    strikers[-1].start()
 
-            server.destinations["example"].store.add_ack_listener(drop)
+            server.destinations["example"].store.add_ack_listener(strike)
         harness.feed()
         harness.run_until_acked(timeout_s=60)
         harness.job.pause()
         harness.assert_exact()
     finally:
+        for striker in strikers:  # a restart must be over before the server stops for good
+            striker.join(timeout=60)
         server.stop()
