@@ -4,7 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit check-java clean \
+.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-real \
+	check-java clean \
 	check-maven canal-jars iceberg-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
@@ -105,7 +106,11 @@ bench-scaling: venv check-java
 bench-commit: venv check-java
 	$(PY) -m bench.commit_latency $(BENCH_ARGS)
 
-bench: bench-decode bench-e2e bench-scaling bench-commit
+# MariaDB through the real Canal server into Iceberg, beside the dev-server figure.
+bench-real: venv check-java real-stack
+	$(PY) -m bench.real_stack $(BENCH_ARGS)
+
+bench: bench-decode bench-e2e bench-scaling bench-commit bench-real
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -17,9 +20,27 @@ from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.changes import ChangeKind, ChangeRow
+from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import CommitSettings
 
 CACHE = Path(tempfile.gettempdir())
+
+
+def add_commit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The end-to-end benchmarks' options for when the job commits, and the live run's rate."""
+    parser.add_argument("--interval", type=float, default=10.0, help="commit interval, seconds")
+    parser.add_argument("--min-events", type=int, default=10_000, help="Doris min_sync_commit_size")
+    parser.add_argument("--min-mb", type=float, default=15, help="Doris min_bytes_sync_commit, MB")
+    parser.add_argument("--max-mb", type=float, default=64, help="Doris max_bytes_sync_commit, MB")
+    parser.add_argument("--rate", type=float, default=0, help="live run rate (default: 80%% of the backlog run)")
+
+
+def commit_settings(args: argparse.Namespace, *, store_capacity: int, store_batch_mode: str) -> CommitSettings:
+    """The job's commit settings from :func:`add_commit_arguments`' options and the Canal store it reads."""
+    return CommitSettings(interval_seconds=args.interval, min_events=args.min_events,
+                          min_bytes=int(args.min_mb * 2**20), max_bytes=int(args.max_mb * 2**20),
+                          store_capacity=store_capacity, store_batch_mode=store_batch_mode)
 
 
 def bench_tables(count: int) -> tuple[TableDef, ...]:
@@ -36,6 +57,7 @@ def workload_file(name: str, tables: Sequence[TableDef], rows: int, *, rows_per_
     """
     path = CACHE / f"canalbridge-bench-{name}-{rows}-{rows_per_event}-{seed}.entries"
     if not path.exists():
+        print(f"generating {rows:,} row changes into {path} (kept for the next run)", flush=True)
         spec = WorkloadSpec(tables=tuple(tables), row_changes=rows, rows_per_transaction=(1, 50),
                             rows_per_event=rows_per_event, null_ratio=0.0, pk_change_ratio=0.05, seed=seed)
         partial = path.with_suffix(".partial")
@@ -67,6 +89,42 @@ def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536,
     finally:
         server.terminate()
         server.wait()
+
+
+def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, started: float,
+          timeout_s: float = 3600.0) -> float:
+    """Wait until the job has acked ``last``, printing progress every 5 s; the peak RSS of this process, MB.
+
+    ``committed`` counts the rows committed so far (values summed); ``started``
+    is the job's start, from ``time.perf_counter``.
+    """
+    peak_rss = 0.0
+    last_report = started
+    pace = threading.Event()  # never set: paces the progress poll
+    while job.acks.position is None or job.acks.position < last:
+        pace.wait(0.5)
+        peak_rss = max(peak_rss, rss_mb())
+        now = time.perf_counter()
+        if job.fail_message is not None or now - started > timeout_s:
+            raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
+        if now - last_report >= 5.0:
+            last_report = now
+            print(f"{name}: {sum(committed.values()):,} row changes committed in {job.stats.commits} commits, "
+                  f"acked through {job.acks.position}, waiting for {last}", flush=True)
+    return peak_rss
+
+
+def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,
+               rate: float = 0) -> dict[str, object]:
+    """The figures of one benchmark run; ``committed`` maps each row's lag (ms) to how many rows had it."""
+    result: dict[str, object] = {
+        "run": name, "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
+        "commits": job.stats.commits, "rows_committed": sum(committed.values()), "peak_python_rss_mb": round(peak_rss)}
+    if rate:
+        result["rate"] = round(rate)
+    result["lag_p50_s"] = round(percentile(committed, 0.50) / 1000, 2)
+    result["lag_p99_s"] = round(percentile(committed, 0.99) / 1000, 2)
+    return result
 
 
 def rss_mb(pid: int | str = "self") -> float:

@@ -30,7 +30,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common import bench_tables, dev_server, percentile, rss_mb, workload_file
+from bench.common import (
+    add_commit_arguments,
+    bench_tables,
+    commit_settings,
+    dev_server,
+    drain,
+    run_result,
+    workload_file,
+)
 from canalbridge.logs import configure_logging
 from canalbridge.sync.changes import RowBatch
 from canalbridge.sync.job import SyncJob
@@ -87,7 +95,6 @@ def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: S
     tables = bench_tables(3)
     lags: Counter = Counter()
     lock = threading.Lock()
-    peak_rss = 0.0
     with dev_server(path, capacity=commit.store_capacity, rate=rate) as port:
         canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
@@ -96,21 +103,11 @@ def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: S
             make_writer(spark, channel, name, spark_settings), lags, lock))
         started = time.perf_counter()
         job.start()
-        while job.acks.position is None or job.acks.position < last:
-            time.sleep(0.5)  # a benchmark's progress poll
-            peak_rss = max(peak_rss, rss_mb())
-            if job.fail_message is not None or time.perf_counter() - started > 3600:
-                raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
+        peak_rss = drain(job, name, last, lags, started)
         elapsed = time.perf_counter() - started
         job.pause()
-    counts = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
-    result = {"run": name, "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
-              "commits": job.stats.commits, "rows_committed": sum(lags.values()), "table_rows": counts,
-              "peak_python_rss_mb": round(peak_rss)}
-    if rate:
-        result["rate"] = round(rate)
-    result["lag_p50_s"] = round(percentile(lags, 0.50) / 1000, 2)
-    result["lag_p99_s"] = round(percentile(lags, 0.99) / 1000, 2)
+    result = run_result(name, rows, elapsed, job, lags, peak_rss, rate)
+    result["table_rows"] = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
     return result
 
 
@@ -118,22 +115,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--rows-per-event", type=int, default=10)
-    parser.add_argument("--interval", type=float, default=10.0, help="commit interval, seconds")
     parser.add_argument("--canal-store", type=int, default=65536,
                         help="Canal's canal.instance.memory.buffer.size, entries (a power of two)")
-    parser.add_argument("--min-events", type=int, default=10_000, help="Doris min_sync_commit_size")
-    parser.add_argument("--min-mb", type=float, default=15, help="Doris min_bytes_sync_commit, MB")
-    parser.add_argument("--max-mb", type=float, default=64, help="Doris max_bytes_sync_commit, MB")
-    parser.add_argument("--rate", type=float, default=0, help="live run rate (default: 80%% of the backlog run)")
+    add_commit_arguments(parser)
     args = parser.parse_args()
     configure_logging("warning")
 
     path, rows, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
     root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
     spark_settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
-    commit = CommitSettings(interval_seconds=args.interval, min_events=args.min_events,
-                            min_bytes=int(args.min_mb * 2**20), max_bytes=int(args.max_mb * 2**20),
-                            store_capacity=args.canal_store)
+    commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")  # the dev server's
     backlog = run("backlog", path, last, rows, spark_settings, commit)
     print(json.dumps(backlog), flush=True)
     rate = args.rate or 0.8 * backlog["rows_per_s"]

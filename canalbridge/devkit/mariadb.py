@@ -133,18 +133,22 @@ class MariaDBServer(ServiceProcess):
 
     def connect(self, database: str | None = None, *, autocommit: bool = True) -> pymysql.connections.Connection:
         """A root connection over TCP, utf8mb4; the caller closes it."""
-        return pymysql.connect(
-            host=self.host,
-            port=self.port,
-            user="root",
-            password=self._root_password,
-            database=database,
-            charset="utf8mb4",
-            autocommit=autocommit,
-            connect_timeout=10,
-            read_timeout=120,
-            write_timeout=120,
-        )
+        return pymysql.connect(**self.connect_arguments(database, autocommit=autocommit))
+
+    def connect_arguments(self, database: str | None = None, *, autocommit: bool = True) -> dict[str, Any]:
+        """``pymysql.connect`` keyword arguments of :meth:`connect`, for a process of its own (holds the password)."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "user": "root",
+            "password": self._root_password,
+            "database": database,
+            "charset": "utf8mb4",
+            "autocommit": autocommit,
+            "connect_timeout": 10,
+            "read_timeout": 120,
+            "write_timeout": 120,
+        }
 
     @contextmanager
     def connection(self, database: str | None = None, *, autocommit: bool = True) -> Iterator[Any]:

@@ -40,3 +40,14 @@ def test_scaling_bench_reports_tables_and_memory():
                             "--memory-seconds", "6", "--memory-rows", "3000")
     assert set(summary["commit_s_by_tables"]) == {"1", "3"}
     assert summary["memory"]["python_rss_mb_max_second_half"] > 0
+
+
+@pytest.mark.spark
+@pytest.mark.real
+def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
+    backlog, live, summary = run_bench("bench.real_stack", "--rows", "2000", "--interval", "1", "--rate", "1000",
+                                       "--no-dev-server")
+    assert backlog["rows"] == live["rows"] == backlog["rows_committed"] == live["rows_committed"] == 2000
+    assert summary["targets_match_mariadb"] is True
+    assert sum(backlog["table_rows"].values()) == 1200 - 200  # 60% inserts, 10% deletes
+    assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
