@@ -19,10 +19,11 @@ from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.changes import ChangeKind, ChangeRow
+from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CommitSettings
+from canalbridge.sync.writer import ChannelWriter
 
 CACHE = Path(tempfile.gettempdir())
 
@@ -91,6 +92,45 @@ def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536,
         server.wait()
 
 
+class LagRecorder:
+    """Wraps a channel writer; at each commit, records now minus each committed row's execute time."""
+
+    def __init__(self, writer: ChannelWriter, lags: Counter, lock: threading.Lock) -> None:
+        self.writer = writer
+        self.lags = lags
+        self.lock = lock
+        self.staged: Counter = Counter()  # execute time (ms) -> rows
+
+    def target_columns(self) -> tuple[str, ...] | None:
+        return self.writer.target_columns()
+
+    def committed_position(self) -> EntryPosition | None:
+        return self.writer.committed_position()
+
+    def before_images(self) -> BeforeImages:
+        return self.writer.before_images()
+
+    def begin(self, label: str) -> None:
+        self.staged = Counter()
+        self.writer.begin(label)
+
+    def send(self, batch: RowBatch) -> None:
+        self.staged.update(row.position.execute_time_ms for row in batch.rows)
+        self.writer.send(batch)
+
+    def commit(self, end_position: EntryPosition) -> None:
+        self.writer.commit(end_position)
+        now_ms = int(time.time() * 1000)
+        with self.lock:
+            for execute_ms, rows in self.staged.items():
+                self.lags[max(now_ms - execute_ms, 0)] += rows
+        self.staged = Counter()
+
+    def abort(self, reason: str) -> None:
+        self.staged = Counter()
+        self.writer.abort(reason)
+
+
 def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, started: float,
           timeout_s: float = 3600.0) -> float:
     """Wait until the job has acked ``last``, printing progress every 5 s; the peak RSS of this process, MB.
@@ -151,10 +191,10 @@ def percentile(counts: Counter, share: float) -> float:
 def make_rows(start_key: int, count: int, offset: int) -> list[ChangeRow]:
     """``count`` inserts of a 10-column bench table, keys from ``start_key``."""
     position = EntryPosition("mysql-bin.000001", offset)
-    rows = []
-    for n in range(count):
-        key = start_key + n
-        values = (str(key), str(key % 1000), f"name-{key}", f"{key % 100000}.25", "2024-05-06 07:08:09.123",
-                  str(key * 7), str(n), f"v{n}", "1.50", "2025-01-01 00:00:00.000")
-        rows.append(ChangeRow(ChangeKind.INSERT, values, position))
-    return rows
+    return [ChangeRow(ChangeKind.INSERT, bench_row(start_key + n, n), position) for n in range(count)]
+
+
+def bench_row(key: int, n: int) -> tuple[str, ...]:
+    """The values of a 10-column bench table's row (``narrow_table``), as MySQL text."""
+    return (str(key), str(key % 1000), f"name-{key}", f"{key % 100000}.25", "2024-05-06 07:08:09.123",
+            str(key * 7), str(n), f"v{n}", "1.50", "2025-01-01 00:00:00.000")

@@ -31,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.common import (
+    LagRecorder,
     add_commit_arguments,
     bench_tables,
     commit_settings,
@@ -40,52 +41,12 @@ from bench.common import (
     workload_file,
 )
 from canalbridge.logs import configure_logging
-from canalbridge.sync.changes import RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.writer import make_writer
-
-
-class LagRecorder:
-    """Wraps a channel writer; at each commit, records now minus each committed row's execute time."""
-
-    def __init__(self, writer, lags: Counter, lock: threading.Lock) -> None:
-        self.writer = writer
-        self.lags = lags
-        self.lock = lock
-        self.staged: Counter = Counter()  # execute time (ms) -> rows
-
-    def target_columns(self):
-        return self.writer.target_columns()
-
-    def committed_position(self):
-        return self.writer.committed_position()
-
-    def before_images(self):
-        return self.writer.before_images()
-
-    def begin(self, label: str) -> None:
-        self.staged = Counter()
-        self.writer.begin(label)
-
-    def send(self, batch: RowBatch) -> None:
-        self.staged.update(row.position.execute_time_ms for row in batch.rows)
-        self.writer.send(batch)
-
-    def commit(self, end_position: EntryPosition) -> None:
-        self.writer.commit(end_position)
-        now_ms = int(time.time() * 1000)
-        with self.lock:
-            for execute_ms, rows in self.staged.items():
-                self.lags[max(now_ms - execute_ms, 0)] += rows
-        self.staged = Counter()
-
-    def abort(self, reason: str) -> None:
-        self.staged = Counter()
-        self.writer.abort(reason)
 
 
 def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,

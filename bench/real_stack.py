@@ -33,17 +33,27 @@ import argparse
 import json
 import multiprocessing
 import os
+import queue
 import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bench import sql_workload
-from bench.common import add_commit_arguments, bench_tables, commit_settings, drain, run_result, workload_file
-from bench.end_to_end import LagRecorder
+from bench.common import (
+    LagRecorder,
+    add_commit_arguments,
+    bench_tables,
+    commit_settings,
+    drain,
+    rss_mb,
+    run_result,
+    workload_file,
+)
 from bench.end_to_end import run as run_dev_server
 from canalbridge.devkit.canal_server import CanalDestination, CanalServer
 from canalbridge.devkit.mariadb import MariaDBServer
@@ -74,7 +84,7 @@ def run(stack: Stack, name: str, rounds: int, rate: float = 0) -> dict[str, Any]
     """One run into fresh tables ``lake.real_NAME.*``: its throughput, lag, memory and verdict."""
     database = f"real_{name}"
     stack.mariadb.create_database(database)
-    stack.mariadb.execute(*(sql_workload.create_table_sql(table) for table in TABLES), database=database)
+    stack.mariadb.execute(*(sql_workload.create_table_sql(database, table) for table in TABLES), database=database)
     connect = stack.mariadb.connect_arguments(database)
     spark = get_spark(stack.spark)
     lags: Counter = Counter()
@@ -89,14 +99,20 @@ def run(stack: Stack, name: str, rounds: int, rate: float = 0) -> dict[str, Any]
         channels = tuple(ChannelSettings(f"{database}.{table}", f"lake.{database}.{table}") for table in TABLES)
         job = SyncJob(JobSettings(name, canal_settings, channels, stack.commit), lambda channel: LagRecorder(
             make_writer(spark, channel, name, stack.spark), lags, lock))
-        if not rate:  # backlog: all of it in the binlog first
-            written = _finish_writer(*_start_writer(connect, rounds, rate, name))
-        started = time.perf_counter()
-        job.start()
         if rate:  # live: written while the job runs
-            written = _finish_writer(*_start_writer(connect, rounds, rate, name))
-        last = EntryPosition(*stack.mariadb.last_event_start("Xid"))
-        peak_rss = drain(job, name, last, lags, started, DRAIN_TIMEOUT_S)
+            started = time.perf_counter()
+            job.start()
+            samples = [0.0]
+            written = _finish_writer(*_start_writer(connect, rounds, rate, name),
+                                     tick=lambda: samples.append(_alive(job, name)))
+            last = EntryPosition(*stack.mariadb.last_event_start("Xid", since=written["last_commit_from"]))
+            peak_rss = max(max(samples), drain(job, name, last, lags, started, DRAIN_TIMEOUT_S))
+        else:  # backlog: all of it in the binlog first
+            written = _finish_writer(*_start_writer(connect, rounds, rate, name), tick=lambda: None)
+            last = EntryPosition(*stack.mariadb.last_event_start("Xid", since=written["last_commit_from"]))
+            started = time.perf_counter()
+            job.start()
+            peak_rss = drain(job, name, last, lags, started, DRAIN_TIMEOUT_S)
         elapsed = time.perf_counter() - started
         job.pause()
     verdict = {table: (sql_workload.table_summary(connect, table), _target_summary(spark, f"lake.{database}.{table}"))
@@ -117,12 +133,30 @@ def _start_writer(connect: dict[str, Any], rounds: int, rate: float, name: str) 
     return process, results
 
 
-def _finish_writer(process: Any, results: Any) -> dict[str, Any]:
-    result = results.get(timeout=DRAIN_TIMEOUT_S)
-    process.join(timeout=60)
-    if process.exitcode != 0:
-        raise SystemExit(f"the SQL workload exited with {process.exitcode}")
-    return dict(result)
+def _finish_writer(process: Any, results: Any, tick: Callable[[], None]) -> dict[str, Any]:
+    """The SQL workload's result; ``tick`` runs every half second meanwhile. A failed workload ends the run."""
+    try:
+        while True:
+            try:
+                result = results.get(timeout=0.5)
+                break
+            except queue.Empty:
+                tick()
+                if not process.is_alive():
+                    raise SystemExit(f"the SQL workload failed (exit code {process.exitcode})") from None
+        process.join(timeout=60)
+        return dict(result)
+    finally:
+        if process.is_alive():
+            process.terminate()
+            process.join(timeout=60)
+
+
+def _alive(job: SyncJob, name: str) -> float:
+    """This process's RSS (MB), after checking that the job still runs."""
+    if job.fail_message is not None:
+        raise SystemExit(f"{name}: the job stopped: {job.state} {job.fail_message}")
+    return rss_mb()
 
 
 def _target_summary(spark: Any, target: str) -> dict[str, int]:

@@ -22,26 +22,30 @@ from typing import Any
 
 import pymysql
 
+from bench.common import bench_row
+from canalbridge.devkit.catalog import narrow_table
+from canalbridge.devkit.sql_source import create_sql
+
 ROUND_ROW_CHANGES = 100
 INSERTS, UPDATES, DELETES = 30, 30, 10  # per statement
 PROGRESS_EVERY_S = 5.0
 
 
-def create_table_sql(name: str) -> str:
-    """A table shaped as ``bench.common.bench_tables``' 10-column tables (``narrow_table``)."""
-    return (f"CREATE TABLE `{name}` (id BIGINT NOT NULL PRIMARY KEY, c1 INT, c2 VARCHAR(32), c3 DECIMAL(12,2), "
-            "c4 DATETIME(3), c5 BIGINT, c6 INT, c7 VARCHAR(32), c8 DECIMAL(12,2), c9 DATETIME(3))")
+def create_table_sql(schema: str, name: str) -> str:
+    """``CREATE TABLE`` of a table shaped as the dev-server benchmark's (``narrow_table``, 10 columns)."""
+    return create_sql(narrow_table(name, schema=schema))
 
 
 def _row(key: int, round_number: int) -> str:
-    return (f"({key},{key % 1000},'name-{key}',{key % 100000}.25,'2024-05-06 07:08:09.123',{key * 7},"
-            f"{round_number},'v{round_number}',1.50,'2025-01-01 00:00:00.000')")
+    return "(" + ",".join(f"'{value}'" for value in bench_row(key, round_number)) + ")"  # MySQL converts the text
 
 
 def write(connect_arguments: dict[str, Any], tables: Sequence[str], rounds: int, *, rate: float = 0,
           seed: int = 1, label: str = "SQL", report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Write ``rounds`` rounds (at ``rate`` row changes/s when given); return the row changes and seconds.
 
+    The result also holds ``last_commit_from``: where the binlog ended before
+    the last commit, so that finding the last transaction reads only it.
     Prints a progress line every few seconds. ``report``, if given, hears the
     result too (a queue's ``put`` when run in a process of its own).
     """
@@ -80,6 +84,9 @@ def write(connect_arguments: dict[str, Any], tables: Sequence[str], rounds: int,
                 changed(cursor, f"DELETE FROM `{second}` WHERE id BETWEEN %s AND %s", DELETES,
                         oldest[second], oldest[second] + DELETES - 1)
                 oldest[second] += DELETES
+                if round_number == rounds - 1:
+                    cursor.execute("SHOW MASTER STATUS")  # the transaction reaches the binlog at its commit
+                    journal, position = cursor.fetchone()[:2]
                 conn.commit()
                 now = time.monotonic()
                 if now - last_report >= PROGRESS_EVERY_S or round_number == rounds - 1:
@@ -88,7 +95,8 @@ def write(connect_arguments: dict[str, Any], tables: Sequence[str], rounds: int,
                           f"({written / (now - started):,.0f}/s)", flush=True)
     finally:
         conn.close()
-    result = {"row_changes": written, "seconds": round(time.monotonic() - started, 1)}
+    result = {"row_changes": written, "seconds": round(time.monotonic() - started, 1),
+              "last_commit_from": (str(journal), int(position))}
     if report is not None:
         report(result)
     return result

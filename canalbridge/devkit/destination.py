@@ -11,6 +11,7 @@ holds back Canal's parser.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -66,13 +67,15 @@ class Destination:
         self._in_flight = False  # a chunk drawn from the source is being put
         self._parser: threading.Thread | None = None
         self._stopping = False
-        # What a restarted Canal delivers again. Its parser starts over at the meta
-        # cursor, the last acked transaction boundary, so the acked part of an open
-        # transaction comes again after any restart; after a crash, from the cursor
-        # it last flushed. Acked events past the cursor, and up to it since the flush:
-        self._acked_past_cursor: list[StoredEvent] = []
-        self._acked_past_flush: list[StoredEvent] = []
-        self._flushed_at = time.monotonic()
+        self._halted = False  # the server is stopped: no parser may start
+        # What a restarted Canal delivers again. Its parser dumps the binlog from the
+        # meta cursor, the start of the last transaction boundary acked (BEGIN, END or
+        # DDL), so that entry and the acked part of an open transaction come again
+        # after any restart; after a crash, from the cursor its timer last flushed.
+        # Acked events from the cursor on, and before it since the last flush:
+        self._acked_from_cursor: list[StoredEvent] = []
+        self._acked_since_flush: list[StoredEvent] = []
+        self._flushed_tick = self._flush_tick()
         self._meta_lock = threading.Lock()
         self.store.add_ack_listener(self._acked)
 
@@ -124,8 +127,9 @@ class Destination:
             self._source_cond.notify_all()
 
     def start_parser(self) -> None:
+        """Start the parser thread, unless it runs or the server is stopping (see :meth:`stop_parser`)."""
         with self._source_cond:
-            if self._parser is not None:
+            if self._parser is not None or self._halted:
                 return
             self._stopping = False
             self._parser = threading.Thread(
@@ -137,14 +141,21 @@ class Destination:
         """Stop the parser thread; entries not yet in the store stay in the source log.
 
         The caller closes the store first, so that a parser blocked in a full
-        store wakes up.
+        store wakes up. No parser starts again (a subscription handled while
+        the server stops) until :meth:`allow_parser`.
         """
         with self._source_cond:
             parser, self._parser = self._parser, None
             self._stopping = True
+            self._halted = True
             self._source_cond.notify_all()
         if parser is not None:
             parser.join()
+
+    def allow_parser(self) -> None:
+        """Let :meth:`start_parser` start a parser again (the server listens again)."""
+        with self._source_cond:
+            self._halted = False
 
     def _parse_loop(self) -> None:
         while True:
@@ -194,41 +205,38 @@ class Destination:
     def _acked(self, events: list[StoredEvent]) -> None:
         # Runs under the store's lock (an ack listener): touches only the meta state.
         with self._meta_lock:
+            self._flush_if_due_locked()
             for event in events:
-                if event.entry_type == entry_pb.EntryType.TRANSACTIONBEGIN and event.is_transaction_boundary:
-                    # The cursor stops at a BEGIN: its transaction comes again whole.
-                    self._acked_past_flush.extend(self._acked_past_cursor)
-                    self._acked_past_cursor = [event]
-                elif event.is_transaction_boundary:
-                    self._acked_past_flush.extend(self._acked_past_cursor)
-                    self._acked_past_flush.append(event)
-                    self._acked_past_cursor = []
+                if event.is_transaction_boundary:  # the cursor moves to it
+                    self._acked_since_flush.extend(self._acked_from_cursor)
+                    self._acked_from_cursor = [event]
                 else:
-                    self._acked_past_cursor.append(event)
-            if time.monotonic() - self._flushed_at >= self.config.meta_flush_period_s:
-                self._flush_meta_locked()
+                    self._acked_from_cursor.append(event)
 
-    def flush_meta(self) -> None:
-        """Write the meta cursor, as Canal does every flush period and when it shuts down."""
-        with self._meta_lock:
-            self._flush_meta_locked()
+    def _flush_tick(self) -> float:
+        # Canal's flush runs on a timer: a flush has happened since the last one
+        # whenever the period count moved on. An infinite period never flushes.
+        period = self.config.meta_flush_period_s
+        return 0.0 if math.isinf(period) else math.floor(time.monotonic() / period)
 
-    def _flush_meta_locked(self) -> None:
-        self._acked_past_flush = []
-        self._flushed_at = time.monotonic()
+    def _flush_if_due_locked(self) -> None:
+        tick = self._flush_tick()
+        if tick > self._flushed_tick:
+            self._acked_since_flush = []
+            self._flushed_tick = tick
 
     def reparse_from_cursor(self, *, crashed: bool) -> int:
         """What a restart leaves (parser stopped, store closed): an empty store, the source read again from the cursor.
 
         Events not yet acked go back to the front of the source log, after the
-        acked events a restarted Canal delivers again: the acked part of the
-        open transaction, and after a crash everything acked since the last
-        meta flush. Returns how many acked events will come again.
+        acked events a restarted Canal delivers again: from the cursor's entry
+        on, and after a crash everything acked since the last meta flush (a
+        clean stop flushes). Returns how many acked events will come again.
         """
         with self._meta_lock:
-            again = (self._acked_past_flush if crashed else []) + self._acked_past_cursor
-            self._acked_past_flush, self._acked_past_cursor = [], []
-            self._flushed_at = time.monotonic()
+            self._flush_if_due_locked()
+            again = (self._acked_since_flush if crashed else []) + self._acked_from_cursor
+            self._acked_since_flush, self._acked_from_cursor = [], []
         with self._source_cond:  # one step for wait_acked: never "all acked" in between
             entries = [entry_of(event) for event in again + self.store.drain()]
             if entries:

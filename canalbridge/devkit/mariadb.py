@@ -175,10 +175,14 @@ class MariaDBServer(ServiceProcess):
             raise ServiceError(f"MariaDB on {self.address} has no binlog (SHOW MASTER STATUS is empty)")
         return str(rows[0][0]), int(rows[0][1])
 
-    def last_event_start(self, event_type: str) -> tuple[str, int]:
-        """Where the newest binlog event of ``event_type`` (``Xid``, ``Query``...) starts: Canal's entry offset."""
-        journal, _ = self.master_status()
-        events = self.execute(f"SHOW BINLOG EVENTS IN '{journal}'")
+    def last_event_start(self, event_type: str, since: tuple[str, int] | None = None) -> tuple[str, int]:
+        """Where the newest binlog event of ``event_type`` (``Xid``, ``Query``...) starts: Canal's entry offset.
+
+        ``since``, a binlog file and an event's start in it, limits the search
+        to the events from there to that file's end (a long binlog reads slowly).
+        """
+        journal, start = since or (self.master_status()[0], 0)
+        events = self.execute(f"SHOW BINLOG EVENTS IN '{journal}'" + (f" FROM {int(start)}" if start else ""))
         starts = [event[1] for event in events if event[2] == event_type]  # Log_name, Pos, Event_type, ...
         if not starts:
             raise LookupError(f"no {event_type} event in {journal}")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from canalbridge.sync.position import EntryPosition
-
 
 class MetaError(Exception):
     """A request the meta manager refuses; the server answers it with an error Ack."""
@@ -17,11 +15,10 @@ class BatchRange:
     """The store range one batch id covers."""
 
     end_sequence: int
-    ack_position: EntryPosition | None
 
 
 class ClientMeta:
-    """One client identity's subscription, outstanding batches and cursor.
+    """One client identity's subscription and outstanding batches (the destination keeps the meta cursor).
 
     Batch ids start at 1 and only grow for the life of the server (Canal's
     ``MemoryClientIdentityBatch`` counter, new with every start), and acks
@@ -33,8 +30,6 @@ class ClientMeta:
         self.destination = destination
         self.client_id = client_id
         self.subscribed = False
-        # Canal's meta cursor: the last acked transaction boundary.
-        self.cursor: EntryPosition | None = None
         self._batches: dict[int, BatchRange] = {}
         self._next_batch_id = 1
         self._lock = threading.Lock()

@@ -62,6 +62,7 @@ class DevServer:
         )
         self._acceptor.start()
         for destination in self.destinations.values():
+            destination.allow_parser()
             if any(meta.subscribed for meta in destination.clients()):
                 destination.start_parser()
         log.info("devserver.listening", address=self.address, destinations=sorted(self.destinations))

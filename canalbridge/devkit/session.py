@@ -168,7 +168,7 @@ class Session:
         with destination.get_lock:
             result = destination.store.get(max(get.fetch_size, 1), wait_s)
             batch_id = (
-                meta.add_batch(BatchRange(result.end_sequence, result.ack_position))
+                meta.add_batch(BatchRange(result.end_sequence))
                 if result.events
                 else -1
             )
@@ -188,9 +188,7 @@ class Session:
         destination = self._destination(ack.destination)
         meta = self._subscribed_client(ack.destination, ack.client_id)
         batch = self._remove_batch(meta, ack.batch_id, "ack error ,")
-        if batch.ack_position is not None:
-            meta.cursor = batch.ack_position
-        destination.store.ack(batch.end_sequence)
+        destination.store.ack(batch.end_sequence)  # the destination's ack listener moves the meta cursor
 
     def _rollback(self, rollback: packet_pb.ClientRollback) -> None:
         destination = self._destination(rollback.destination)

@@ -50,4 +50,4 @@ def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
     assert backlog["rows"] == live["rows"] == backlog["rows_committed"] == live["rows_committed"] == 2000
     assert summary["targets_match_mariadb"] is True
     assert sum(backlog["table_rows"].values()) == 1200 - 200  # 60% inserts, 10% deletes
-    assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
+    assert 0 < summary["lag_p50_s"] <= summary["lag_p99_s"]  # a commit takes time

@@ -151,17 +151,15 @@ def test_reconnect_keeps_ack_cursor(dev_server):
 
 
 def past_cursor(acked: list) -> list:
-    """The acked entries a restarted Canal delivers again: those after the last transaction boundary.
+    """The acked entries a restarted Canal delivers again: from the last transaction boundary on.
 
-    Canal's meta cursor is the last TRANSACTIONEND acked (the workload has
-    no DDL), or a TRANSACTIONBEGIN, whose transaction then comes again whole.
+    Canal's meta cursor is the start of the last TRANSACTIONBEGIN or
+    TRANSACTIONEND acked (the workload has no DDL), and its parser dumps the
+    binlog from there: that entry comes again, and what follows it.
     """
     for index in range(len(acked) - 1, -1, -1):
-        entry = acked[index]
-        if entry.entryType == entry_pb.EntryType.TRANSACTIONBEGIN:
+        if acked[index].entryType in (entry_pb.EntryType.TRANSACTIONBEGIN, entry_pb.EntryType.TRANSACTIONEND):
             return acked[index:]
-        if entry.entryType == entry_pb.EntryType.TRANSACTIONEND:
-            return acked[index + 1:]
     return acked
 
 

@@ -47,6 +47,38 @@ def test_a_restarted_canal_resumes_from_its_meta_cursor(real_destination, canal,
     assert inserted_ids(second) == ["2"], [describe(e) for e in second]
 
 
+def offsets(entries) -> list[int]:
+    return [entry.header.logfileOffset for entry in entries]
+
+
+def test_a_restarted_canal_delivers_again_from_its_cursor_entry(real_destination, canal, mariadb):
+    # What the dev server's restart models: Canal's meta cursor is the start of the last
+    # transaction boundary acked, and a restarted Canal dumps the binlog from there.
+    real_destination("redeliver", setup=["CREATE TABLE r (id INT PRIMARY KEY)"],
+                     properties={"canal.instance.memory.batch.mode": "ITEMSIZE"})  # a get of 1 is one entry
+    mariadb.execute("INSERT INTO r VALUES (1)", database="redeliver")
+    with mariadb.connection("redeliver", autocommit=False) as conn, conn.cursor() as cursor:
+        cursor.execute("INSERT INTO r VALUES (2)")
+        cursor.execute("INSERT INTO r VALUES (3)")
+        conn.commit()
+    with canal.connector("redeliver") as connector:
+        connector.subscribe()
+        both = fetch_until(connector, lambda got: sum(e.entryType == pb.TRANSACTIONEND for e in got) == 2,
+                           ack=False)
+        first_end = next(i for i, e in enumerate(both) if e.entryType == pb.TRANSACTIONEND)
+        connector.rollback()
+        for _ in range(first_end + 3):  # the first transaction, and the first statement of the second
+            connector.ack(connector.get_without_ack(1, 500).batch_id)
+        connector.get_without_ack(1, 500)  # a reply after the acks: Canal has taken them
+
+    assert canal.stop() == "term"  # a clean stop: meta.dat holds the cursor
+    canal.start()
+    with canal.connector("redeliver") as connector:
+        connector.subscribe()
+        again = fetch_until(connector, lambda got: any(e.entryType == pb.TRANSACTIONEND for e in got[1:]))
+    assert offsets(again) == offsets(both[first_end:]), [describe(e) for e in again]
+
+
 def test_a_wrong_password_is_refused(canal):
     connector = CanalConnector(canal.host, canal.port, "warmup", username=canal.user, password="not-the-password")
     with pytest.raises(CanalAuthError):

@@ -79,6 +79,9 @@ class Harness:
 
     def run_until_acked(self, timeout_s: float = 60) -> None:
         self.job.start()
+        self.wait_acked(timeout_s)
+
+    def wait_acked(self, timeout_s: float = 60) -> None:
         assert self.server.destinations[self.job.settings.canal.destination].wait_acked(timeout_s), (
             f"not everything was acked in {timeout_s} s: {self.job.state} {self.job.fail_message} {self.job.stats}"
         )

@@ -81,19 +81,36 @@ def test_receiver_reconnects_after_the_server_drops_the_connection(dev_server_fa
     harness.assert_exact()
 
 
+class Strike:
+    """Runs ``act`` in a thread of its own once ``after_entries`` entries are acked."""
+
+    def __init__(self, harness, after_entries: int, act) -> None:
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=act)
+        acked: list = []
+
+        def count(events):  # runs under the store's lock: act from another thread
+            acked.extend(events)
+            if len(acked) >= after_entries and not self.started.is_set():
+                self.thread.start()
+                self.started.set()  # after start(): a waiter may join at once
+
+        harness.server.destinations["example"].store.add_ack_listener(count)
+
+
+def run_through(harness, strike: Strike) -> None:
+    """Run the job until the strike is over and everything fed, delivered again included, is acked."""
+    harness.job.start()
+    assert strike.started.wait(60), "the strike never came"
+    strike.thread.join(timeout=60)
+    assert not strike.thread.is_alive(), "the server did not come back"
+    harness.wait_acked()
+    harness.job.pause()
+
+
 def test_server_restart_mid_run_converges(dev_server_factory):
     harness = make(dev_server_factory, row_changes=2000, batch_size=64)
-    restarted = threading.Event()
-
-    def restart_once(events):
-        if not restarted.is_set():
-            restarted.set()
-            threading.Thread(target=harness.server.restart).start()
-
-    harness.server.destinations["example"].store.add_ack_listener(restart_once)
-    harness.run_until_acked()
-    harness.job.pause()
-    assert restarted.is_set()
+    run_through(harness, Strike(harness, 1, harness.server.restart))
     harness.assert_exact()
 
 
@@ -101,19 +118,7 @@ def test_server_crash_delivers_acked_entries_again_and_nothing_applies_twice(dev
     # meta.dat never flushed: the crashed server delivers everything acked so far again.
     store = DestinationConfig("example", capacity=16384, meta_flush_period_s=math.inf)
     harness = make(dev_server_factory, row_changes=3000, batch_size=64, store=store)
-    acked: list = []
-    crashed: list[threading.Thread] = []
-
-    def crash_once(events):  # runs under the store's lock: crash from another thread
-        acked.extend(events)
-        if not crashed and len(acked) > 500:
-            crashed.append(threading.Thread(target=harness.server.restart, kwargs={"crash": True}))
-            crashed[0].start()
-
-    harness.server.destinations["example"].store.add_ack_listener(crash_once)
-    harness.run_until_acked()
-    harness.job.pause()
-    crashed[0].join(timeout=30)
+    run_through(harness, Strike(harness, 500, lambda: harness.server.restart(crash=True)))
     assert harness.job.stats.skipped > 0, "the acked entries did not come again"
     harness.assert_exact()
 
