@@ -72,9 +72,10 @@ class DevServer:
         """Stop listening, drop every connection and stop the parsers; state is kept.
 
         Like a restarted Canal, the next start re-parses each destination from
-        its meta cursor: the acked part of an open transaction is delivered
-        again. ``crash`` stops as a SIGKILL does, without the meta flush of a
-        clean shutdown: everything acked since the last flush comes again too.
+        its meta cursor: the cursor's entry and the acked part of an open
+        transaction are delivered again. ``crash`` stops as a SIGKILL does,
+        without the meta flush of a clean shutdown: everything acked since the
+        last flush comes again too.
         """
         listener, self._listener = self._listener, None
         if listener is not None:
