@@ -18,8 +18,8 @@ from .harness import Harness, job_settings
 TABLES = [t.qualified for t in standard_tables(3)]
 
 # What strikes once a number of entries are acked: a network cut, a Canal
-# restart (the acked part of an open transaction comes again), a Canal crash
-# (everything acked since its last meta flush comes again).
+# restart (from the meta cursor's entry on, acked entries come again), a Canal
+# crash (everything acked since its last meta flush comes again).
 INTERRUPTIONS = {
     "drop": DevServer.drop_connections,
     "restart": DevServer.restart,
