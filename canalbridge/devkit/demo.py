@@ -22,8 +22,9 @@ from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.logs import configure_logging
 from canalbridge.status import render_text
 
-CONFIG_TEMPLATE = """\
-# Written by `canalbridge demo`.
+PASSWORD_ENV = "CANALBRIDGE_DEMO_PASSWORD"
+_CONFIG_TEMPLATE = """\
+# Written by `canalbridge demo{variant}`.
 [daemon]
 state_dir = "state"
 control = "127.0.0.1:0"
@@ -36,12 +37,12 @@ warehouse = "warehouse"
 [[job]]
 name = "demo"
 [job.canal]
-host = "127.0.0.1"
+host = "{host}"
 port = {port}
-destination = "demo"
-username = "canal"
-password_env = "CANALBRIDGE_DEMO_PASSWORD"
-batch_size = 4096
+destination = "{destination}"
+username = "{user}"
+password_env = "{password_env}"
+batch_size = {batch_size}
 poll_timeout_ms = 200
 [job.commit]
 interval_seconds = 2
@@ -49,6 +50,13 @@ min_events = 10000
 min_bytes = 1048576
 {channels}
 """
+
+
+def demo_config(*, host: str, port: int, destination: str, user: str, batch_size: int, channels: str,
+                variant: str = "") -> str:
+    """The TOML both demos write: one job ``demo``, the password from :data:`PASSWORD_ENV`."""
+    return _CONFIG_TEMPLATE.format(variant=variant, host=host, port=port, destination=destination, user=user,
+                                   password_env=PASSWORD_ENV, batch_size=batch_size, channels=channels)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,14 +91,15 @@ def run(args: argparse.Namespace) -> int:
                                      seed=args.seed))
     started = time.monotonic()
     password = "demo-" + os.urandom(4).hex()
-    os.environ["CANALBRIDGE_DEMO_PASSWORD"] = password
+    os.environ[PASSWORD_ENV] = password
     with DevServer([DestinationConfig("demo", "canal", password)]) as server:
         server.feed("demo", workload)
         channels = "\n".join(
             f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.demo.{t.name}"' for t in tables
         )
         config_path = workdir / "canalbridge.toml"
-        config_path.write_text(CONFIG_TEMPLATE.format(port=server.port, channels=channels))
+        config_path.write_text(demo_config(host="127.0.0.1", port=server.port, destination="demo", user="canal",
+                                            batch_size=4096, channels=channels))
         config_path.chmod(0o600)
         config = load_config(config_path)
         daemon = Daemon(config)

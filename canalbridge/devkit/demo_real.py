@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from canalbridge.config import load_config
 from canalbridge.devkit.canal_server import CanalDestination, CanalServer
+from canalbridge.devkit.demo import PASSWORD_ENV, demo_config
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
@@ -32,34 +33,6 @@ if TYPE_CHECKING:
     from canalbridge.daemon import Daemon
 
 DB = "demo"
-PASSWORD_ENV = "CANALBRIDGE_DEMO_PASSWORD"
-CONFIG_TEMPLATE = """\
-# Written by `canalbridge demo --real`.
-[daemon]
-state_dir = "state"
-control = "127.0.0.1:0"
-log_level = "warning"
-
-[spark]
-master = "local[2]"
-warehouse = "warehouse"
-
-[[job]]
-name = "demo"
-[job.canal]
-host = "{host}"
-port = {port}
-destination = "{destination}"
-username = "{user}"
-password_env = "{password_env}"
-batch_size = 1024
-poll_timeout_ms = 200
-[job.commit]
-interval_seconds = 2
-min_events = 10000
-min_bytes = 1048576
-{channels}
-"""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,9 +56,8 @@ def run(args: argparse.Namespace) -> int:
                 f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.demo_real.{t.name}"' for t in tables
             )
             config_path = workdir / "canalbridge.toml"
-            config_path.write_text(CONFIG_TEMPLATE.format(
-                host=canal.host, port=canal.port, destination=DB, user=canal.user, password_env=PASSWORD_ENV,
-                channels=channels))
+            config_path.write_text(demo_config(host=canal.host, port=canal.port, destination=DB, user=canal.user,
+                                               batch_size=1024, channels=channels, variant=" --real"))
             config_path.chmod(0o600)
             daemon = Daemon(load_config(config_path))
             runner = threading.Thread(target=daemon.run, kwargs={"install_signals": False}, name="demo-daemon")
