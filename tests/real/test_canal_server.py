@@ -13,8 +13,11 @@ pytestmark = pytest.mark.real
 DB = "resume"
 
 
-def ends_a_transaction(entries) -> bool:
-    return any(entry.entryType == pb.TRANSACTIONEND for entry in entries)
+def ends_a_transaction_with_an_insert(entries) -> bool:
+    # Not just any TRANSACTIONEND: a restarted Canal first sends its cursor entry again, which
+    # may be the previous transaction's end, alone in a batch if the parser has not caught up.
+    inserts = [i for i, entry in enumerate(entries) if entry.header.eventType == pb.INSERT]
+    return bool(inserts) and any(entry.entryType == pb.TRANSACTIONEND for entry in entries[inserts[0]:])
 
 
 def inserted_ids(entries) -> list[str]:
@@ -33,7 +36,7 @@ def test_a_restarted_canal_resumes_from_its_meta_cursor(real_destination, canal,
     with canal.connector(DB) as connector:
         connector.subscribe()
         mariadb.execute("INSERT INTO r VALUES (1, 'one')", database=DB)
-        first = fetch_until(connector, ends_a_transaction)  # acked
+        first = fetch_until(connector, ends_a_transaction_with_an_insert)  # acked
     assert inserted_ids(first) == ["1"]
 
     assert canal.stop() == "term"  # SIGTERM: Canal's shutdown hook flushes meta.dat
@@ -43,7 +46,7 @@ def test_a_restarted_canal_resumes_from_its_meta_cursor(real_destination, canal,
 
     with canal.connector(DB) as connector:
         connector.subscribe()
-        second = fetch_until(connector, ends_a_transaction)
+        second = fetch_until(connector, ends_a_transaction_with_an_insert)
     assert inserted_ids(second) == ["2"], [describe(e) for e in second]
 
 
