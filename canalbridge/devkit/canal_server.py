@@ -207,6 +207,10 @@ class CanalServer(ServiceProcess):
         if self.running:
             self.restart()
 
+    def slave_id(self, destination: str) -> int:
+        """The server id ``destination``'s parser registers with MariaDB (fixed from when it was added)."""
+        return 1000 + list(self.destinations).index(destination)
+
     def connector(
         self, destination: str = "example", *, client_id: str = "1001", so_timeout_s: float = 60.0
     ) -> CanalConnector:
@@ -293,7 +297,7 @@ class CanalServer(ServiceProcess):
             "canal.instance.dbPassword": self.mariadb.canal_password,
             "canal.instance.connectionCharset": "UTF-8",
             "canal.instance.gtidon": "false",
-            "canal.instance.mysql.slaveId": str(1000 + sorted(self.destinations).index(destination.name)),
+            "canal.instance.mysql.slaveId": str(self.slave_id(destination.name)),
             # Used only while the destination has no meta.dat.
             "canal.instance.master.journal.name": journal,
             "canal.instance.master.position": str(position) if journal else "",

@@ -21,7 +21,7 @@ from canalbridge.canal.scramble import server_check, stored_password_hash
 from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
 from canalbridge.devkit.held_get import HeldGet
 from canalbridge.devkit.meta import ClientMeta
-from canalbridge.devkit.store import BatchMode, EventStore, StoreClosed, StoredEvent
+from canalbridge.devkit.store import BatchMode, EventStore, PutInterrupted, StoreClosed, StoredEvent
 from canalbridge.devkit.table_filter import TableFilter
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
@@ -77,6 +77,10 @@ class Destination:
         self._acked_since_flush: list[StoredEvent] = []
         self._flushed_tick = self._flush_tick()
         self._meta_lock = threading.Lock()
+        # What a lost MySQL connection puts into the store again: Canal's parser records
+        # a position only at a transaction end it put, and dumps again from there.
+        self._since_end: list[StoredEvent] = []  # the last end put and everything put after it
+        self._connection_lost = False
         self.store.add_ack_listener(self._acked)
 
     # -- credentials --------------------------------------------------------
@@ -165,34 +169,96 @@ class Destination:
             try:
                 self.store.put(events)
             except StoreClosed:
-                # The server stopped: keep the chunk for the next start so nothing is lost.
-                with self._source_cond:
-                    self._source.appendleft(iter([entry_of(event) for event in events]))
-                    self._in_flight = False
-                    self._source_cond.notify_all()
+                self._keep_for_next_start(events)
                 return
+            except PutInterrupted:
+                if not self._dump_again(lost=events):
+                    return
+                continue
             with self._source_cond:
+                self._note_put(events)
                 self._in_flight = False
                 self._source_cond.notify_all()
 
+    def _keep_for_next_start(self, events: list[StoredEvent]) -> None:
+        # The server stopped: keep the chunk for the next start so nothing is lost.
+        with self._source_cond:
+            self._source.appendleft(iter([entry_of(event) for event in events]))
+            self._in_flight = False
+            self._source_cond.notify_all()
+
     def _next_chunk(self) -> list[StoredEvent] | None:
         """Draw up to one chunk of kept entries from the source; None when stopping."""
-        limit = min(TRANSACTION_SIZE, self.store.capacity)  # Canal's parser flush
         with self._source_cond:
             while not self._stopping:
-                events: list[StoredEvent] = []
-                while self._source and len(events) < limit:
-                    entry = next(self._source[0], None)
-                    if entry is None:
-                        self._source.popleft()
-                    elif self._keeps(entry):
-                        events.append(StoredEvent.from_entry(entry))
+                if self._connection_lost:
+                    self._put_back_since_end_locked([])
+                events = self._draw_locked()
                 if events:
                     self._in_flight = True
                     return events
                 self._source_cond.notify_all()  # the source may just have run dry
                 self._source_cond.wait()
             return None
+
+    def _draw_locked(self) -> list[StoredEvent]:
+        limit = min(TRANSACTION_SIZE, self.store.capacity)  # Canal's parser flush
+        events: list[StoredEvent] = []
+        while self._source and len(events) < limit:
+            entry = next(self._source[0], None)
+            if entry is None:
+                self._source.popleft()
+            elif self._keeps(entry):
+                events.append(StoredEvent.from_entry(entry))
+        return events
+
+    # -- a lost MySQL connection ---------------------------------------------------------
+
+    def lose_mysql_connection(self) -> None:
+        """What Canal does when its MySQL connection breaks (MySQL restarts, a network fault, a KILL).
+
+        Canal's parser records a position only at a transaction end it has put
+        in the store, and dumps the binlog again from there: that end and all
+        put after it come a second time, in the same stream, with no rollback
+        for the clients (``tests/real/test_canal_server.py`` shows it). A chunk
+        waiting for room in a full store is dropped, because Canal interrupts
+        its sink, while the next chunk the parser had in hand is still put: the
+        first pass then has a gap that only the second fills.
+        """
+        with self._source_cond:
+            self._connection_lost = True
+            self._source_cond.notify_all()
+        self.store.interrupt_put()
+
+    def _note_put(self, events: list[StoredEvent]) -> None:
+        ends = [i for i, event in enumerate(events) if event.entry_type == entry_pb.EntryType.TRANSACTIONEND]
+        if ends:
+            self._since_end = events[ends[-1]:]
+        else:
+            self._since_end.extend(events)
+
+    def _dump_again(self, lost: list[StoredEvent]) -> bool:
+        """The put of ``lost`` was interrupted: put the next chunk, then the second pass. False when stopping."""
+        with self._source_cond:
+            after = self._draw_locked()
+        try:
+            self.store.put(after)
+        except StoreClosed:
+            self._keep_for_next_start(lost + after)
+            return False
+        except PutInterrupted:
+            pass  # lost as well: the second pass covers it
+        with self._source_cond:
+            self._put_back_since_end_locked(lost + after)
+            self._in_flight = False
+            self._source_cond.notify_all()
+        return True
+
+    def _put_back_since_end_locked(self, not_stored: list[StoredEvent]) -> None:
+        again = self._since_end + not_stored
+        self._since_end, self._connection_lost = [], False
+        if again:
+            self._source.appendleft(iter([entry_of(event) for event in again]))
 
     def _keeps(self, entry: entry_pb.Entry) -> bool:
         if entry.entryType != entry_pb.EntryType.ROWDATA:
@@ -238,6 +304,7 @@ class Destination:
             again = (self._acked_since_flush if crashed else []) + self._acked_from_cursor
             self._acked_since_flush, self._acked_from_cursor = [], []
         with self._source_cond:  # one step for wait_acked: never "all acked" in between
+            self._since_end, self._connection_lost = [], False  # the new parser starts from the cursor
             entries = [entry_of(event) for event in again + self.store.drain()]
             if entries:
                 self._source.appendleft(iter(entries))

@@ -49,6 +49,10 @@ class BatchMode(Enum):
     MEMSIZE = "MEMSIZE"
 
 
+class PutInterrupted(Exception):
+    """A put waiting for room was interrupted (:meth:`EventStore.interrupt_put`): its events were not stored."""
+
+
 class StoreClosed(Exception):
     """The store was closed while a caller waited on it."""
 
@@ -140,6 +144,8 @@ class EventStore:
         self._get_bytes = 0
         self._ack_bytes = 0
         self._closed = False
+        self._put_waiting = False
+        self._put_interrupted = False
         self._ack_listeners: list[Callable[[list[StoredEvent]], None]] = []
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
@@ -160,14 +166,35 @@ class EventStore:
             raise ValueError(f"{len(events)} events can never fit a store of {self.capacity}")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
-            while not self._has_room(len(events)):
-                if self._closed:
-                    raise StoreClosed("store closed while waiting for room")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._not_full.wait(remaining)
+            try:
+                while not self._has_room(len(events)):
+                    if self._closed:
+                        raise StoreClosed("store closed while waiting for room")
+                    if self._put_interrupted:
+                        raise PutInterrupted(f"{len(events)} events not stored")
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._put_waiting = True
+                    self._not_full.wait(remaining)
+            finally:
+                self._put_waiting = self._put_interrupted = False
             self._append(events)
+            return True
+
+    @property
+    def put_waiting(self) -> bool:
+        """A put is waiting for room (the parser is held back by un-acked events)."""
+        with self._lock:
+            return self._put_waiting
+
+    def interrupt_put(self) -> bool:
+        """Make a put waiting for room give up, as Canal interrupts its sink when a dump fails; True if one waited."""
+        with self._lock:
+            if not self._put_waiting:
+                return False
+            self._put_interrupted = True
+            self._not_full.notify_all()
             return True
 
     def try_put(self, events: list[StoredEvent]) -> bool:

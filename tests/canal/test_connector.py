@@ -374,3 +374,32 @@ def test_get_of_a_dropped_connection_that_holds_the_lock_cannot_strand_entries_a
         # The old session's get ends on its own timeout; the rollback waits for it,
         # as Canal's does, so the entries come back instead of going to a dead socket.
         assert offsets(second.get_without_ack(5, timeout_ms=5000)) == offsets(taken)
+
+
+def test_a_lost_mysql_connection_sends_the_open_transaction_again_in_the_same_stream(dev_server_factory):
+    # What real Canal does (tests/real/test_canal_server.py): its parser dumps the binlog again
+    # from the last transaction end it put; the chunk it was putting into the full store is lost
+    # from the first pass, and the chunk after it still comes.
+    server = dev_server_factory(DestinationConfig("example", "canal", PASSWORD, capacity=16))
+    source = list(Workload(WorkloadSpec(row_changes=120, rows_per_transaction=(2, 40))))
+    server.feed("example", source)
+    destination = server.destinations["example"]
+    with connector(server) as client:
+        client.subscribe()
+        first = client.get_without_ack(16, timeout_ms=1000)
+        assert eventually(lambda: destination.store.put_waiting, 10)  # the store is full
+        destination.lose_mysql_connection()
+        client.ack(first.batch_id)
+        taken = offsets(first)
+        while not (batch := client.get_without_ack(16, timeout_ms=200)).is_empty or not server.is_drained("example"):
+            taken += offsets(batch)
+            client.ack(batch.batch_id)
+    places = [(e.header.logfileName, e.header.logfileOffset) for e in source]
+    back = [i for i in range(1, len(taken)) if taken[i] <= taken[i - 1]]
+    assert len(back) == 1, back  # the stream went back once, with no rollback asked for
+    again = taken[back[0]]
+    start = places.index(again)
+    assert start == 0 or source[start].entryType == entry_pb.EntryType.TRANSACTIONEND
+    assert taken[back[0]:] == places[start:]  # the second pass: everything from there, in order
+    first_pass = taken[: back[0]]
+    assert first_pass == sorted(first_pass) and set(places[start : places.index(first_pass[-1])]) - set(first_pass)
