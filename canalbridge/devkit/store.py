@@ -167,16 +167,17 @@ class EventStore:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
             try:
-                while not self._has_room(len(events)):
+                # Interrupted first: room that came with the interruption does not save the put.
+                while not (self._put_interrupted or self._has_room(len(events))):
                     if self._closed:
                         raise StoreClosed("store closed while waiting for room")
-                    if self._put_interrupted:
-                        raise PutInterrupted(f"{len(events)} events not stored")
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
                     self._put_waiting = True
                     self._not_full.wait(remaining)
+                if self._put_interrupted:
+                    raise PutInterrupted(f"{len(events)} events not stored")
             finally:
                 self._put_waiting = self._put_interrupted = False
             self._append(events)
