@@ -220,7 +220,7 @@ class Destination:
         Canal's parser records a position only at a transaction end it has put
         in the store, and dumps the binlog again from there: that end and all
         put after it come a second time, in the same stream, with no rollback
-        for the clients (``tests/real/test_canal_server.py`` shows it). A chunk
+        for the clients (seen with real Canal, see README "Limits"). A chunk
         waiting for room in a full store is dropped, because Canal interrupts
         its sink, while the next chunk the parser had in hand is still put: the
         first pass then has a gap that only the second fills.

@@ -188,16 +188,6 @@ class MariaDBServer(ServiceProcess):
             raise LookupError(f"no {event_type} event in {journal}")
         return journal, int(starts[-1])
 
-    def kill_binlog_dump(self, server_id: int) -> None:
-        """End the binlog dump of the replica registered as ``server_id``: to that reader, MySQL went away."""
-        ports = {str(row[2]) for row in self.execute("SHOW SLAVE HOSTS") if int(row[0]) == server_id}
-        dumps = self.execute("SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
-        threads = [int(thread) for thread, host in dumps if str(host).rpartition(":")[2] in ports]
-        if not threads:
-            raise LookupError(f"no binlog dump of server id {server_id} on {self.address}")
-        for thread in threads:
-            self.execute(f"KILL {thread}")
-
     def create_database(self, name: str) -> None:
         """A utf8mb4 database (dropped first if it exists)."""
         self.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")

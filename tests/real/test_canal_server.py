@@ -1,4 +1,4 @@
-"""Real Canal across restarts of itself and of MySQL, and a wrong password refused."""
+"""Real Canal across its own restarts, and a wrong password refused."""
 
 from __future__ import annotations
 
@@ -54,10 +54,6 @@ def offsets(entries) -> list[int]:
     return [entry.header.logfileOffset for entry in entries]
 
 
-def insert_offsets(entries) -> list[int]:
-    return [entry.header.logfileOffset for entry in entries if entry.header.eventType == pb.INSERT]
-
-
 def test_a_restarted_canal_delivers_again_from_its_cursor_entry(real_destination, canal, mariadb):
     # What the dev server's restart models: Canal's meta cursor is the start of the last
     # transaction boundary acked, and a restarted Canal dumps the binlog from there.
@@ -84,56 +80,6 @@ def test_a_restarted_canal_delivers_again_from_its_cursor_entry(real_destination
         connector.subscribe()
         again = fetch_until(connector, lambda got: any(e.entryType == pb.TRANSACTIONEND for e in got[1:]))
     assert offsets(again) == offsets(both[first_end:]), [describe(e) for e in again]
-
-
-def test_a_lost_mysql_connection_makes_canal_send_the_open_transaction_again(real_destination, canal, mariadb):
-    # Canal's parser records a position only at a transaction's end. When its MySQL connection
-    # breaks (MySQL restarted, a network fault, a KILL) while it parses a transaction, it dumps
-    # again from that end and puts the transaction's first part into the store a second time:
-    # into the same stream, to a client that holds it un-acked, with no rollback between.
-    # The dev server's Destination.lose_mysql_connection models this.
-    db = "mysqlgone"
-    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, pad VARCHAR(3000))"],
-                     properties={"canal.instance.memory.buffer.size": "1024",  # 1 MiB: the parser blocks early
-                                 "canal.instance.transaction.size": "16"})
-    mariadb.execute("INSERT INTO t VALUES (0, 'small')", database=db)
-    small_xid = mariadb.last_event_start("Xid")
-    # One statement of about 24 MB of rows events: far more than the store and the sockets
-    # hold, so the parser is still inside it when its connection is killed.
-    mariadb.execute("INSERT INTO t SELECT seq, REPEAT('x', 3000) FROM seq_1_to_8000", database=db)
-    events = mariadb.execute(f"SHOW BINLOG EVENTS IN '{small_xid[0]}' FROM {small_xid[1]}")
-    big_rows = [int(event[1]) for event in events if str(event[2]).startswith("Write_rows")]
-    with canal.connector(db) as connector:
-        connector.subscribe()
-        before: list[pb.Entry] = []
-        batch_ids = []
-        while len(inserted_ids(before)) < 2:  # the small transaction and the big one begun
-            batch = connector.get_without_ack(1000, 500)
-            before.extend(batch.entries)
-            if not batch.is_empty:
-                batch_ids.append(batch.batch_id)
-        mariadb.kill_binlog_dump(canal.slave_id(db))  # to Canal, MySQL went away
-        for batch_id in batch_ids:
-            connector.ack(batch_id)
-        # Canal may drop the big transaction's end: its parser flushes entries in chunks, and
-        # a chunk holding only an end within 5 s of the last such chunk it passed is dropped as
-        # an "empty transaction". So read through the next transaction's row instead.
-        after = fetch_until(connector, lambda got: big_rows[-1] in offsets(got), 120)
-        mariadb.execute("INSERT INTO t VALUES (-1, 'next')", database=db)
-        after += fetch_until(connector, lambda got: inserted_ids(got) == ["-1"], 60)
-
-    delivered = before + after
-    places = offsets(delivered)
-    back = [i for i in range(1, len(places)) if places[i] <= places[i - 1]]
-    assert len(back) == 1, back  # the stream went back once, with no rollback asked for
-    again = back[0]
-    assert places[again] >= small_xid[1]  # no further than the last transaction end it had put
-    first_time = [offset for offset in insert_offsets(delivered[:again]) if offset > small_xid[1]]
-    # The first pass is in order, but may miss a chunk: the one the parser was putting
-    # into the full store when the connection broke (Canal interrupts that put).
-    assert first_time and first_time == sorted(set(first_time)) and set(first_time) <= set(big_rows)
-    second_time = insert_offsets(delivered[again:])
-    assert second_time[:-1] == big_rows  # the whole transaction again, in order, then the next one
 
 
 def test_a_wrong_password_is_refused(canal):
