@@ -24,6 +24,7 @@ from canalbridge.devkit.meta import ClientMeta
 from canalbridge.devkit.store import BatchMode, EventStore, PutInterrupted, StoreClosed, StoredEvent
 from canalbridge.devkit.table_filter import TableFilter
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.position import EntryPosition
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Destination:
         # a position only at a transaction end it put, and dumps again from there.
         self._since_end: list[StoredEvent] = []  # the last end put and everything put after it
         self._connection_lost = False
+        self.sent_again: set[EntryPosition] = set()  # positions a lost connection put back (for audits)
         self.store.add_ack_listener(self._acked)
 
     # -- credentials --------------------------------------------------------
@@ -257,6 +259,7 @@ class Destination:
     def _put_back_since_end_locked(self, not_stored: list[StoredEvent]) -> None:
         again = self._since_end + not_stored
         self._since_end, self._connection_lost = [], False
+        self.sent_again.update(event.position for event in again)
         if again:
             self._source.appendleft(iter([entry_of(event) for event in again]))
 

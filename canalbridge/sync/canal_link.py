@@ -132,7 +132,7 @@ class CanalLink:
     def _acks_landed_locked(self) -> None:
         landed = self._ledger.acks_landed()
         if landed is not None:
-            self.acks.record(landed.range.end)
+            self.acks.record(landed)
 
     # -- the Consumer's side -----------------------------------------------------------------
 
@@ -155,8 +155,13 @@ class CanalLink:
             self._cond.notify_all()
             return taken
 
-    def ack_through(self, epoch: int, cut: EntryPosition) -> int:
-        """Ask to ack every taken batch of ``epoch`` that lies wholly at or before ``cut``; how many.
+    def supersede(self, epoch: int, batch_id: int, counts_through: EntryPosition | None) -> None:
+        """Only the batch's entries through ``counts_through`` hold back its ack (see BatchLedger.supersede)."""
+        with self._cond:
+            self._ledger.supersede(epoch, batch_id, counts_through)
+
+    def ack_through(self, epoch: int, cut: EntryPosition | None) -> int:
+        """Ask to ack every taken batch of ``epoch`` whose entries that count lie at or before ``cut``; how many.
 
         The acks go out with the Receiver's next request; :attr:`acks` moves
         when Canal has taken them.

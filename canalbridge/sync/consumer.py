@@ -10,10 +10,22 @@ of a batch cut in the middle is carried into the next transaction. If any
 channel fails, the others are aborted, Canal is rolled back to its ack
 cursor and the data is consumed again; channels that had committed skip
 what they hold, so nothing is applied twice.
+
+Within one epoch Canal's positions only grow, except in one case: when its
+MySQL connection breaks mid-transaction, Canal dumps the binlog again from
+the last transaction end it had put and sends that end and all after it a
+second time, into the same stream, with no rollback. Its first pass can
+even have a gap there (a chunk it dropped), which only the second fills.
+So when the stream goes back, the Consumer drops its open transaction,
+rolls Canal back, and in the replay skips the entries of the first pass
+that the second pass sends again: exactly those it had taken, not acked,
+at or after the position the stream went back to. Their batches are acked
+without waiting for them, or Canal's store would stay full.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +57,15 @@ _DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DE
 
 
 @dataclass
+class _Superseded:
+    """Canal's first pass, which its second pass replaces: ``left`` entries from ``start`` on, in ``epoch``."""
+
+    epoch: int
+    start: EntryPosition
+    left: int
+
+
+@dataclass
 class ConsumerStats:
     """Counters for status and metrics; written by the Consumer thread only."""
 
@@ -56,6 +77,7 @@ class ConsumerStats:
     skipped: int = 0
     ddl: int = 0
     split_source_txns: int = 0
+    went_back: int = 0  # times Canal sent entries again in the same stream (a lost MySQL connection)
     retries: int = 0
     batches: int = 0
     last_commit_time_ms: int | None = None
@@ -90,8 +112,14 @@ class Consumer(Worker):
         self._on_failure = on_failure
         self._epoch = link.epoch
         self._carry: list[entry_pb.Entry] = []  # entries after a mid-batch cut
+        self._carry_batch = 0  # the batch id they came in
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
         self._last_position: EntryPosition | None = None
+        self._high: EntryPosition | None = None  # the latest position routed in this epoch
+        self._last_cut: EntryPosition | None = None  # the latest commit's cut
+        # The positions of each batch taken in this epoch and not yet acked, oldest first.
+        self._taken: collections.deque[list[EntryPosition]] = collections.deque()
+        self._superseded: _Superseded | None = None
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
         self._log = log.bind(job=self.job)
 
@@ -147,7 +175,9 @@ class Consumer(Worker):
                 return False  # each channel's thread aborts its open transaction as it ends
             if self._carry:
                 entries, self._carry = self._carry, []
-                if self._route(entries, work, label):
+                if not self._taken:  # (its batch cannot have been acked: it holds entries past the cut)
+                    self._taken.append([])
+                if self._route(entries, work, label, self._carry_batch):
                     return True
             else:
                 item = self._next or self.link.take(self.policy.poll_timeout(work, time.monotonic()))
@@ -158,19 +188,43 @@ class Consumer(Worker):
                         return False
                     work.bytes += item.batch.raw_size
                     self.stats.batches += 1
-                    if self._route(list(item.batch.entries), work, label):
+                    self._taken.append([])
+                    if self._route(list(item.batch.entries), work, label, item.record.batch_id):
                         return True
             if self._commit_if_due(work, label, at_batch_end=True):
                 return True
 
-    def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str) -> bool:
-        """Route entries; commit after a source transaction end when due. True if it committed."""
+    def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int) -> bool:
+        """Route entries of one batch; commit after a source transaction end when due. True if it committed."""
         ack_position = self.acks.position
         committed = self.committed
+        superseded = 0  # entries of Canal's first pass skipped here
+        counts_through: EntryPosition | None = None  # the last entry routed here that is not among them
+        taken = self._taken[-1]
         for index, entry in enumerate(entries):
             header = entry.header
             position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime, header.gtid)
+            skip = self._superseded
+            if skip is not None and position >= skip.start:
+                # Canal's first pass, which its second pass sends again.
+                taken.append(position)
+                self.stats.skipped += 1
+                superseded += 1
+                # Canal went back to a transaction end: what came before it is whole.
+                work.source_txn_open_since = None
+                skip.left -= 1
+                if not skip.left:
+                    self._superseded = None
+                    self._log.info("consumer.first_pass_skipped", until=str(position))
+                continue
+            high = self._high
+            if high is not None and position < high:
+                self._went_back(position, high)
+                return True  # voided; the replay starts from the ack cursor
+            taken.append(position)
+            self._high = position
             self._last_position = position
+            counts_through = position
             if ack_position is not None and position <= ack_position:
                 self.stats.skipped += 1  # replayed after a Canal restart: already acked
                 continue
@@ -220,9 +274,20 @@ class Consumer(Worker):
                 continue  # GTIDLOG, HEARTBEAT: neither open nor close a transaction
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
             if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
-                self._carry = entries[index + 1 :]
+                self._carry, self._carry_batch = entries[index + 1 :], batch_id
                 return True
+        if superseded:
+            # Canal sends those entries again: they must not hold back the batch's ack,
+            # or the store stays full and the second pass never comes. (If one is a
+            # transaction end past a gap, the ack moves Canal's meta cursor there: a
+            # Canal restart before the second pass is committed would skip the gap.)
+            self.link.supersede(self._epoch, batch_id, counts_through)
+            self._acked(self.link.ack_through(self._epoch, self._last_cut))
         return False
+
+    def _acked(self, batches: int) -> None:
+        for _ in range(min(batches, len(self._taken))):
+            self._taken.popleft()
 
     def _commit_if_due(self, work: PendingWork, label: str, *, at_batch_end: bool) -> bool:
         if self._last_position is None:
@@ -264,10 +329,12 @@ class Consumer(Worker):
                 failures.append(exc)
         for source in written:
             self.committed.advance(source, cut)
+        self._last_cut = cut
         if failures:
             self._unsettled.update(failure.channel for failure in failures)
             raise failures[0]
         acked = self.link.ack_through(self._epoch, cut)
+        self._acked(acked)
         self.stats.commits += 1
         self.stats.last_commit_time_ms = int(time.time() * 1000)
         self.stats.last_commit_seconds = time.monotonic() - started
@@ -300,7 +367,34 @@ class Consumer(Worker):
         self.stats.rollbacks += 1
         self._log.warning("consumer.rollback", error=str(exc), ack_position=str(self.acks.position))
         self._abort_all(f"rollback: {exc}")
-        self._epoch = self.link.rollback()
+        self._new_epoch(self.link.rollback())
+
+    def _went_back(self, position: EntryPosition, high: EntryPosition) -> None:
+        """Canal sent ``position`` after ``high`` in one epoch: its parser dumped the binlog again."""
+        self.stats.went_back += 1
+        self.stats.rollbacks += 1
+        self._log.warning("consumer.canal_went_back", position=str(position), after=str(high),
+                          ack_position=str(self.acks.position))
+        if self._last_cut is not None and position < self._last_cut:
+            # Committed past where Canal went back (a split source transaction or a DDL cut):
+            # the replay skips what is committed, so a gap in Canal's first pass before that
+            # commit could not be filled.
+            self._log.error("consumer.canal_went_back_behind_a_commit", position=str(position),
+                            committed=str(self._last_cut))
+        # The replay brings again, from the ack cursor, what this epoch took and did
+        # not ack, in the same order: those at or after ``position`` are the first pass.
+        again = sum(1 for batch in self._taken for taken in batch if taken >= position)
+        self._abort_all("canal sent entries again in the same stream")
+        self._new_epoch(self.link.rollback())
+        if again:
+            self._superseded = _Superseded(self._epoch, position, again)
+
+    def _new_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+        self._high = None
+        self._taken.clear()
+        if self._superseded is not None and self._superseded.epoch != epoch:
+            self._superseded = None  # that replay ended early: a new go-back is detected afresh
         self._forget_taken()
 
     def _rolled_back(self, item: TakenBatch) -> None:
@@ -308,6 +402,5 @@ class Consumer(Worker):
         if self._carry:
             self._log.info("consumer.reset_after_rollback", epoch=item.epoch)
         self._abort_all("canal was rolled back")
-        self._forget_taken()
-        self._epoch = item.epoch
+        self._new_epoch(item.epoch)
         self._next = item

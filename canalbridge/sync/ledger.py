@@ -93,6 +93,9 @@ class BatchLedger:
         self._replay_no_later_than: EntryPosition | None = None
         self._unacked: collections.deque[LedgerBatch] = collections.deque()
         self._consumed = 0  # how many of _unacked the Consumer has taken
+        # Batches holding entries Canal sends again later in the stream (see the Consumer):
+        # batch -> the last entry that counts (None: none does), used instead of range.end.
+        self._ack_ends: dict[LedgerBatch, EntryPosition | None] = {}
         self._to_ack: list[LedgerBatch] = []  # ack asked for, not yet sent
         self._sent: list[LedgerBatch] = []  # ack sent, not yet known to have landed
         # The newest ack sent on a connection that died before a reply proved it:
@@ -126,6 +129,8 @@ class BatchLedger:
             self._to_ack.clear()
             self._sent.clear()
             self.idle_rollbacks_left = IDLE_ROLLBACK_POLLS
+        held = {*self._to_ack, *self._sent, self._uncertain, self._proven}
+        self._ack_ends = {batch: end for batch, end in self._ack_ends.items() if batch in held}
         self.rollback_due = True
         return self.epoch
 
@@ -191,16 +196,35 @@ class BatchLedger:
         if batch.epoch == self.epoch:
             self._consumed += 1
 
-    def ack_through(self, epoch: int, cut: EntryPosition) -> list[LedgerBatch]:
-        """Ask to ack, oldest first, the taken batches that lie wholly at or before ``cut``."""
+    def supersede(self, epoch: int, batch_id: int, counts_through: EntryPosition | None) -> None:
+        """Only entries of the batch through ``counts_through`` (None: none) must be committed before its ack.
+
+        The rest of the batch is Canal's first pass after its MySQL connection
+        broke: Canal sends those entries again later in the stream.
+        """
+        if epoch != self.epoch:
+            return
+        for batch in self._unacked:
+            if batch.batch_id == batch_id:
+                self._ack_ends[batch] = counts_through
+
+    def ack_through(self, epoch: int, cut: EntryPosition | None) -> list[LedgerBatch]:
+        """Ask to ack, oldest first, the taken batches whose entries that count lie at or before ``cut``."""
         if epoch != self.epoch or self.rollback_due:
             return []  # rolled back meanwhile: those ids are gone on the server
         ready = []
-        while self._consumed and self._unacked[0].range.end <= cut:
+        while self._consumed:
+            end = self.ack_end(self._unacked[0])
+            if end is not None and (cut is None or end > cut):
+                break
             ready.append(self._unacked.popleft())
             self._consumed -= 1
         self._to_ack.extend(ready)
         return ready
+
+    def ack_end(self, batch: LedgerBatch) -> EntryPosition | None:
+        """The last entry of ``batch`` that must be committed before it is acked (None: none must)."""
+        return self._ack_ends.get(batch, batch.range.end)
 
     @property
     def outstanding(self) -> Outstanding:
@@ -221,8 +245,14 @@ class BatchLedger:
     def acks_sent(self, batches: list[LedgerBatch]) -> None:
         self._sent.extend(batches)
 
-    def acks_landed(self) -> LedgerBatch | None:
-        """A reply came to a request sent after the acks: Canal took them. The newest is returned."""
+    def acks_landed(self) -> EntryPosition | None:
+        """A reply came to a request sent after the acks: Canal took them. Where the acked entries end.
+
+        That is the latest entry that counts of those batches: what Canal will
+        send again does not count.
+        """
         landed, self._sent = self._sent, []
         proven, self._proven = self._proven, None
-        return landed[-1] if landed else proven
+        ends = [end for batch in (landed or ([proven] if proven else []))
+                if (end := self._ack_ends.pop(batch, batch.range.end)) is not None]
+        return max(ends) if ends else None

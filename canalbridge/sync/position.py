@@ -118,8 +118,15 @@ class AckState:
         self._changed = threading.Condition()
 
     def record(self, position: EntryPosition) -> None:
+        """Canal confirmed acks through a batch ending at ``position``.
+
+        The position never moves back: a batch of entries Canal sent a second
+        time (see the Consumer) can end before one acked earlier.
+        """
         with self._changed:
-            self.last = Ack(position, int(time.time() * 1000))
+            last = self.last
+            if last is None or position > last.position:
+                self.last = Ack(position, int(time.time() * 1000))
             self._changed.notify_all()
 
     def wait_through(self, position: EntryPosition, timeout_s: float) -> bool:

@@ -114,6 +114,32 @@ def test_server_restart_mid_run_converges(dev_server_factory):
     harness.assert_exact()
 
 
+@pytest.mark.parametrize("flavor", [Flavor.MYSQL, Flavor.MARIADB])
+@pytest.mark.parametrize("into_the_transaction", [1, 3, 6])
+def test_canal_sending_part_of_a_transaction_again_applies_each_change_once(dev_server_factory, flavor,
+                                                                            into_the_transaction):
+    # Canal had read part of a transaction when its MySQL connection broke: it sends its
+    # last transaction end and that part again, in the same stream (README "Limits").
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(row_changes=600, rows_per_transaction=(8, 20)), BinlogWriter(flavor=flavor))
+    harness = Harness(server, workload, job_settings(server, workload, batch_size=16))
+    entries = list(workload)
+    ends = [i for i, entry in enumerate(entries) if entry.entryType == entry_pb.EntryType.TRANSACTIONEND]
+    cut = ends[len(ends) * 2 // 3] + 1 + into_the_transaction
+    harness.set_entries(entries)
+    destination = server.destinations["example"]
+    server.feed("example", entries[:cut])  # what Canal has read so far
+    harness.job.start()
+    assert destination.wait_parsed(30)
+    assert destination.store.wait_for(lambda cursors: cursors.get == cursors.put, 30)  # the job has it all
+    destination.lose_mysql_connection()
+    server.feed("example", entries[cut:])
+    harness.wait_acked()
+    harness.job.pause()
+    harness.assert_exact()
+    assert harness.job.stats.went_back == 1
+
+
 def test_server_crash_delivers_acked_entries_again_and_nothing_applies_twice(dev_server_factory):
     # meta.dat never flushed: the crashed server delivers everything acked so far again.
     store = DestinationConfig("example", capacity=16384, meta_flush_period_s=math.inf)

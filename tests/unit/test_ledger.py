@@ -86,7 +86,23 @@ def test_acks_cover_taken_batches_wholly_before_the_cut_and_land_with_the_next_r
     assert ledger.outstanding.entries == 10
     sent = ledger.acks_to_send()
     ledger.acks_sent(sent)
-    assert ledger.acks_landed() == second and ledger.acks_landed() is None
+    assert ledger.acks_landed() == second.range.end and ledger.acks_landed() is None
+
+
+def test_a_superseded_batch_is_acked_through_the_entries_that_count():
+    # Canal went back in the stream: what batch 2 holds after entry 12 comes again later.
+    ledger = opened(last_seen_id=0)
+    _, first = receive(ledger, 1, 1, 10)
+    _, second = receive(ledger, 2, 11, 20)
+    _, third = receive(ledger, 3, 21, 30)
+    for batch in (first, second, third):
+        ledger.consumed(batch)
+    ledger.supersede(ledger.epoch, 2, EntryPosition("mysql-bin.000001", 12))
+    ledger.supersede(ledger.epoch, 3, None)  # nothing in it counts
+    assert ledger.ack_through(ledger.epoch, EntryPosition("mysql-bin.000001", 11)) == [first]
+    assert ledger.ack_through(ledger.epoch, EntryPosition("mysql-bin.000001", 12)) == [second, third]
+    ledger.acks_sent(ledger.acks_to_send())
+    assert ledger.acks_landed() == EntryPosition("mysql-bin.000001", 12)  # not 30: those come again
 
 
 def test_acks_of_a_rolled_back_epoch_are_never_asked_for():
@@ -114,7 +130,7 @@ def test_a_replay_that_starts_past_an_unproven_ack_proves_it_landed():
     ledger, batch = reconnected_with_an_unproven_ack()
     assert ledger.acks_landed() is None
     receive(ledger, 2, 11, 20)
-    assert ledger.acks_landed() == batch
+    assert ledger.acks_landed() == batch.range.end
 
 
 def test_a_replay_of_an_unproven_ack_keeps_it_unproven():
