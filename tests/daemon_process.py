@@ -11,21 +11,16 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from canalbridge.devkit.processes import free_port
+
 CLI = [sys.executable, "-m", "canalbridge"]
 PASSWORD = "pw-" + os.urandom(4).hex()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def daemon_sections(warehouse: str, daemon_extra: str = "") -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,12 +48,34 @@ def die_with_parent() -> None:
         pass
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORTS_BELOW_EPHEMERAL = 12000  # how far below the ephemeral range free_port looks
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A port on ``host`` that nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    """A port on ``host`` that nothing uses right now, below the OS's ephemeral range.
+
+    Port 0 would get one from the ephemeral range, where outgoing connections
+    take their local ports too: a service started (or restarted) on it later
+    can find it taken, as a daemon's metrics port once was in CI. Below that
+    range only explicit binds take ports.
+    """
+    try:
+        low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    first = max(1024, low - PORTS_BELOW_EPHEMERAL)
+    for port in random.sample(range(first, low), min(100, low - first)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # nothing below: let the OS pick
         probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+        chosen: int = probe.getsockname()[1]
+        return chosen
 
 
 def port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
