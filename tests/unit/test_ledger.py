@@ -74,13 +74,17 @@ def test_a_reply_to_a_get_sent_before_the_rollback_is_stale_but_its_id_counts():
     assert receive(ledger, 2, 1, 10)[0] is Verdict.ACCEPTED
 
 
-def test_acks_cover_taken_batches_wholly_before_the_cut_and_land_with_the_next_reply():
+def three_taken_batches():
+    """Batches 1..3 (entries 1-10, 11-20, 21-30) received and taken by the Consumer."""
     ledger = opened(last_seen_id=0)
-    _, first = receive(ledger, 1, 1, 10)
-    _, second = receive(ledger, 2, 11, 20)
-    _, third = receive(ledger, 3, 21, 30)
-    for batch in (first, second, third):
+    batches = [receive(ledger, batch_id, first, first + 9)[1] for batch_id, first in ((1, 1), (2, 11), (3, 21))]
+    for batch in batches:
         ledger.consumed(batch)
+    return ledger, batches
+
+
+def test_acks_cover_taken_batches_wholly_before_the_cut_and_land_with_the_next_reply():
+    ledger, (first, second, _) = three_taken_batches()
     assert ledger.outstanding.entries == 30
     assert ledger.ack_through(ledger.epoch, EntryPosition("mysql-bin.000001", 25)) == [first, second]
     assert ledger.outstanding.entries == 10
@@ -91,12 +95,7 @@ def test_acks_cover_taken_batches_wholly_before_the_cut_and_land_with_the_next_r
 
 def test_a_superseded_batch_is_acked_through_the_entries_that_count():
     # Canal went back in the stream: what batch 2 holds after entry 12 comes again later.
-    ledger = opened(last_seen_id=0)
-    _, first = receive(ledger, 1, 1, 10)
-    _, second = receive(ledger, 2, 11, 20)
-    _, third = receive(ledger, 3, 21, 30)
-    for batch in (first, second, third):
-        ledger.consumed(batch)
+    ledger, (first, second, third) = three_taken_batches()
     ledger.supersede(ledger.epoch, 2, EntryPosition("mysql-bin.000001", 12))
     ledger.supersede(ledger.epoch, 3, None)  # nothing in it counts
     assert ledger.ack_through(ledger.epoch, EntryPosition("mysql-bin.000001", 11)) == [first]
