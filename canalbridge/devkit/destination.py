@@ -203,13 +203,16 @@ class Destination:
                 self._source_cond.wait()
             return None
 
-    def _draw_locked(self) -> list[StoredEvent]:
+    def _draw_locked(self, *, before_an_end: bool = False) -> list[StoredEvent]:
         limit = min(TRANSACTION_SIZE, self.store.capacity)  # Canal's parser flush
         events: list[StoredEvent] = []
         while self._source and len(events) < limit:
             entry = next(self._source[0], None)
             if entry is None:
                 self._source.popleft()
+            elif before_an_end and entry.entryType == entry_pb.EntryType.TRANSACTIONEND:
+                self._source.appendleft(iter([entry]))
+                break
             elif self._keeps(entry):
                 events.append(StoredEvent.from_entry(entry))
         return events
@@ -242,7 +245,10 @@ class Destination:
     def _dump_again(self, lost: list[StoredEvent]) -> bool:
         """The put of ``lost`` was interrupted: put the next chunk, then the second pass. False when stopping."""
         with self._source_cond:
-            after = self._draw_locked()
+            # Canal's parser flushes a chunk at each transaction end. Had the next chunk
+            # ended one, Canal would dump again from that end and the lost chunk would be
+            # lost for good (README "Limits"), which no client can mend: model the other case.
+            after = self._draw_locked(before_an_end=True)
         try:
             self.store.put(after)
         except StoreClosed:

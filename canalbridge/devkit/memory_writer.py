@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,7 +33,8 @@ class InMemoryWriter:
     1-based call (counted over the writer's life) that raises,
     ``fail_after_commit_at`` the commit that lands and then raises (a reply
     lost on the way back), and ``before_commit`` runs inside every commit (to
-    block or inspect).
+    block or inspect). With ``keep_changes`` it also counts the row changes
+    each binlog position brought, as a changelog would hold them.
     """
 
     table: str
@@ -41,6 +43,8 @@ class InMemoryWriter:
     fail_commit_at: set[int] = field(default_factory=set)
     fail_after_commit_at: set[int] = field(default_factory=set)
     before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
+    keep_changes: bool = False
+    changes: Counter[EntryPosition] = field(default_factory=Counter)
     # key -> (column names, values): a dict per row would cost more than decoding it.
     _table: dict[tuple[str | None, ...], tuple[tuple[str, ...], tuple[str | None, ...]]] = field(
         default_factory=dict)
@@ -89,8 +93,8 @@ class InMemoryWriter:
                 self._staged = []
                 raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
             last = self.commits[-1].end_position if self.commits else None
-            if last is not None and end_position <= last:
-                raise AssertionError(f"{self.table}: commit at {end_position} is not after {last}")
+            if last is not None and end_position < last:
+                raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
             count = 0
             for batch in self._staged:
                 names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)
@@ -102,6 +106,8 @@ class InMemoryWriter:
                     else:
                         self._table[key] = (names, row.values)
                 count += len(batch.rows)
+                if self.keep_changes:
+                    self.changes.update(row.position for row in batch.rows)
             self.commits.append(CommitRecord(self._label or "", end_position, count))
             self._staged = []
             self._label = None

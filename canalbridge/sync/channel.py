@@ -253,16 +253,21 @@ class Channel:
         if not self._begun:
             item.result.set_result(False)
             return
+        # A commit that fills in what Canal's first pass missed can end before the table's
+        # position (see the Consumer): the table still holds everything through that.
+        position = item.end_position
+        if self.committed_position is not None and self.committed_position > position:
+            position = self.committed_position
         try:
-            self.writer.commit(item.end_position)
+            self.writer.commit(position)
         except Exception as exc:
             self._abort_writer(f"commit failed: {exc}")
             item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
             return
-        self.committed_position = item.end_position
+        self.committed_position = position
         self.rows_written += self._rows_sent
         self._begun = False
-        self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(item.end_position))
+        self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(position))
         item.result.set_result(True)
 
     def _read_position(self, item: _ReadPosition) -> None:

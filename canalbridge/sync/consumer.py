@@ -20,7 +20,12 @@ So when the stream goes back, the Consumer drops its open transaction,
 rolls Canal back, and in the replay skips the entries of the first pass
 that the second pass sends again: exactly those it had taken, not acked,
 at or after the position the stream went back to. Their batches are acked
-without waiting for them, or Canal's store would stay full.
+without waiting for them, or Canal's store would stay full. If it had
+committed past the gap, the second pass fills the gap in
+(:mod:`canalbridge.sync.first_pass`): a changelog channel applies the
+missed entries alone, an upsert channel applies them and everything after
+them through what it had committed, in order, so the last change per key
+wins again.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from canalbridge.sync.canal_link import CanalLink, TakenBatch
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
+from canalbridge.sync.first_pass import RoutedSinceEnd
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import is_ddl
@@ -78,6 +84,7 @@ class ConsumerStats:
     ddl: int = 0
     split_source_txns: int = 0
     went_back: int = 0  # times Canal sent entries again in the same stream (a lost MySQL connection)
+    filled_in: int = 0  # entries Canal's first pass missed, applied behind a commit
     retries: int = 0
     batches: int = 0
     last_commit_time_ms: int | None = None
@@ -120,6 +127,11 @@ class Consumer(Worker):
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[list[EntryPosition]] = collections.deque()
         self._superseded: _Superseded | None = None
+        self._routed = RoutedSinceEnd()
+        # Upsert channels applying again, in order, everything through the position they had
+        # committed, because their first pass missed an entry before it.
+        self._refilling: dict[str, EntryPosition] = {}
+        self._filled_here = 0  # missed entries the open transaction applies
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
         self._log = log.bind(job=self.job)
 
@@ -197,7 +209,6 @@ class Consumer(Worker):
     def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int) -> bool:
         """Route entries of one batch; commit after a source transaction end when due. True if it committed."""
         ack_position = self.acks.position
-        committed = self.committed
         superseded = 0  # entries of Canal's first pass skipped here
         counts_through: EntryPosition | None = None  # the last entry routed here that is not among them
         taken = self._taken[-1]
@@ -221,16 +232,19 @@ class Consumer(Worker):
             if high is not None and position < high:
                 self._went_back(position, high)
                 return True  # voided; the replay starts from the ack cursor
+            entry_type = entry.entryType
+            missed = self._routed.missed(position, transaction_end=entry_type == _END)
             taken.append(position)
             self._high = position
             self._last_position = position
             counts_through = position
-            if ack_position is not None and position <= ack_position:
+            if missed and entry_type != _ROWDATA:
+                self._routed.fill(position, None)  # a transaction marker: nothing to apply
+            if ack_position is not None and position <= ack_position and not (missed or self._refilling):
                 self.stats.skipped += 1  # replayed after a Canal restart: already acked
                 continue
             work.events += 1
             self.stats.entries += 1
-            entry_type = entry.entryType
             if entry_type == _BEGIN:
                 work.open_source_txn()
                 continue
@@ -241,20 +255,14 @@ class Consumer(Worker):
                     # MariaDB's transactions have no BEGIN entry: the first row opens one.
                     work.open_source_txn()
                     channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
-                    if channel is not None:
-                        done = committed.get(channel.source)
-                        if done is None or position > done:
-                            channel.add(position, entry.storeValue)
-                            self.stats.rows_routed += 1
-                        else:
-                            self.stats.skipped += 1
+                    if self._add(channel, position, entry.storeValue, missed):
+                        self.stats.rows_routed += 1
+                    elif channel is not None:
+                        self.stats.skipped += 1
                     continue
                 channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
-                if channel is not None:
-                    # A DDL on this table: its channel names it if a later row no longer fits.
-                    done = committed.get(channel.source)
-                    if done is None or position > done:
-                        channel.add(position, entry.storeValue)
+                # A DDL on this table: its channel names it if a later row no longer fits.
+                self._add(channel, position, entry.storeValue, missed)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
@@ -284,6 +292,38 @@ class Consumer(Worker):
             self.link.supersede(self._epoch, batch_id, counts_through)
             self._acked(self.link.ack_through(self._epoch, self._last_cut))
         return False
+
+    def _add(self, channel: Channel | None, position: EntryPosition, row_change: bytes, missed: bool) -> bool:
+        """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
+        if channel is None:
+            if missed:
+                self._routed.fill(position, None)  # a table no channel syncs
+            return False
+        done = self.committed.get(channel.source)
+        if done is None or position > done or self._applies_again(channel, position, done, missed):
+            channel.add(position, row_change)
+            if missed:
+                self._routed.fill(position, channel.source)
+            return True
+        return False
+
+    def _applies_again(self, channel: Channel, position: EntryPosition, done: EntryPosition, missed: bool) -> bool:
+        """Whether an entry at or before what ``channel`` committed must be applied (again)."""
+        source = channel.source
+        through = self._refilling.get(source)
+        if through is not None and position <= through:
+            return True  # an upsert channel applying again, in order, what followed a missed entry
+        if not missed:
+            return False
+        self.stats.filled_in += 1
+        self._filled_here += 1
+        if not channel.settings.keeps_every_change:
+            # Applied again in order from the missed entry through what the table holds,
+            # the last change per key wins again.
+            self._refilling[source] = done
+            self._log.warning("consumer.first_pass_gap_filling", channel=source, position=str(position),
+                              through=str(done))
+        return True
 
     def _acked(self, batches: int) -> None:
         for _ in range(min(batches, len(self._taken))):
@@ -329,7 +369,16 @@ class Consumer(Worker):
                 failures.append(exc)
         for source in written:
             self.committed.advance(source, cut)
+        failed = {failure.channel for failure in failures}
+        for source in self.channels.keys() - failed:
+            self._routed.committed(source)
+        self._refilling = {
+            source: through for source, through in self._refilling.items() if source in failed or through > cut
+        }
         self._last_cut = cut
+        if self._filled_here:
+            self._log.warning("consumer.first_pass_gap_filled", entries=self._filled_here, position=str(cut))
+            self._filled_here = 0
         if failures:
             self._unsettled.update(failure.channel for failure in failures)
             raise failures[0]
@@ -350,10 +399,17 @@ class Consumer(Worker):
         futures = {source: self.channels[source].read_committed_position() for source in self._unsettled}
         for source, future in futures.items():
             # ChannelCommitError: retried with back-off like a failed commit.
-            self.committed.advance(source, self.channels[source].await_result(future, "reading back what landed"))
+            landed = self.channels[source].await_result(future, "reading back what landed")
+            self.committed.advance(source, landed)
+            if landed is not None and self._last_cut is not None and landed >= self._last_cut:
+                self._routed.committed(source)
+            else:
+                self._routed.lost(source)
             self._unsettled.discard(source)
 
     def _abort_all(self, reason: str) -> None:
+        self._routed.aborted(self._unsettled)
+        self._filled_here = 0
         futures = {channel: channel.abort(reason) for channel in self.channels.values()}
         for channel, future in futures.items():
             channel.await_result(future, "the abort")
@@ -377,10 +433,9 @@ class Consumer(Worker):
                           ack_position=str(self.acks.position))
         if self._last_cut is not None and position < self._last_cut:
             # Committed past where Canal went back (a split source transaction or a DDL cut):
-            # the replay skips what is committed, so a gap in Canal's first pass before that
-            # commit could not be filled.
-            self._log.error("consumer.canal_went_back_behind_a_commit", position=str(position),
-                            committed=str(self._last_cut))
+            # what the first pass missed before that commit is filled in from the second.
+            self._log.warning("consumer.canal_went_back_behind_a_commit", position=str(position),
+                              committed=str(self._last_cut))
         # The replay brings again, from the ack cursor, what this epoch took and did
         # not ack, in the same order: those at or after ``position`` are the first pass.
         again = sum(1 for batch in self._taken for taken in batch if taken >= position)

@@ -95,6 +95,11 @@ class ChannelSettings:
     key: tuple[str, ...] | None = None  # overrides the source primary key
     mode: str = "upsert"  # or "changelog"
 
+    @property
+    def keeps_every_change(self) -> bool:
+        """A changelog keeps each change; an upsert target keeps the last change per key."""
+        return self.mode == "changelog"
+
 
 @dataclass(frozen=True)
 class JobSettings:

@@ -27,13 +27,14 @@ FAST_COMMITS = CommitSettings(
 
 
 def job_settings(server: DevServer, workload: Workload, *, commit: CommitSettings = FAST_COMMITS,
-                 batch_size: int = 256, destination: str = "example", password: str = "") -> JobSettings:
+                 batch_size: int = 256, destination: str = "example", password: str = "",
+                 mode: str = "upsert") -> JobSettings:
     canal = CanalSettings("127.0.0.1", server.port, destination, username="canal" if password else "",
                           password=password, batch_size=batch_size, poll_timeout_ms=50)
     # The job is told the store's mode and unit, as a user copies them from canal.properties.
     store = server.destinations[destination].store
     commit = dataclasses.replace(commit, store_batch_mode=store.batch_mode.value, store_memunit=store.mem_unit)
-    channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
+    channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}", mode=mode) for t in workload.spec.tables)
     return JobSettings("job1", canal, channels, commit)
 
 
@@ -91,11 +92,16 @@ class Harness:
         )
 
     def assert_exact(self) -> None:
+        """No ack before its commit, tables as expected, and each row change applied once."""
         assert not self.audit.violations, self.audit.violations[:5]
-        for name, expected in self.workload.expected.items():
-            assert self.writers[name].rows == expected.canal_rows(), name
+        self.assert_tables()
         applied = Counter({name: sum(c.rows for c in w.commits) for name, w in self.writers.items()})
         assert applied == expected_row_writes(self.workload_entries), "a row change was applied twice or lost"
+
+    def assert_tables(self) -> None:
+        """Every target holds what the workload left in its table."""
+        for name, expected in self.workload.expected.items():
+            assert self.writers[name].rows == expected.canal_rows(), name
 
     @property
     def workload_entries(self) -> list[entry_pb.Entry]:
@@ -114,9 +120,22 @@ def expected_row_writes(entries: list[entry_pb.Entry]) -> Counter:
     """How many row writes each table must receive: UPDATEs that change the key write two."""
     counts: Counter = Counter()
     for table, event_type, row in row_changes(entries):
-        counts[table] += 1
-        if event_type == EventType.UPDATE:
-            before = [c.value for c in row.beforeColumns if c.isKey]
-            after = [c.value for c in row.afterColumns if c.isKey]
-            counts[table] += before != after
+        counts[table] += _writes(event_type, row)
     return counts
+
+
+def expected_writes_by_position(entries: list[entry_pb.Entry]) -> Counter:
+    """How many row writes each entry's binlog position must bring, as :func:`expected_row_writes` counts."""
+    counts: Counter = Counter()
+    for entry in entries:
+        for _, event_type, row in row_changes([entry]):
+            counts[EntryPosition.of(entry)] += _writes(event_type, row)
+    return counts
+
+
+def _writes(event_type: int, row: entry_pb.RowData) -> int:
+    if event_type != EventType.UPDATE:
+        return 1
+    before = [c.value for c in row.beforeColumns if c.isKey]
+    after = [c.value for c in row.afterColumns if c.isKey]
+    return 1 + (before != after)
