@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-real \
+.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-real \
 	check-java clean \
 	check-maven canal-jars iceberg-jar mariadb-server real-stack clean-cache
 
@@ -106,11 +106,14 @@ bench-scaling: venv check-java
 bench-commit: venv check-java
 	$(PY) -m bench.commit_latency $(BENCH_ARGS)
 
+bench-target-size: venv check-java
+	$(PY) -m bench.target_size $(BENCH_ARGS)
+
 # MariaDB through the real Canal server into Iceberg, beside the dev-server figure.
 bench-real: venv check-java real-stack
 	$(PY) -m bench.real_stack $(BENCH_ARGS)
 
-bench: bench-decode bench-e2e bench-scaling bench-commit bench-real
+bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-real
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

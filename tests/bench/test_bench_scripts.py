@@ -51,3 +51,11 @@ def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
     assert summary["targets_match_mariadb"] is True
     assert sum(backlog["table_rows"].values()) == 1200 - 200  # 60% inserts, 10% deletes
     assert 0 < summary["lag_p50_s"] <= summary["lag_p99_s"]  # a commit takes time
+
+
+@pytest.mark.spark
+def test_target_size_bench_commits_exactly_into_each_size():
+    *_, summary = run_bench("bench.target_size", "--sizes", "2000,6000", "--changes", "500", "--commits", "2")
+    assert summary["exact"] is True
+    assert set(summary["median_commit_s_by_table_rows"]) == {"2000", "6000"}
+    assert summary["largest_over_smallest"] > 0
