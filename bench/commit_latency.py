@@ -17,14 +17,13 @@ import json
 import tempfile
 import time
 
-from bench.common import make_rows
+from bench.common import local_spark_settings, make_rows
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.logs import configure_logging
 from canalbridge.sync.changes import RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
-from spark_sink.settings import SparkSettings
 from spark_sink.writer import IcebergUpsertWriter
 
 TABLE = narrow_table(columns=10)
@@ -37,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging("warning")
     root = tempfile.mkdtemp(prefix="canalbridge-bench-")
-    settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    settings = local_spark_settings(root)
     spark = get_spark(settings)
     columns = tuple(SourceColumn(c.name, c.mysql_type.declared, 0, c.is_key) for c in TABLE.columns)
     names = tuple(c.name for c in TABLE.columns)

@@ -24,6 +24,7 @@ from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CommitSettings
 from canalbridge.sync.writer import ChannelWriter
+from spark_sink.settings import SparkSettings
 
 CACHE = Path(tempfile.gettempdir())
 
@@ -42,6 +43,11 @@ def commit_settings(args: argparse.Namespace, *, store_capacity: int, store_batc
     return CommitSettings(interval_seconds=args.interval, min_events=args.min_events,
                           min_bytes=int(args.min_mb * 2**20), max_bytes=int(args.max_mb * 2**20),
                           store_capacity=store_capacity, store_batch_mode=store_batch_mode)
+
+
+def local_spark_settings(root: str | Path) -> SparkSettings:
+    """The benchmarks' Spark: ``local[2]``, with the warehouse and spill files under ``root``."""
+    return SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
 
 
 def bench_tables(count: int) -> tuple[TableDef, ...]:

@@ -37,6 +37,7 @@ from bench.common import (
     commit_settings,
     dev_server,
     drain,
+    local_spark_settings,
     run_result,
     workload_file,
 )
@@ -84,7 +85,7 @@ def main() -> None:
 
     path, rows, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
     root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
-    spark_settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    spark_settings = local_spark_settings(root)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")  # the dev server's
     backlog = run("backlog", path, last, rows, spark_settings, commit)
     print(json.dumps(backlog), flush=True)

@@ -50,6 +50,7 @@ from bench.common import (
     bench_tables,
     commit_settings,
     drain,
+    local_spark_settings,
     rss_mb,
     run_result,
     workload_file,
@@ -179,7 +180,7 @@ def main() -> None:
 
     rounds = max(1, args.rows // sql_workload.ROUND_ROW_CHANGES)
     root = (args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-bench-real-"))).resolve()
-    spark_settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    spark_settings = local_spark_settings(root)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="MEMSIZE")
     print(f"starting MariaDB in {root}", flush=True)
     with MariaDBServer(root / "mariadb") as mariadb:

@@ -25,7 +25,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.common import bench_tables, dev_server, make_rows, rss_mb, workload_file
+from bench.common import bench_tables, dev_server, local_spark_settings, make_rows, rss_mb, workload_file
 from canalbridge.logs import configure_logging
 from canalbridge.sync.changes import RowBatch, SourceColumn
 from canalbridge.sync.job import SyncJob
@@ -107,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging("warning")
     root = tempfile.mkdtemp(prefix="canalbridge-bench-scaling-")
-    settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    settings = local_spark_settings(root)
     spark = get_spark(settings)
     commit_across_tables(spark, settings, 1, 10_000, "warmup")
     by_tables = {}

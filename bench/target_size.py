@@ -22,14 +22,13 @@ import statistics
 import tempfile
 import time
 
-from bench.common import bench_row
+from bench.common import bench_row, local_spark_settings
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.logs import configure_logging
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
-from spark_sink.settings import SparkSettings
 from spark_sink.writer import IcebergUpsertWriter
 
 TABLE = narrow_table(columns=10)
@@ -104,8 +103,8 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=3)
     args = parser.parse_args()
     configure_logging("warning")
-    root = tempfile.mkdtemp(prefix="canalbridge-bench-")
-    settings = SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    root = tempfile.mkdtemp(prefix="canalbridge-bench-target-size-")
+    settings = local_spark_settings(root)
     spark = get_spark(settings)
     medians: dict[int, float] = {}
     exact_by_size: dict[int, bool] = {}
