@@ -130,10 +130,16 @@ def get_spark(settings: SparkSettings) -> SparkSession:
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
-        # Commit properties are set through a Python Callable called from the JVM.
+        # Commit properties are set through a Python Callable called from the JVM. Its
+        # threads are daemons: py4j's default would keep a process whose main thread
+        # ended without stop_spark() from ever exiting. (Not PySpark's
+        # ensure_callback_server_started: it points the JVM at a second connection,
+        # and shutting that down hangs, a reader holding its stream's lock.)
         gateway = session.sparkContext._gateway
         assert gateway is not None, "PySpark started without a py4j gateway"
-        gateway.start_callback_server()
+        parameters = gateway.callback_server_parameters
+        parameters.daemonize = parameters.daemonize_connections = True
+        gateway.start_callback_server(parameters)
         _session = session
         return session
 
