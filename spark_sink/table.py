@@ -98,6 +98,20 @@ class TargetTable:
             fields = ", ".join(quote(name) for name in identifier_fields)
             self.spark.sql(f"ALTER TABLE {self.identifier} SET IDENTIFIER FIELDS {fields}")
 
+    def branch(self, name: str) -> str:
+        """The SQL identifier that reads and writes the table's branch ``name``."""
+        return f"{self.identifier}.{quote('branch_' + name)}"
+
+    def restart_branch(self, name: str) -> None:
+        """Point branch ``name`` at main's current snapshot (made for a table without one)."""
+        self.spark.sql(f"ALTER TABLE {self.identifier} CREATE OR REPLACE BRANCH {quote(name)}")
+
+    def fast_forward_main(self, name: str) -> None:
+        """Move main to branch ``name`` in one metadata commit; fails unless main is the branch's ancestor."""
+        catalog, table = quote(self.parts[0]), ".".join(quote(part) for part in self.parts[1:])
+        self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {sql_string(table)}, branch => 'main', "
+                       f"to => {sql_string(name)})").collect()
+
     def validate(self, wanted: Sequence[str]) -> None:
         """Every mapped column must exist in the table; the error names the first that does not."""
         existing = self.columns()

@@ -1,0 +1,44 @@
+"""The upsert writer's commit: delete and insert on the job's branch, then main fast-forwarded to it."""
+
+from __future__ import annotations
+
+from canalbridge.sync.settings import ChannelSettings
+from spark_sink.identifiers import quote_table
+from spark_sink.table import TargetColumn, TargetTable
+from spark_sink.writer import make_writer
+from tests.spark.test_position_readback import JOB, commit, position
+
+
+def rows(spark, target: str) -> list[tuple]:
+    return [tuple(row) for row in spark.table(quote_table(target)).orderBy("id").collect()]
+
+
+def test_what_a_failed_commit_left_on_the_branch_never_reaches_main(spark, spark_settings):
+    target = "lake.upsert_branch.t"
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, "l1", position(100), (1, "a"), (2, "b"))
+    # A commit that wrote to the branch and died before its fast-forward.
+    spark.sql(f"INSERT INTO {quote_table(target)}.`branch_canalbridge-staging-{JOB}` VALUES (66, 'half')")
+    commit(writer, "l2", position(200), (2, "B"), (3, "c"))
+    assert rows(spark, target) == [(1, "a"), (2, "B"), (3, "c")]
+    assert writer.committed_position() == position(200)
+
+
+def test_commits_on_main_by_another_writer_are_kept(spark, spark_settings):
+    target = "lake.upsert_other_writer.t"
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, "l1", position(100), (1, "a"))
+    spark.sql(f"INSERT INTO {quote_table(target)} VALUES (9, 'by hand')")  # main moves past the branch
+    commit(writer, "l2", position(200), (1, "A"), (2, "b"))
+    assert rows(spark, target) == [(1, "A"), (2, "b"), (9, "by hand")]
+    assert writer.committed_position() == position(200)
+
+
+def test_a_target_column_outside_the_mapping_keeps_its_value_on_update(spark, spark_settings):
+    target = "lake.upsert_unmapped.t"
+    TargetTable(spark, target).create(
+        [TargetColumn("id", "int", True), TargetColumn("name", "string"), TargetColumn("note", "string")], ["id"])
+    spark.sql(f"INSERT INTO {quote_table(target)} VALUES (1, 'a', 'kept')")
+    writer = make_writer(spark, ChannelSettings("db.t", target, columns=("id", "name")), JOB, spark_settings)
+    commit(writer, "l1", position(100), (1, "A"), (2, "b"))
+    assert rows(spark, target) == [(1, "A", "kept"), (2, "b", None)]
