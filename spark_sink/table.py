@@ -74,7 +74,8 @@ class TargetTable:
 
     def create(self, columns: Sequence[TargetColumn], primary_key: Sequence[str], *,
                identifier_fields: Sequence[str] = ()) -> None:
-        """Create the table (and its namespace) as format v2 with merge-on-read row-level writes.
+        """Create the table (and its namespace) as format v2 with merge-on-read row-level writes,
+        keeping only the newest metadata files.
 
         ``identifier_fields`` (NOT NULL columns) become Iceberg's identifier
         fields: what engines that upsert by key (Flink, for one) read.
@@ -89,6 +90,9 @@ class TargetTable:
             "write.merge.mode": "merge-on-read",
             "write.update.mode": "merge-on-read",
             "write.delete.mode": "merge-on-read",
+            # Each upsert commit writes four metadata files (branch, delete, insert,
+            # fast-forward): keep the newest 100 (Iceberg's default) rather than all.
+            "write.metadata.delete-after-commit.enabled": "true",
             PROP_PRIMARY_KEY: json.dumps(list(primary_key)),
         }
         rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())

@@ -80,6 +80,7 @@ def test_created_table_has_iceberg_types_and_properties(spark):
     properties = {r["key"]: r["value"] for r in spark.sql("SHOW TBLPROPERTIES lake.types.extremes").collect()}
     assert properties["format-version"] == "2"
     assert properties["write.merge.mode"] == "merge-on-read"
+    assert properties["write.metadata.delete-after-commit.enabled"] == "true"
     assert properties["canalbridge.primary-key"] == '["id"]'
     assert identifier_fields(spark, "lake.types.extremes") == ["id"]
 
