@@ -107,7 +107,7 @@ class TargetTable:
         return f"{self.identifier}.{quote('branch_' + name)}"
 
     def restart_branch(self, name: str) -> None:
-        """Point branch ``name`` at main's current snapshot (made for a table without one)."""
+        """Point branch ``name`` at main's current snapshot (Iceberg makes an empty one when main has none)."""
         self.spark.sql(f"ALTER TABLE {self.identifier} CREATE OR REPLACE BRANCH {quote(name)}")
 
     def fast_forward_main(self, name: str) -> None:
