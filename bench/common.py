@@ -116,6 +116,9 @@ class LagRecorder:
     def before_images(self) -> BeforeImages:
         return self.writer.before_images()
 
+    def layout_note(self) -> str | None:
+        return self.writer.layout_note()
+
     def begin(self, label: str) -> None:
         self.staged = Counter()
         self.writer.begin(label)

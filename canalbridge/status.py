@@ -2,7 +2,8 @@
 
 The JSON form is stable (documented in README, "Status"): a top-level
 object ``{"live": bool, "jobs": [...]}``; each job has ``name``, ``state``,
-``channels`` (``source``, ``target``, ``committed_position``),
+``channels`` (``source``, ``target``, ``committed_position``, ``layout_note``:
+null, or why the target's layout makes commits slow, live only),
 ``ack_position``, ``ack_time_ms``, ``delay_ms``, ``execute_time``,
 ``last_commit_time_ms``, ``position_info``, ``fail_message`` (``kind``,
 ``text``) or null, ``stuck`` (threads of a stopped run still busy: a
@@ -49,7 +50,8 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
     return {
         "name": record.name,
         "state": record.state.value,
-        "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed)}
+        "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed),
+                      "layout_note": c.layout_note}
                      for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
@@ -83,6 +85,8 @@ def render_text(document: dict[str, Any]) -> str:
             committed = channel["committed_position"]
             where = f"{committed['journal']}:{committed['offset']}" if committed else "nothing committed"
             lines.append(f"  {channel['source']} -> {channel['target']}  ({where})")
+            if channel.get("layout_note"):
+                lines.append(f"    slow commits: {channel['layout_note']}")
         if job["config"]:
             canal = job["config"]["canal"]
             lines.append(f"  canal {canal['host']}:{canal['port']} destination {canal['destination']} "

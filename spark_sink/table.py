@@ -116,6 +116,11 @@ class TargetTable:
         self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {sql_string(table)}, branch => 'main', "
                        f"to => {sql_string(name)})").collect()
 
+    def properties(self) -> dict[str, str]:
+        """The table's properties (format-version among them)."""
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.identifier}").collect()
+        return {row["key"]: row["value"] for row in rows}
+
     def validate(self, wanted: Sequence[str]) -> None:
         """Every mapped column must exist in the table; the error names the first that does not."""
         existing = self.columns()
@@ -159,3 +164,17 @@ class TargetTable:
                 return position_from_summary(summary)
             snapshot_id = parents[snapshot_id]
         return None
+
+
+def slow_layout_note(properties: dict[str, str], mode_property: str) -> str | None:
+    """Why row-level commits that follow ``mode_property`` (``write.delete.mode``...) cost more as
+    the table grows, or None. Iceberg's default for every mode is copy-on-write."""
+    if properties.get("format-version") == "1":
+        return ("Iceberg format v1: every commit rewrites each data file holding a changed key, so commits "
+                "slow down as the table grows; upgrade with SET TBLPROPERTIES ('format-version'='2', "
+                f"'{mode_property}'='merge-on-read')")
+    if properties.get(mode_property, "copy-on-write") != "merge-on-read":
+        return (f"{mode_property} is copy-on-write: every commit rewrites each data file holding a changed "
+                f"key, so commits slow down as the table grows; set TBLPROPERTIES ('{mode_property}'="
+                "'merge-on-read')")
+    return None

@@ -25,7 +25,13 @@ from spark_sink.identifiers import quote
 from spark_sink.session import get_spark, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Staging
-from spark_sink.table import TargetColumn, TargetTable, TargetTableError, position_properties
+from spark_sink.table import (
+    TargetColumn,
+    TargetTable,
+    TargetTableError,
+    position_properties,
+    slow_layout_note,
+)
 from spark_sink.types import convert, spark_type
 
 if TYPE_CHECKING:
@@ -67,6 +73,7 @@ class _IcebergWriter:
         self._label = ""
         self._ready = False
         self._batch: RowBatch | None = None  # column facts of the open transaction
+        self._layout_note: str | None = None  # read from the table by the channel thread, for status
         self._seq = 0
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
 
@@ -78,6 +85,9 @@ class _IcebergWriter:
         if columns is None:
             return None
         return tuple(c for c in columns if c not in self._own_columns())
+
+    def layout_note(self) -> str | None:
+        return self._layout_note
 
     def committed_position(self) -> EntryPosition | None:
         self._reconnect_if_lost()
@@ -210,6 +220,10 @@ class IcebergUpsertWriter(_IcebergWriter):
         super()._prepare_table(batch)
         mapped = {name.lower() for name in batch.target_columns}
         self._unmapped = [name for name in self.table.columns() or () if name.lower() not in mapped]
+        mode = "write.merge.mode" if self._unmapped else "write.delete.mode"
+        self._layout_note = slow_layout_note(self.table.properties(), mode)
+        if self._layout_note:
+            self._log.warning("spark.slow_layout", note=self._layout_note)
 
     def _stage(self, batch: RowBatch) -> list[tuple]:
         # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.

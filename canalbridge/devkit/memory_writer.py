@@ -68,6 +68,9 @@ class InMemoryWriter:
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES  # a table keyed by the primary key
 
+    def layout_note(self) -> str | None:
+        return None  # memory has no layout
+
     def committed_position(self) -> EntryPosition | None:
         with self._lock:
             return self.commits[-1].end_position if self.commits else None

@@ -117,6 +117,11 @@ class Channel:
         return not self.alive
 
     @property
+    def layout_note(self) -> str | None:
+        """The writer's note on a target layout that slows commits, once it has seen the target."""
+        return self.writer.layout_note()
+
+    @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 

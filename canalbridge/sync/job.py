@@ -164,9 +164,11 @@ class SyncJob:
     def record(self) -> JobRecord:
         """Everything known of the job now, for the state store and status."""
         committed = self.committed.as_dict()
+        notes = {channel.source: channel.layout_note for channel in self.channels}
         return replace(
             self._record,
-            channels=tuple(ChannelRecord(c.source, c.target, committed.get(c.source)) for c in self.settings.channels),
+            channels=tuple(ChannelRecord(c.source, c.target, committed.get(c.source), notes.get(c.source))
+                           for c in self.settings.channels),
             ack=self.acks.last,
             last_commit_time_ms=self.stats.last_commit_time_ms,
             updated_ms=_now_ms(),

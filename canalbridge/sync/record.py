@@ -47,6 +47,7 @@ class ChannelRecord:
     source: str
     target: str
     committed: EntryPosition | None = None
+    layout_note: str | None = None  # live only (not in the state store): a layout that slows commits
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ class ChannelWriter(Protocol):
     def committed_position(self) -> EntryPosition | None:
         """Position of the last committed transaction, read back from the target."""
 
+    def layout_note(self) -> str | None:
+        """Why the target's layout makes commits slower than they need be (for status), or None."""
+
     def begin(self, label: str) -> None:
         """Open a transaction."""
 

@@ -45,6 +45,7 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         assert [c["source"] for c in job["channels"]] == ["shop.accounts", "shop.orders"]
         assert job["ack_position"]["journal"] == "mysql-bin.000001" and job["delay_ms"] >= 0
         assert all(c["committed_position"] for c in job["channels"])
+        assert [c["layout_note"] for c in job["channels"]] == [None, None]  # tables it created
         text = cli("status", "-c", str(config))
         assert "job shop: RUNNING" in text.stdout and "shop.orders -> lake.cli.orders" in text.stdout
         assert PASSWORD not in text.stdout + json.dumps(live)

@@ -42,3 +42,15 @@ def test_a_target_column_outside_the_mapping_keeps_its_value_on_update(spark, sp
     writer = make_writer(spark, ChannelSettings("db.t", target, columns=("id", "name")), JOB, spark_settings)
     commit(writer, "l1", position(100), (1, "A"), (2, "b"))
     assert rows(spark, target) == [(1, "A", "kept"), (2, "b", None)]
+
+
+def test_a_copy_on_write_target_gets_a_note_its_commits_grow_with_the_table(spark, spark_settings):
+    created = make_writer(spark, ChannelSettings("db.t", "lake.upsert_layout.created"), JOB, spark_settings)
+    commit(created, "l1", position(100), (1, "a"))
+    assert created.layout_note() is None
+    target = "lake.upsert_layout.by_hand"
+    spark.sql(f"CREATE TABLE {quote_table(target)} (id int NOT NULL, name string) USING iceberg")
+    by_hand = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(by_hand, "l1", position(100), (1, "a"))
+    assert "write.delete.mode is copy-on-write" in (by_hand.layout_note() or "")
+    assert rows(spark, target) == [(1, "a")]

@@ -1,0 +1,32 @@
+"""The status document and its text form."""
+
+from __future__ import annotations
+
+from canalbridge.status import job_json, render_text
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
+from spark_sink.table import slow_layout_note
+
+NOTE = "write.delete.mode is copy-on-write: every commit rewrites each data file holding a changed key"
+
+
+def test_a_channel_whose_target_layout_slows_commits_carries_the_note_in_json_and_text():
+    record = JobRecord("shop", JobState.RUNNING, (
+        ChannelRecord("shop.orders", "lake.shop.orders", EntryPosition("mysql-bin.000001", 4), NOTE),
+        ChannelRecord("shop.users", "lake.shop.users"),
+    ))
+    document = {"live": True, "jobs": [job_json(record, None)]}
+    assert [c["layout_note"] for c in document["jobs"][0]["channels"]] == [NOTE, None]
+    lines = render_text(document).splitlines()
+    orders = lines.index("  shop.orders -> lake.shop.orders  (mysql-bin.000001:4)")
+    assert lines[orders + 1] == f"    slow commits: {NOTE}"
+    assert lines[orders + 2] == "  shop.users -> lake.shop.users  (nothing committed)"
+
+
+def test_slow_layouts_are_format_v1_and_copy_on_write_which_is_icebergs_default():
+    merge_on_read = {"format-version": "2", "write.delete.mode": "merge-on-read"}
+    assert slow_layout_note(merge_on_read, "write.delete.mode") is None
+    assert "write.merge.mode is copy-on-write" in (slow_layout_note(merge_on_read, "write.merge.mode") or "")
+    assert "copy-on-write" in (slow_layout_note({"format-version": "2"}, "write.delete.mode") or "")
+    v1 = slow_layout_note({"format-version": "1", "write.delete.mode": "merge-on-read"}, "write.delete.mode")
+    assert v1 is not None and v1.startswith("Iceberg format v1")
