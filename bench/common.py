@@ -164,11 +164,17 @@ def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, star
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,
-               rate: float = 0) -> dict[str, object]:
-    """The figures of one benchmark run; ``committed`` maps each row's lag (ms) to how many rows had it."""
+               rate: float = 0, *, cpu_s: float) -> dict[str, object]:
+    """The figures of one benchmark run; ``committed`` maps each row's lag (ms) to how many rows had it.
+
+    ``cpu_s`` is this Python process's CPU time over the run (``time.process_time``:
+    every thread, not the Spark JVM, the dev server or the SQL writer, which are
+    processes of their own); it includes the benchmark's own per-row counting.
+    """
     result: dict[str, object] = {
         "run": name, "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
-        "commits": job.stats.commits, "rows_committed": sum(committed.values()), "peak_python_rss_mb": round(peak_rss)}
+        "commits": job.stats.commits, "rows_committed": sum(committed.values()), "peak_python_rss_mb": round(peak_rss),
+        "python_cpu_us_per_row": round(cpu_s / rows * 1e6, 2)}
     if rate:
         result["rate"] = round(rate)
     result["lag_p50_s"] = round(percentile(committed, 0.50) / 1000, 2)

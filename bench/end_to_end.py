@@ -63,12 +63,12 @@ def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: S
         settings = JobSettings(name, canal, channels, commit)
         job = SyncJob(settings, lambda channel: LagRecorder(
             make_writer(spark, channel, name, spark_settings), lags, lock))
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         job.start()
         peak_rss = drain(job, name, last, lags, started)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         job.pause()
-    result = run_result(name, rows, elapsed, job, lags, peak_rss, rate)
+    result = run_result(name, rows, elapsed, job, lags, peak_rss, rate, cpu_s=cpu)
     result["table_rows"] = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
     return result
 
@@ -99,7 +99,8 @@ def main() -> None:
                       "backlog_rows_per_s": backlog["rows_per_s"], "live_rate": round(rate),
                       "live_rows_per_s": live["rows_per_s"], "lag_p50_s": live["lag_p50_s"],
                       "lag_p99_s": live["lag_p99_s"],
-                      "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2)}))
+                      "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2),
+                      "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"]}))
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ def run(stack: Stack, name: str, rounds: int, rate: float = 0) -> dict[str, Any]
         job = SyncJob(JobSettings(name, canal_settings, channels, stack.commit), lambda channel: LagRecorder(
             make_writer(spark, channel, name, stack.spark), lags, lock))
         if rate:  # live: written while the job runs
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             job.start()
             samples = [0.0]
             written = _finish_writer(*_start_writer(connect, rounds, rate, name),
@@ -111,14 +111,14 @@ def run(stack: Stack, name: str, rounds: int, rate: float = 0) -> dict[str, Any]
         else:  # backlog: all of it in the binlog first
             written = _finish_writer(*_start_writer(connect, rounds, rate, name), tick=lambda: None)
             last = EntryPosition(*stack.mariadb.last_event_start("Xid", since=written["last_commit_from"]))
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             job.start()
             peak_rss = drain(job, name, last, lags, started, DRAIN_TIMEOUT_S)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         job.pause()
     verdict = {table: (sql_workload.table_summary(connect, table), _target_summary(spark, f"lake.{database}.{table}"))
                for table in TABLES}
-    result = run_result(name, written["row_changes"], elapsed, job, lags, peak_rss, rate)
+    result = run_result(name, written["row_changes"], elapsed, job, lags, peak_rss, rate, cpu_s=cpu)
     result.update({"source": "mariadb+canal", "sql_seconds": written["seconds"],
                    "table_rows": {t: v[1]["rows"] for t, v in verdict.items()},
                    "targets_match_mariadb": all(source == target for source, target in verdict.values())})

@@ -32,6 +32,7 @@ def test_end_to_end_bench_reports_throughput_and_lag():
     assert backlog["rows_committed"] == live["rows_committed"] > 0
     assert backlog["table_rows"] == live["table_rows"]
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
+    assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
 
 
 @pytest.mark.spark
@@ -51,6 +52,7 @@ def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
     assert summary["targets_match_mariadb"] is True
     assert sum(backlog["table_rows"].values()) == 1200 - 200  # 60% inserts, 10% deletes
     assert 0 < summary["lag_p50_s"] <= summary["lag_p99_s"]  # a commit takes time
+    assert backlog["python_cpu_us_per_row"] > 0 and live["python_cpu_us_per_row"] > 0
 
 
 @pytest.mark.spark
