@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-real \
+.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real \
 	check-java clean \
 	check-maven canal-jars iceberg-jar mariadb-server real-stack clean-cache
 
@@ -109,11 +109,15 @@ bench-commit: venv check-java
 bench-target-size: venv check-java
 	$(PY) -m bench.target_size $(BENCH_ARGS)
 
+# 10M row changes with table maintenance on: does the last tenth keep the first tenth's pace?
+bench-sustained: venv check-java
+	$(PY) -m bench.sustained $(or $(BENCH_ARGS),--canal-store 262144 --min-mb 128 --max-mb 256)
+
 # MariaDB through the real Canal server into Iceberg, beside the dev-server figure.
 bench-real: venv check-java real-stack
 	$(PY) -m bench.real_stack $(BENCH_ARGS)
 
-bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-real
+bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

@@ -21,8 +21,9 @@ from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RowBatch
 from canalbridge.sync.job import SyncJob
+from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import CommitSettings
+from canalbridge.sync.settings import CommitSettings, MaintenanceSettings
 from canalbridge.sync.writer import ChannelWriter
 from spark_sink.settings import SparkSettings
 
@@ -106,6 +107,7 @@ class LagRecorder:
         self.lags = lags
         self.lock = lock
         self.staged: Counter = Counter()  # execute time (ms) -> rows
+        self.maintenance: list[tuple[float, MaintenanceReport]] = []  # (seconds, report) of each run
 
     def target_columns(self) -> tuple[str, ...] | None:
         return self.writer.target_columns()
@@ -139,13 +141,20 @@ class LagRecorder:
         self.staged = Counter()
         self.writer.abort(reason)
 
+    def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
+        started = time.perf_counter()
+        report = self.writer.maintain(settings)
+        self.maintenance.append((time.perf_counter() - started, report))
+        return report
+
 
 def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, started: float,
-          timeout_s: float = 3600.0) -> float:
+          timeout_s: float = 3600.0, samples: list[tuple[float, int]] | None = None) -> float:
     """Wait until the job has acked ``last``, printing progress every 5 s; the peak RSS of this process, MB.
 
     ``committed`` counts the rows committed so far (values summed); ``started``
-    is the job's start, from ``time.perf_counter``.
+    is the job's start, from ``time.perf_counter``. ``samples`` (if given)
+    gets (seconds since start, rows committed) twice a second.
     """
     peak_rss = 0.0
     last_report = started
@@ -154,6 +163,8 @@ def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, star
         pace.wait(0.5)
         peak_rss = max(peak_rss, rss_mb())
         now = time.perf_counter()
+        if samples is not None:
+            samples.append((now - started, sum(committed.values())))
         if job.fail_message is not None or now - started > timeout_s:
             raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
         if now - last_report >= 5.0:

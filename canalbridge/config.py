@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from canalbridge.canal.server_defaults import BATCH_MODES
-from canalbridge.sync.settings import MB, CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import (
+    MB,
+    CanalSettings,
+    ChannelSettings,
+    CommitSettings,
+    JobSettings,
+    MaintenanceSettings,
+)
 from spark_sink.settings import SparkSettings
 
 
@@ -113,7 +120,7 @@ SPARK_KEYS = {
     "conf": Key(dict),
 }
 JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict, required=True),
-            "commit": Key(dict), "channel": Key(list, required=True)}
+            "commit": Key(dict), "maintenance": Key(dict), "channel": Key(list, required=True)}
 CANAL_KEYS = {
     "host": Key(str, required=True, check=_non_empty),
     "port": Key(int, required=True, check=_port),
@@ -144,6 +151,12 @@ COMMIT_KEYS = {
     "reconnect_attempts": Key(int, check=_positive),
     "commit_timeout_seconds": Key((int, float), check=_positive),
     "stop_timeout_seconds": Key((int, float), check=_positive),
+}
+MAINTENANCE_KEYS = {
+    "enabled": Key(bool),
+    "interval_minutes": Key((int, float), check=_positive),
+    "keep_snapshots_hours": Key((int, float), check=_not_negative),
+    "timeout_seconds": Key((int, float), check=_positive),
 }
 CHANNEL_KEYS = {
     "source": Key(str, required=True, check=_table_name(2)),
@@ -249,6 +262,7 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
     values = _walk(raw, JOB_KEYS, where, problems)
     canal = _walk(values.get("canal", {}), CANAL_KEYS, f"{where}.canal", problems) if "canal" in values else {}
     commit = _walk(values.get("commit", {}), COMMIT_KEYS, f"{where}.commit", problems)
+    maintenance = _walk(values.get("maintenance", {}), MAINTENANCE_KEYS, f"{where}.maintenance", problems)
     channels = []
     for position, raw_channel in enumerate(values.get("channel", [])):
         channel_where = f"{where}.channel[{position}]"
@@ -313,6 +327,7 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
             for c in channels
         ),
         commit=commit_settings,
+        maintenance=MaintenanceSettings(**maintenance),
     )
 
 

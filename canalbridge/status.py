@@ -3,7 +3,8 @@
 The JSON form is stable (documented in README, "Status"): a top-level
 object ``{"live": bool, "jobs": [...]}``; each job has ``name``, ``state``,
 ``channels`` (``source``, ``target``, ``committed_position``, ``layout_note``:
-null, or why the target's layout makes commits slow, live only),
+null, or why the target's layout makes commits slow, live only;
+``maintenance``: null, or the last maintenance run, live only),
 ``ack_position``, ``ack_time_ms``, ``delay_ms``, ``execute_time``,
 ``last_commit_time_ms``, ``position_info``, ``fail_message`` (``kind``,
 ``text``) or null, ``stuck`` (threads of a stopped run still busy: a
@@ -14,6 +15,7 @@ the password masked. A position is ``{"journal", "offset", "gtid",
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -37,6 +39,7 @@ def job_config_json(settings: JobSettings) -> dict[str, Any]:
         "commit": {k: getattr(settings.commit, k) for k in (
             "interval_seconds", "min_events", "min_bytes", "max_bytes", "max_source_txn_wait_seconds",
             "store_capacity", "retries")},
+        "maintenance": dataclasses.asdict(settings.maintenance),
         "channels": [{"source": c.source, "target": c.target, "mode": c.mode,
                       "columns": list(c.columns) if c.columns else None, "key": list(c.key) if c.key else None}
                      for c in settings.channels],
@@ -51,7 +54,7 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "name": record.name,
         "state": record.state.value,
         "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed),
-                      "layout_note": c.layout_note}
+                      "layout_note": c.layout_note, "maintenance": c.maintenance}
                      for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
@@ -87,6 +90,8 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append(f"  {channel['source']} -> {channel['target']}  ({where})")
             if channel.get("layout_note"):
                 lines.append(f"    slow commits: {channel['layout_note']}")
+            if channel.get("maintenance"):
+                lines.append(f"    last maintenance: {channel['maintenance']}")
         if job["config"]:
             canal = job["config"]["canal"]
             lines.append(f"  canal {canal['host']}:{canal['port']} destination {canal['destination']} "

@@ -112,8 +112,8 @@ class TargetTable:
 
     def fast_forward_main(self, name: str) -> None:
         """Move main to branch ``name`` in one metadata commit; fails unless main is the branch's ancestor."""
-        catalog, table = quote(self.parts[0]), ".".join(quote(part) for part in self.parts[1:])
-        self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {sql_string(table)}, branch => 'main', "
+        catalog, table = self._procedure_names()
+        self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {table}, branch => 'main', "
                        f"to => {sql_string(name)})").collect()
 
     def properties(self) -> dict[str, str]:
@@ -136,6 +136,16 @@ class TargetTable:
     def last_position(self, job: str) -> EntryPosition | None:
         """The position in the newest snapshot this job committed among main's current snapshot and
         its ancestors; None when the table has no snapshot or that lineage has none of this job's."""
+        found = self._position_snapshot(job)
+        return None if found is None else position_from_summary(found[1])
+
+    def position_snapshot_time_ms(self, job: str) -> int | None:
+        """When the snapshot that :meth:`last_position` reads was committed (ms), or None."""
+        found = self._position_snapshot(job)
+        return None if found is None else found[0]
+
+    def _position_snapshot(self, job: str) -> tuple[int, dict[str, str]] | None:
+        """(commit time in ms, summary) of the newest snapshot of ``job`` in main's lineage."""
         # The parent chain, not the newest snapshot by commit time: after rollback_to_snapshot, or
         # with commits on another branch, that snapshot may hold data the table does not (Iceberg's
         # Flink sink finds its last checkpoint the same way). Not history.is_current_ancestor either:
@@ -148,22 +158,58 @@ class TargetTable:
             return None
         # One query for the whole graph; only this job's summaries come back, the rest are NULL.
         rows = self.spark.sql(
-            f"SELECT snapshot_id, parent_id, "
+            f"SELECT snapshot_id, parent_id, unix_millis(committed_at) AS committed_ms, "
             f"IF(summary[{sql_string(PROP_JOB)}] = :job, summary, NULL) AS summary "
             f"FROM {self.identifier}.snapshots",
             args={"job": job},
         ).collect()
         parents = {row["snapshot_id"]: row["parent_id"] for row in rows}
-        summaries = {row["snapshot_id"]: row["summary"] for row in rows if row["summary"] is not None}
+        found = {row["snapshot_id"]: (row["committed_ms"], row["summary"]) for row in rows
+                 if row["summary"] is not None}
         snapshot_id = current[0]["snapshot_id"]
         for _ in range(len(parents)):  # bounded: a malformed parent cycle must not hang the job
             if snapshot_id is None or snapshot_id not in parents:
                 break  # the first snapshot, or an ancestor expired: the lineage ends here
-            summary = summaries.get(snapshot_id)
-            if summary is not None:
-                return position_from_summary(summary)
+            if snapshot_id in found:
+                return found[snapshot_id]
             snapshot_id = parents[snapshot_id]
         return None
+
+    def compact(self) -> None:
+        """Rewrite small data files and those with many deleted rows, then compact position delete
+        files and drop dangling ones (each by Iceberg's default thresholds)."""
+        catalog, table = self._procedure_names()
+        self.spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => {table}, "
+                       f"options => map('remove-dangling-deletes', 'true'))").collect()
+        self.spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => {table})").collect()
+
+    def live_files(self) -> tuple[int, int]:
+        """main's live (data files, delete files)."""
+        rows = self.spark.sql(f"SELECT content = 0 AS data, count(*) AS n FROM {self.identifier}.files "
+                              f"GROUP BY content = 0").collect()
+        counts = {row["data"]: int(row["n"]) for row in rows}
+        return counts.get(True, 0), counts.get(False, 0)
+
+    def expire_snapshots(self, older_than_ms: int) -> int:
+        """Expire the snapshots committed before ``older_than_ms`` that no branch or tag holds (and
+        the files only they need); the number expired."""
+        catalog, table = self._procedure_names()
+        # Iceberg takes a timestamp literal in the session's zone: let Spark render it. (In an
+        # hour that a zone repeats, the literal reads as the earlier instant: older, never newer.)
+        older_than = self.spark.sql(f"SELECT CAST(timestamp_millis({int(older_than_ms)}) AS STRING) AS t").first()
+        assert older_than is not None
+        before = self._snapshot_count()
+        self.spark.sql(f"CALL {catalog}.system.expire_snapshots(table => {table}, "
+                       f"older_than => TIMESTAMP {sql_string(older_than['t'])})").collect()
+        return before - self._snapshot_count()
+
+    def _snapshot_count(self) -> int:
+        row = self.spark.sql(f"SELECT count(*) AS n FROM {self.identifier}.snapshots").first()
+        return int(row["n"]) if row else 0
+
+    def _procedure_names(self) -> tuple[str, str]:
+        """The catalog (quoted) and the table (a SQL string) as Iceberg's procedures take them."""
+        return quote(self.parts[0]), sql_string(".".join(quote(part) for part in self.parts[1:]))
 
 
 def slow_layout_note(properties: dict[str, str], mode_property: str) -> str | None:

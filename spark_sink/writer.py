@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,9 @@ import structlog
 
 from canalbridge.sync.changes import BeforeImages, RowBatch
 from canalbridge.sync.errors import SyncError
+from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote
 from spark_sink.session import get_spark, session_alive
@@ -128,6 +130,24 @@ class _IcebergWriter:
     def abort(self, reason: str) -> None:
         self.staging.clear()
         self._batch = None
+
+    def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
+        self._reconnect_if_lost()
+        if self.table.columns() is None:
+            return MaintenanceReport()  # created with the first row
+        data_before, deletes_before = self.table.live_files()
+        self.table.compact()
+        data_after, deletes_after = self.table.live_files()
+        files = {"data_files_before": data_before, "data_files_after": data_after,
+                 "delete_files_before": deletes_before, "delete_files_after": deletes_after}
+        # The snapshot that carries the position, and every one after it, stay: the channel
+        # reads its position from main's lineage at its next start.
+        keep_from = self.table.position_snapshot_time_ms(self.job)
+        if keep_from is None:
+            self._log.warning("spark.expiry_skipped", reason="main's lineage holds no position of this job")
+            return MaintenanceReport(**files)
+        older_than = min(int(time.time() * 1000 - settings.keep_snapshots_hours * 3_600_000), keep_from)
+        return MaintenanceReport(**files, snapshots_expired=self.table.expire_snapshots(older_than))
 
     # -- shared helpers ---------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from canalbridge.sync.changes import BeforeImages, RowBatch
+from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import MaintenanceSettings
 
 
 class InjectedFailure(Exception):
@@ -33,8 +35,10 @@ class InMemoryWriter:
     1-based call (counted over the writer's life) that raises,
     ``fail_after_commit_at`` the commit that lands and then raises (a reply
     lost on the way back), and ``before_commit`` runs inside every commit (to
-    block or inspect). With ``keep_changes`` it also counts the row changes
-    each binlog position brought, as a changelog would hold them.
+    block or inspect); ``maintenance`` (if set) runs as :meth:`maintain`, and
+    the writer checks that no commit ever runs at the same time as it. With
+    ``keep_changes`` it also counts the row changes each binlog position
+    brought, as a changelog would hold them.
     """
 
     table: str
@@ -43,6 +47,9 @@ class InMemoryWriter:
     fail_commit_at: set[int] = field(default_factory=set)
     fail_after_commit_at: set[int] = field(default_factory=set)
     before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
+    maintenance: Callable[[InMemoryWriter], None] | None = None
+    maintenance_runs: int = 0
+    _maintaining: bool = False
     keep_changes: bool = False
     changes: Counter[EntryPosition] = field(default_factory=Counter)
     # key -> (column names, values): a dict per row would cost more than decoding it.
@@ -88,6 +95,8 @@ class InMemoryWriter:
             self._staged.append(batch)
 
     def commit(self, end_position: EntryPosition) -> None:
+        if self._maintaining:
+            raise AssertionError(f"{self.table}: a commit while maintenance runs")
         if self.before_commit is not None:
             self.before_commit(self, end_position)
         with self._lock:
@@ -122,3 +131,13 @@ class InMemoryWriter:
             self.aborts.append(reason)
             self._staged = []
             self._label = None
+
+    def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
+        self._maintaining = True
+        try:
+            self.maintenance_runs += 1
+            if self.maintenance is not None:
+                self.maintenance(self)
+        finally:
+            self._maintaining = False
+        return MaintenanceReport()  # nothing piles up in a dict

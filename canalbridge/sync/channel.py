@@ -12,10 +12,16 @@ for a commit at most ``stall_timeout_s`` (``commit_timeout_seconds``), then
 raises :class:`ChannelStuckError`; it stops waiting at once when the job
 stops. The thread itself ends when the job stops, after the item in hand:
 a commit that hangs in the target keeps it, and the job reports it stuck.
+
+After a commit, once its schedule says so, the thread runs the target's
+maintenance (:mod:`canalbridge.sync.maintenance`) before it takes the next
+item. Waits on the channel are then bounded by the maintenance's own
+``timeout_seconds``, and by the stall timeout again from its end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -29,10 +35,11 @@ from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, EntryDecodeError
+from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
-from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from canalbridge.sync.writer import ChannelWriter
 
 log = structlog.get_logger("canalbridge.channel")
@@ -74,13 +81,16 @@ class Channel:
     """One table's share of every transaction. Methods are called from the Consumer thread."""
 
     def __init__(self, job: str, settings: ChannelSettings, writer: ChannelWriter, stop: threading.Event,
-                 stall_timeout_s: float, *, debug: bool = False) -> None:
+                 stall_timeout_s: float, *, maintenance: MaintenanceSettings | None = None,
+                 debug: bool = False) -> None:
         self.job = job
         self.settings = settings
         self.source = settings.source
         self.writer = writer
         self.debug = debug
         self.committed_position: EntryPosition | None = None
+        self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
+        self.last_maintenance: MaintenanceRun | None = None  # written by the channel thread, for status
         # Counters for metrics (each written by one thread, read anywhere).
         self.entries_received = 0
         self.rows_written = 0
@@ -88,6 +98,9 @@ class Channel:
         self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _ReadPosition] = queue.Queue(QUEUE_CHUNKS)
         self._stop = stop  # the job's: set when this run stops
         self._stall_timeout_s = stall_timeout_s
+        # Written by the channel thread: waits on it do not give up before this (monotonic) time.
+        self._grace_until = 0.0
+        self._maintaining = False
         self._label_sent = ""  # the Consumer's open transaction, for errors raised on its thread
         self._thread: threading.Thread | None = None
         self._log = log.bind(job=job, channel=settings.source)
@@ -97,6 +110,7 @@ class Channel:
         self._rows_sent = 0
         self._begun = False  # the writer has an open transaction
         self._failure: BaseException | None = None
+        self._schedule = MaintenanceSchedule(self.maintenance, time.monotonic())
 
     # -- lifecycle (Consumer thread / job) --------------------------------------------
 
@@ -193,8 +207,13 @@ class Channel:
     def _check_waiting(self, deadline: float, doing: str) -> None:
         if self._stop.is_set():
             raise Stopping()
-        if time.monotonic() >= deadline:
-            raise ChannelStuckError(self.source, self._label_sent, doing, self._stall_timeout_s)
+        now = time.monotonic()
+        if now < deadline or now < self._grace_until:
+            return
+        if self._maintaining:
+            raise ChannelStuckError(self.source, self._label_sent, "the table maintenance",
+                                    self.maintenance.timeout_seconds, setting="maintenance.timeout_seconds")
+        raise ChannelStuckError(self.source, self._label_sent, doing, self._stall_timeout_s)
 
     # -- the channel thread -----------------------------------------------------------------
 
@@ -274,6 +293,29 @@ class Channel:
         self._begun = False
         self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(position))
         item.result.set_result(True)
+        if self._schedule.due(time.monotonic()):
+            self._maintain()
+
+    def _maintain(self) -> None:
+        started, started_ms = time.monotonic(), int(time.time() * 1000)
+        self._grace_until = started + self.maintenance.timeout_seconds
+        self._maintaining = True
+        try:
+            report = self.writer.maintain(self.maintenance)
+        except Exception as exc:  # the sync goes on; the next run tries again
+            error = _brief(exc)
+            self.last_maintenance = MaintenanceRun(started_ms, time.monotonic() - started, None, error)
+            self._log.warning("channel.maintenance_failed", error=error,
+                              seconds=round(time.monotonic() - started, 3))
+        else:
+            self.last_maintenance = MaintenanceRun(started_ms, time.monotonic() - started, report)
+            self._log.info("channel.maintained", seconds=round(time.monotonic() - started, 3),
+                           **dataclasses.asdict(report))
+        finally:
+            ended = time.monotonic()
+            self._grace_until = ended + self._stall_timeout_s
+            self._maintaining = False
+            self._schedule.ran(ended)
 
     def _read_position(self, item: _ReadPosition) -> None:
         try:
@@ -298,3 +340,10 @@ class Channel:
             self.writer.abort(reason)
         except Exception as exc:  # an abort that fails must not hide the original failure
             self._log.warning("channel.abort_failed", label=self._label, error=str(exc))
+
+
+def _brief(exc: BaseException) -> str:
+    """An error's first line, bounded: a Spark error's text can carry the whole JVM stack."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text[:500]

@@ -41,18 +41,19 @@ class ChannelCommitError(SyncError):
 
 
 class ChannelStuckError(SyncError):
-    """A channel's thread did not finish its work within the bound: a commit that hangs in the target."""
+    """A channel's thread did not finish its work within the bound: a commit (or maintenance) that hangs."""
 
     # Retrying cannot help while the channel's thread is still busy with the old commit.
     transient = False
 
-    def __init__(self, channel: str, label: str, doing: str, waited_s: float) -> None:
+    def __init__(self, channel: str, label: str, doing: str, waited_s: float, *,
+                 setting: str = "commit_timeout_seconds") -> None:
         self.channel = channel
         self.label = label
         self.waited_s = waited_s
         super().__init__(
             f"channel {channel} transaction {label}: {doing} did not finish in {waited_s:g} s "
-            f"(commit_timeout_seconds); whether it landed is read back from the target at resume; "
+            f"({setting}); whether it landed is read back from the target at resume; "
             f"nothing after the last ack was acked"
         )
 

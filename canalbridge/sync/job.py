@@ -22,6 +22,7 @@ from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import ConsumerStats
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.job_run import JobRun
+from canalbridge.sync.maintenance import MaintenanceRun
 from canalbridge.sync.position import AckState, CommittedPositions
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 from canalbridge.sync.settings import ChannelSettings, JobSettings
@@ -165,10 +166,13 @@ class SyncJob:
         """Everything known of the job now, for the state store and status."""
         committed = self.committed.as_dict()
         notes = {channel.source: channel.layout_note for channel in self.channels}
+        maintenance = {channel.source: channel.last_maintenance for channel in self.channels}
         return replace(
             self._record,
-            channels=tuple(ChannelRecord(c.source, c.target, committed.get(c.source), notes.get(c.source))
-                           for c in self.settings.channels),
+            channels=tuple(
+                ChannelRecord(c.source, c.target, committed.get(c.source), notes.get(c.source),
+                              _describe(maintenance.get(c.source)))
+                for c in self.settings.channels),
             ack=self.acks.last,
             last_commit_time_ms=self.stats.last_commit_time_ms,
             updated_ms=_now_ms(),
@@ -244,3 +248,7 @@ class SyncJob:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _describe(run: MaintenanceRun | None) -> str | None:
+    return run.describe() if run is not None else None

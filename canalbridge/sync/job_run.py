@@ -63,7 +63,8 @@ class JobRun:
         try:
             for channel_settings in settings.channels:
                 channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
-                                  settings.commit.commit_timeout_seconds, debug=settings.canal.debug)
+                                  settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
+                                  debug=settings.canal.debug)
                 self.channels.append(channel)
                 channel.start()
                 self._committed.advance(channel.source, channel.committed_position)

@@ -48,6 +48,7 @@ class ChannelRecord:
     target: str
     committed: EntryPosition | None = None
     layout_note: str | None = None  # live only (not in the state store): a layout that slows commits
+    maintenance: str | None = None  # live only: the last maintenance run, when, and what it did
 
 
 @dataclass(frozen=True)

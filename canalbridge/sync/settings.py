@@ -102,6 +102,23 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True)
+class MaintenanceSettings:
+    """Table maintenance a job runs on each of its targets, between that target's commits.
+
+    Compaction of data and delete files, then expiry of old snapshots (never
+    of the one that carries the channel's position). Off for users who run
+    their own (README, "Table maintenance").
+    """
+
+    enabled: bool = True
+    interval_minutes: float = 60.0  # per target, from its channel's start and from its last run
+    # Snapshots younger than this stay for time travel; expiry never takes the position's snapshot.
+    keep_snapshots_hours: float = 24.0
+    # How long the Consumer waits for a channel busy with maintenance before it calls it stuck.
+    timeout_seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
 class JobSettings:
     """A whole job: one Canal destination and its channels."""
 
@@ -109,6 +126,7 @@ class JobSettings:
     canal: CanalSettings
     channels: tuple[ChannelSettings, ...]
     commit: CommitSettings = CommitSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @property
     def canal_filter(self) -> str:

@@ -5,7 +5,9 @@ A writer applies one channel's transactions to one target table:
 open, then ``commit(end_position)`` (atomically, with the position stored
 alongside the data) or ``abort(reason)``. ``committed_position()`` reads the
 position of the last commit back from the target, so a restarted channel
-resumes exactly where its table stands. The Spark/Iceberg writer in
+resumes exactly where its table stands. ``maintain(settings)`` compacts the
+target and expires old snapshots, keeping the one that carries the position;
+the channel calls it between transactions, never during one. The Spark/Iceberg writer in
 ``spark_sink`` implements the same protocol; the dev kit has an in-memory one.
 """
 
@@ -14,7 +16,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from canalbridge.sync.changes import BeforeImages, RowBatch
+from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import MaintenanceSettings
 
 
 class ChannelWriter(Protocol):
@@ -43,3 +47,7 @@ class ChannelWriter(Protocol):
 
     def abort(self, reason: str) -> None:
         """Drop everything staged."""
+
+    def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
+        """Compact the target and expire snapshots older than ``keep_snapshots_hours``, never the one
+        that carries the committed position; raise on failure."""

@@ -36,6 +36,14 @@ def test_end_to_end_bench_reports_throughput_and_lag():
 
 
 @pytest.mark.spark
+def test_sustained_bench_reports_each_tenth_and_the_tables_at_the_end():
+    *_, summary = run_bench("bench.sustained", "--rows", "3000", "--interval", "1", "--maintenance-minutes", "0.01")
+    assert summary["rows_committed"] > 0 and len(summary["rows_per_s_by_tenth"]) == 10
+    assert all(table["rows"] > 0 for table in summary["tables"].values())
+    assert all(table["data_files"] > 0 for table in summary["tables"].values())
+
+
+@pytest.mark.spark
 def test_scaling_bench_reports_tables_and_memory():
     *_, summary = run_bench("bench.scaling", "--tables", "1,3", "--total-rows", "3000", "--repeat", "1",
                             "--memory-seconds", "6", "--memory-rows", "3000")

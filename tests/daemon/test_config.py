@@ -80,6 +80,17 @@ def test_canal_store_settings_reach_the_commit_policy_and_a_bad_mode_is_named(tm
         "job[0].canal.batch_mode: must be one of MEMSIZE, ITEMSIZE like canal.instance.memory.batch.mode, got 'BYTES'"]
 
 
+def test_maintenance_is_on_by_default_and_its_section_is_checked(tmp_path):
+    assert load_config(write(tmp_path, VALID), {}).jobs[0].maintenance.enabled
+    off = VALID.replace("[[job.channel]]", "[job.maintenance]\nenabled = false\ninterval_minutes = 5\n[[job.channel]]")
+    maintenance = load_config(write(tmp_path, off), {}).jobs[0].maintenance
+    assert (maintenance.enabled, maintenance.interval_minutes) == (False, 5)
+    bad = VALID.replace("[[job.channel]]", "[job.maintenance]\ninterval_minutes = 0\nevery = 1\n[[job.channel]]")
+    assert problems(tmp_path, bad) == ["job[0].maintenance.every: unknown key (known: enabled, interval_minutes, "
+                                       "keep_snapshots_hours, timeout_seconds)",
+                                       "job[0].maintenance.interval_minutes: must be positive, got 0"]
+
+
 def test_missing_required_key(tmp_path):
     assert "job[0].canal.destination: missing required key" in problems(
         tmp_path, VALID.replace('destination = "example"\n', ""))

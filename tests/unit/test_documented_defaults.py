@@ -47,7 +47,7 @@ def test_readme_states_the_defaults_the_code_has(tmp_path):
     config = load_config(path, {})
     job = config.jobs[0]
     owners = {"daemon": config.daemon, "spark": config.spark, "job.canal": job.canal, "job.commit": job.commit,
-              "job.channel": job.channels[0]}
+              "job.maintenance": job.maintenance, "job.channel": job.channels[0]}
     documented = documented_defaults()
     assert len(documented) >= 20, sorted(documented)  # the table was found and read
     for key, cell in documented.items():

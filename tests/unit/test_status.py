@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from canalbridge.status import job_json, render_text
+from canalbridge.sync.maintenance import MaintenanceReport, MaintenanceRun
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
 from spark_sink.table import slow_layout_note
@@ -21,6 +22,19 @@ def test_a_channel_whose_target_layout_slows_commits_carries_the_note_in_json_an
     orders = lines.index("  shop.orders -> lake.shop.orders  (mysql-bin.000001:4)")
     assert lines[orders + 1] == f"    slow commits: {NOTE}"
     assert lines[orders + 2] == "  shop.users -> lake.shop.users  (nothing committed)"
+
+
+def test_the_last_maintenance_run_shows_when_it_ran_and_what_it_did_or_why_it_failed():
+    done = MaintenanceRun(1_795_500_000_000, 12.34, MaintenanceReport(40, 3, 25, 0, 180))
+    failed = MaintenanceRun(1_795_500_000_000, 0.5, None, "rewrite_data_files: no space left")
+    assert done.describe() == ("2026-11-24T06:00:00Z (12.3 s): data files 40 -> 3, delete files 25 -> 0, "
+                               "180 snapshots expired")
+    assert failed.describe() == "2026-11-24T06:00:00Z (0.5 s): failed: rewrite_data_files: no space left"
+    record = JobRecord("shop", JobState.RUNNING, (
+        ChannelRecord("shop.orders", "lake.shop.orders", None, None, failed.describe()),))
+    document = {"live": True, "jobs": [job_json(record, None)]}
+    assert document["jobs"][0]["channels"][0]["maintenance"] == failed.describe()
+    assert f"    last maintenance: {failed.describe()}" in render_text(document).splitlines()
 
 
 def test_slow_layouts_are_format_v1_and_copy_on_write_which_is_icebergs_default():
