@@ -293,7 +293,7 @@ class Channel:
         self._begun = False
         self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(position))
         item.result.set_result(True)
-        if self._schedule.due(time.monotonic()):
+        if self._schedule.due(time.monotonic()) and not self._stop.is_set():
             self._maintain()
 
     def _maintain(self) -> None:
