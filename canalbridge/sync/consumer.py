@@ -44,7 +44,7 @@ from canalbridge.sync.canal_link import CanalLink, TakenBatch
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
-from canalbridge.sync.first_pass import RoutedSinceEnd
+from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import is_ddl
@@ -60,15 +60,6 @@ _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
 _QUERY = int(EventType.QUERY)
 _DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)})
-
-
-@dataclass
-class _Superseded:
-    """Canal's first pass, which its second pass replaces: ``left`` entries from ``start`` on, in ``epoch``."""
-
-    epoch: int
-    start: EntryPosition
-    left: int
 
 
 @dataclass
@@ -126,14 +117,9 @@ class Consumer(Worker):
         self._last_cut: EntryPosition | None = None  # the latest commit's cut
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[list[EntryPosition]] = collections.deque()
-        self._superseded: _Superseded | None = None
-        self._routed = RoutedSinceEnd()
-        # Upsert channels applying again, in order, everything through the position they had
-        # committed, because their first pass missed an entry before it.
-        self._refilling: dict[str, EntryPosition] = {}
-        self._filled_here = 0  # missed entries the open transaction applies
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
         self._log = log.bind(job=self.job)
+        self._second = SecondPass(self._log)  # what a stream that went back leaves to do
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -215,32 +201,27 @@ class Consumer(Worker):
         for index, entry in enumerate(entries):
             header = entry.header
             position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime, header.gtid)
-            skip = self._superseded
-            if skip is not None and position >= skip.start:
+            if self._second.first_pass_entry(position):
                 # Canal's first pass, which its second pass sends again.
                 taken.append(position)
                 self.stats.skipped += 1
                 superseded += 1
                 # Canal went back to a transaction end: what came before it is whole.
                 work.source_txn_open_since = None
-                skip.left -= 1
-                if not skip.left:
-                    self._superseded = None
-                    self._log.info("consumer.first_pass_skipped", until=str(position))
                 continue
             high = self._high
             if high is not None and position < high:
                 self._went_back(position, high)
                 return True  # voided; the replay starts from the ack cursor
             entry_type = entry.entryType
-            missed = self._routed.missed(position, transaction_end=entry_type == _END)
+            missed = self._second.missed(position, transaction_end=entry_type == _END)
             taken.append(position)
             self._high = position
             self._last_position = position
             counts_through = position
             if missed and entry_type != _ROWDATA:
-                self._routed.fill(position, None)  # a transaction marker: nothing to apply
-            if ack_position is not None and position <= ack_position and not (missed or self._refilling):
+                self._second.fill(position, None)  # a transaction marker: nothing to apply
+            if ack_position is not None and position <= ack_position and not (missed or self._second.refilling):
                 self.stats.skipped += 1  # replayed after a Canal restart: already acked
                 continue
             work.events += 1
@@ -297,33 +278,22 @@ class Consumer(Worker):
         """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
         if channel is None:
             if missed:
-                self._routed.fill(position, None)  # a table no channel syncs
+                self._second.fill(position, None)  # a table no channel syncs
             return False
         done = self.committed.get(channel.source)
         if done is None or position > done or self._applies_again(channel, position, done, missed):
             channel.add(position, row_change)
             if missed:
-                self._routed.fill(position, channel.source)
+                self._second.fill(position, channel.source)
             return True
         return False
 
     def _applies_again(self, channel: Channel, position: EntryPosition, done: EntryPosition, missed: bool) -> bool:
         """Whether an entry at or before what ``channel`` committed must be applied (again)."""
-        source = channel.source
-        through = self._refilling.get(source)
-        if through is not None and position <= through:
-            return True  # an upsert channel applying again, in order, what followed a missed entry
-        if not missed:
-            return False
-        self.stats.filled_in += 1
-        self._filled_here += 1
-        if not channel.settings.keeps_every_change:
-            # Applied again in order from the missed entry through what the table holds,
-            # the last change per key wins again.
-            self._refilling[source] = done
-            self._log.warning("consumer.first_pass_gap_filling", channel=source, position=str(position),
-                              through=str(done))
-        return True
+        again = self._second.applies_again(channel.source, channel.settings.keeps_every_change, position, done,
+                                           missed)
+        self.stats.filled_in = self._second.filled_in
+        return again
 
     def _acked(self, batches: int) -> None:
         for _ in range(min(batches, len(self._taken))):
@@ -369,16 +339,8 @@ class Consumer(Worker):
                 failures.append(exc)
         for source in written:
             self.committed.advance(source, cut)
-        failed = {failure.channel for failure in failures}
-        for source in self.channels.keys() - failed:
-            self._routed.committed(source)
-        self._refilling = {
-            source: through for source, through in self._refilling.items() if source in failed or through > cut
-        }
+        self._second.committed(cut, {failure.channel for failure in failures}, set(self.channels))
         self._last_cut = cut
-        if self._filled_here:
-            self._log.warning("consumer.first_pass_gap_filled", entries=self._filled_here, position=str(cut))
-            self._filled_here = 0
         if failures:
             self._unsettled.update(failure.channel for failure in failures)
             raise failures[0]
@@ -401,15 +363,11 @@ class Consumer(Worker):
             # ChannelCommitError: retried with back-off like a failed commit.
             landed = self.channels[source].await_result(future, "reading back what landed")
             self.committed.advance(source, landed)
-            if landed is not None and self._last_cut is not None and landed >= self._last_cut:
-                self._routed.committed(source)
-            else:
-                self._routed.lost(source)
+            self._second.settled(source, landed is not None and self._last_cut is not None and landed >= self._last_cut)
             self._unsettled.discard(source)
 
     def _abort_all(self, reason: str) -> None:
-        self._routed.aborted(self._unsettled)
-        self._filled_here = 0
+        self._second.aborted(self._unsettled)
         futures = {channel: channel.abort(reason) for channel in self.channels.values()}
         for channel, future in futures.items():
             channel.await_result(future, "the abort")
@@ -441,15 +399,13 @@ class Consumer(Worker):
         again = sum(1 for batch in self._taken for taken in batch if taken >= position)
         self._abort_all("canal sent entries again in the same stream")
         self._new_epoch(self.link.rollback())
-        if again:
-            self._superseded = _Superseded(self._epoch, position, again)
+        self._second.went_back(position, self._epoch, again)
 
     def _new_epoch(self, epoch: int) -> None:
         self._epoch = epoch
         self._high = None
         self._taken.clear()
-        if self._superseded is not None and self._superseded.epoch != epoch:
-            self._superseded = None  # that replay ended early: a new go-back is detected afresh
+        self._second.new_epoch(epoch)
         self._forget_taken()
 
     def _rolled_back(self, item: TakenBatch) -> None:

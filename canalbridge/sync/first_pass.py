@@ -12,11 +12,17 @@ channel's committed position that were never applied; skipping them as
 :class:`RoutedSinceEnd` remembers every position routed since the last
 transaction end (Canal never goes back further than that end), so that an
 entry sent again can be told apart from one the first pass never had.
+:class:`SecondPass` holds all the Consumer must remember across such a
+replay: which entries of the first pass to skip, and which channels apply
+entries again behind their commit.
 """
 
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
+
+import structlog
 
 from canalbridge.sync.position import EntryPosition
 
@@ -83,3 +89,115 @@ class RoutedSinceEnd:
     def _insert(self, key: _Key) -> None:
         if self._keys and key > self._keys[0]:  # (a later transaction end may have moved the window on)
             bisect.insort(self._keys, key)
+
+
+@dataclass
+class _Superseded:
+    """Canal's first pass, which its second pass replaces: ``left`` entries from ``start`` on, in ``epoch``."""
+
+    epoch: int
+    start: EntryPosition
+    left: int
+
+
+class SecondPass:
+    """The Consumer's memory of a stream that went back; owned by the Consumer thread.
+
+    When the stream goes back, the Consumer rolls Canal back, and the replay
+    brings again, in order, the entries of the first pass at or after the
+    position it went back to: :meth:`first_pass_entry` skips exactly those.
+    An entry the first pass missed (:meth:`missed`) is applied even behind a
+    channel's commit (:meth:`applies_again`): a changelog channel applies it
+    alone, an upsert channel it and everything after it through what it had
+    committed, so that the last change per key wins again.
+    """
+
+    def __init__(self, log: structlog.typing.FilteringBoundLogger) -> None:
+        self._log = log
+        self._routed = RoutedSinceEnd()
+        self._superseded: _Superseded | None = None
+        # Upsert channels applying again, in order, everything through the position they had
+        # committed, because their first pass missed an entry before it.
+        self._refilling: dict[str, EntryPosition] = {}
+        self._filled_here = 0  # missed entries the open transaction applies
+        self.filled_in = 0  # missed entries applied behind a commit, ever (for stats)
+
+    # -- going back --------------------------------------------------------------------
+
+    def went_back(self, position: EntryPosition, epoch: int, again: int) -> None:
+        """The replay in ``epoch`` sends ``again`` entries of the first pass from ``position`` on."""
+        if again:
+            self._superseded = _Superseded(epoch, position, again)
+
+    def new_epoch(self, epoch: int) -> None:
+        if self._superseded is not None and self._superseded.epoch != epoch:
+            self._superseded = None  # that replay ended early: a new go-back is detected afresh
+
+    def first_pass_entry(self, position: EntryPosition) -> bool:
+        """Whether ``position`` is an entry of the first pass that the second pass sends again."""
+        skip = self._superseded
+        if skip is None or position < skip.start:
+            return False
+        skip.left -= 1
+        if not skip.left:
+            self._superseded = None
+            self._log.info("consumer.first_pass_skipped", until=str(position))
+        return True
+
+    # -- entries the first pass missed -------------------------------------------------------
+
+    def missed(self, position: EntryPosition, *, transaction_end: bool) -> bool:
+        """Note ``position`` as routed; True if the first pass missed it (see :meth:`RoutedSinceEnd.missed`)."""
+        return self._routed.missed(position, transaction_end=transaction_end)
+
+    def fill(self, position: EntryPosition, channel: str | None) -> None:
+        """A missed entry is applied now, by ``channel``'s open transaction or by none."""
+        self._routed.fill(position, channel)
+
+    @property
+    def refilling(self) -> bool:
+        """Some channel applies again what it had committed: replayed entries are not skipped as acked."""
+        return bool(self._refilling)
+
+    def applies_again(self, source: str, keeps_every_change: bool, position: EntryPosition, done: EntryPosition,
+                      missed: bool) -> bool:
+        """Whether an entry at or before what channel ``source`` committed (``done``) must be applied."""
+        through = self._refilling.get(source)
+        if through is not None and position <= through:
+            return True  # an upsert channel applying again, in order, what followed a missed entry
+        if not missed:
+            return False
+        self.filled_in += 1
+        self._filled_here += 1
+        if not keeps_every_change:
+            # Applied again in order from the missed entry through what the table holds,
+            # the last change per key wins again.
+            self._refilling[source] = done
+            self._log.warning("consumer.first_pass_gap_filling", channel=source, position=str(position),
+                              through=str(done))
+        return True
+
+    # -- how transactions end -------------------------------------------------------------------
+
+    def committed(self, cut: EntryPosition, failed: set[str], channels: set[str]) -> None:
+        """A commit through ``cut`` ended: every channel but the ``failed`` ones committed."""
+        for source in channels - failed:
+            self._routed.committed(source)
+        self._refilling = {
+            source: through for source, through in self._refilling.items() if source in failed or through > cut
+        }
+        if self._filled_here:
+            self._log.warning("consumer.first_pass_gap_filled", entries=self._filled_here, position=str(cut))
+            self._filled_here = 0
+
+    def aborted(self, unsettled: set[str]) -> None:
+        """The open transaction was dropped (see :meth:`RoutedSinceEnd.aborted`)."""
+        self._routed.aborted(unsettled)
+        self._filled_here = 0
+
+    def settled(self, source: str, landed: bool) -> None:
+        """Whether ``source``'s commit that reported failure landed after all."""
+        if landed:
+            self._routed.committed(source)
+        else:
+            self._routed.lost(source)

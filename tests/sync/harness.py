@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -139,3 +140,30 @@ def _writes(event_type: int, row: entry_pb.RowData) -> int:
     before = [c.value for c in row.beforeColumns if c.isKey]
     after = [c.value for c in row.afterColumns if c.isKey]
     return 1 + (before != after)
+
+
+class Strike:
+    """Runs ``act`` in a thread of its own once ``after_entries`` entries are acked."""
+
+    def __init__(self, harness, after_entries: int, act) -> None:
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=act)
+        acked: list = []
+
+        def count(events):  # runs under the store's lock: act from another thread
+            acked.extend(events)
+            if len(acked) >= after_entries and not self.started.is_set():
+                self.thread.start()
+                self.started.set()  # after start(): a waiter may join at once
+
+        harness.server.destinations["example"].store.add_ack_listener(count)
+
+
+def run_through(harness, strike: Strike) -> None:
+    """Run the job until the strike is over and everything fed, delivered again included, is acked."""
+    harness.job.start()
+    assert strike.started.wait(60), "the strike never came"
+    strike.thread.join(timeout=60)
+    assert not strike.thread.is_alive(), "the server did not come back"
+    harness.wait_acked()
+    harness.job.pause()

@@ -7,7 +7,6 @@ import math
 import resource
 import threading
 import time
-from collections import Counter
 
 import pytest
 
@@ -19,9 +18,8 @@ from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import FailKind, JobState, JobStateError
 from canalbridge.sync.position import EntryPosition
-from tests.helpers import eventually
 
-from .harness import FAST_COMMITS, Harness, expected_writes_by_position, job_settings
+from .harness import FAST_COMMITS, Harness, Strike, job_settings, run_through
 
 
 def make(dev_server_factory, *, capacity=16384, batch_size=256, commit=FAST_COMMITS, writer_options=None,
@@ -83,95 +81,10 @@ def test_receiver_reconnects_after_the_server_drops_the_connection(dev_server_fa
     harness.assert_exact()
 
 
-class Strike:
-    """Runs ``act`` in a thread of its own once ``after_entries`` entries are acked."""
-
-    def __init__(self, harness, after_entries: int, act) -> None:
-        self.started = threading.Event()
-        self.thread = threading.Thread(target=act)
-        acked: list = []
-
-        def count(events):  # runs under the store's lock: act from another thread
-            acked.extend(events)
-            if len(acked) >= after_entries and not self.started.is_set():
-                self.thread.start()
-                self.started.set()  # after start(): a waiter may join at once
-
-        harness.server.destinations["example"].store.add_ack_listener(count)
-
-
-def run_through(harness, strike: Strike) -> None:
-    """Run the job until the strike is over and everything fed, delivered again included, is acked."""
-    harness.job.start()
-    assert strike.started.wait(60), "the strike never came"
-    strike.thread.join(timeout=60)
-    assert not strike.thread.is_alive(), "the server did not come back"
-    harness.wait_acked()
-    harness.job.pause()
-
-
 def test_server_restart_mid_run_converges(dev_server_factory):
     harness = make(dev_server_factory, row_changes=2000, batch_size=64)
     run_through(harness, Strike(harness, 1, harness.server.restart))
     harness.assert_exact()
-
-
-@pytest.mark.parametrize("flavor", [Flavor.MYSQL, Flavor.MARIADB])
-@pytest.mark.parametrize("into_the_transaction", [1, 3, 6])
-def test_canal_sending_part_of_a_transaction_again_applies_each_change_once(dev_server_factory, flavor,
-                                                                            into_the_transaction):
-    # Canal had read part of a transaction when its MySQL connection broke: it sends its
-    # last transaction end and that part again, in the same stream (README "Limits").
-    server = dev_server_factory(DestinationConfig("example"))
-    workload = Workload(WorkloadSpec(row_changes=600, rows_per_transaction=(8, 20)), BinlogWriter(flavor=flavor))
-    harness = Harness(server, workload, job_settings(server, workload, batch_size=16))
-    entries = list(workload)
-    ends = [i for i, entry in enumerate(entries) if entry.entryType == entry_pb.EntryType.TRANSACTIONEND]
-    cut = ends[len(ends) * 2 // 3] + 1 + into_the_transaction
-    harness.set_entries(entries)
-    destination = server.destinations["example"]
-    server.feed("example", entries[:cut])  # what Canal has read so far
-    harness.job.start()
-    assert destination.wait_parsed(30)
-    assert destination.store.wait_for(lambda cursors: cursors.get == cursors.put, 30)  # the job has it all
-    destination.lose_mysql_connection()
-    server.feed("example", entries[cut:])
-    harness.wait_acked()
-    harness.job.pause()
-    harness.assert_exact()
-    assert harness.job.stats.went_back == 1
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("mode", ["upsert", "changelog"])
-def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_server_factory, mode, seed):
-    # Canal's MySQL connection breaks while its store is full: the chunk being put is lost from the
-    # first pass, the job splits source transactions past it to free the store, and only Canal's
-    # second pass (from the last transaction end it put) has the missing entries.
-    store_capacity = 64
-    server = dev_server_factory(DestinationConfig("example", capacity=store_capacity))
-    workload = Workload(WorkloadSpec(row_changes=3000, rows_per_transaction=(1, 30), seed=seed), BinlogWriter())
-    commit = dataclasses.replace(FAST_COMMITS, store_capacity=store_capacity)
-    harness = Harness(server, workload, job_settings(server, workload, commit=commit, batch_size=16, mode=mode),
-                      **{t.qualified: {"keep_changes": True} for t in workload.spec.tables})
-    harness.feed()
-    destination = server.destinations["example"]
-
-    def lose_while_the_store_is_full():
-        assert eventually(lambda: destination.store.put_waiting, 30)
-        destination.lose_mysql_connection()
-
-    run_through(harness, Strike(harness, 300, lose_while_the_store_is_full))
-    assert harness.job.stats.went_back >= 1
-    assert not harness.audit.violations, harness.audit.violations[:5]
-    applied = sum((writer.changes for writer in harness.writers.values()), Counter())
-    expected = expected_writes_by_position(harness.workload_entries)
-    if mode == "changelog":
-        # (The in-memory writer keeps rows by key whatever the mode: a changelog is its changes.)
-        assert applied == expected, "a changelog must hold each change once"
-    else:
-        assert applied.keys() == expected.keys(), "a change was lost"
-        harness.assert_tables()
 
 
 def test_server_crash_delivers_acked_entries_again_and_nothing_applies_twice(dev_server_factory):

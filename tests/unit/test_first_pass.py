@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from canalbridge.sync.first_pass import RoutedSinceEnd
+import pytest
+import structlog
+
+from canalbridge.sync.first_pass import RoutedSinceEnd, SecondPass
 from canalbridge.sync.position import EntryPosition
 
 
@@ -86,3 +89,32 @@ def test_a_failed_commit_that_may_have_landed_keeps_what_it_filled_in_until_it_i
         else:
             routed.lost("shop.orders")
     assert not routed.missed(at(20), transaction_end=False)
+
+
+def test_the_replay_skips_exactly_the_first_pass_entries_sent_again_in_its_epoch():
+    second = SecondPass(structlog.get_logger())
+    second.went_back(at(10), epoch=2, again=2)
+    second.new_epoch(2)
+    assert not second.first_pass_entry(at(5))  # before where the stream went back
+    assert second.first_pass_entry(at(10)) and second.first_pass_entry(at(20))
+    assert not second.first_pass_entry(at(30))  # past the two sent again: new entries
+    second.went_back(at(10), epoch=3, again=5)
+    second.new_epoch(4)  # that replay was rolled back before it ended
+    assert not second.first_pass_entry(at(10))
+
+
+@pytest.mark.parametrize("keeps_every_change", [True, False])
+def test_a_missed_entry_is_applied_behind_a_commit_and_an_upsert_applies_again_through_it(keeps_every_change):
+    second = SecondPass(structlog.get_logger())
+    done = at(100)
+    assert not second.applies_again("db.t", keeps_every_change, at(50), done, missed=False)
+    assert second.applies_again("db.t", keeps_every_change, at(40), done, missed=True)
+    # An upsert table applies everything after the missed entry again, in order, so the last
+    # change per key wins again; a changelog only lacks the missed change.
+    assert second.applies_again("db.t", keeps_every_change, at(60), done, missed=False) is not keeps_every_change
+    assert second.refilling is not keeps_every_change
+    second.committed(at(90), failed=set(), channels={"db.t"})
+    assert second.refilling is not keeps_every_change  # not yet through what the table held
+    second.committed(at(100), failed=set(), channels={"db.t"})
+    assert not second.refilling
+    assert second.filled_in == 1
