@@ -73,13 +73,13 @@ def test_a_maintenance_longer_than_the_commit_timeout_is_waited_for(dev_server_f
             started.set()
             assert release.wait(60)
 
-    commit = dataclasses.replace(FAST_COMMITS, commit_timeout_seconds=0.5)
+    commit = dataclasses.replace(FAST_COMMITS, commit_timeout_seconds=1.0)
     harness = make(dev_server_factory, OFTEN, commit=commit, on_maintenance=slow_once)
     harness.job.start()
     try:
         assert started.wait(30)
         # The next commit (due within 0.2 s) waits behind the maintenance, past the commit timeout.
-        assert not harness.job.wait_state(JobState.PAUSED, 3), harness.job.fail_message
+        assert not harness.job.wait_state(JobState.PAUSED, 4), harness.job.fail_message
     finally:
         release.set()
     harness.wait_acked()
@@ -93,15 +93,15 @@ def test_a_maintenance_that_hangs_past_its_timeout_pauses_the_job_naming_it(dev_
     def hang(writer):
         assert release.wait(60)
 
-    commit = dataclasses.replace(FAST_COMMITS, commit_timeout_seconds=0.5, stop_timeout_seconds=0.5)
-    harness = make(dev_server_factory, dataclasses.replace(OFTEN, timeout_seconds=1), commit=commit,
+    commit = dataclasses.replace(FAST_COMMITS, commit_timeout_seconds=1.0, stop_timeout_seconds=1.0)
+    harness = make(dev_server_factory, dataclasses.replace(OFTEN, timeout_seconds=2), commit=commit,
                    on_maintenance=hang)
     job = harness.job
     try:
         job.start()
         assert job.wait_state(JobState.PAUSED, 30)
         text = job.fail_message.text
-        assert f"channel {TABLE}" in text and "the table maintenance did not finish in 1 s" in text, text
+        assert f"channel {TABLE}" in text and "the table maintenance did not finish in 2 s" in text, text
         assert "(maintenance.timeout_seconds)" in text
     finally:
         release.set()
