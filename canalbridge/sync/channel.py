@@ -300,22 +300,21 @@ class Channel:
         started, started_ms = time.monotonic(), int(time.time() * 1000)
         self._grace_until = started + self.maintenance.timeout_seconds
         self._maintaining = True
+        report, error = None, None
         try:
             report = self.writer.maintain(self.maintenance)
         except Exception as exc:  # the sync goes on; the next run tries again
             error = _brief(exc)
-            self.last_maintenance = MaintenanceRun(started_ms, time.monotonic() - started, None, error)
-            self._log.warning("channel.maintenance_failed", error=error,
-                              seconds=round(time.monotonic() - started, 3))
-        else:
-            self.last_maintenance = MaintenanceRun(started_ms, time.monotonic() - started, report)
-            self._log.info("channel.maintained", seconds=round(time.monotonic() - started, 3),
-                           **dataclasses.asdict(report))
         finally:
             ended = time.monotonic()
             self._grace_until = ended + self._stall_timeout_s
             self._maintaining = False
             self._schedule.ran(ended)
+        self.last_maintenance = MaintenanceRun(started_ms, ended - started, report, error)
+        if report is None:
+            self._log.warning("channel.maintenance_failed", error=error, seconds=round(ended - started, 3))
+        else:
+            self._log.info("channel.maintained", seconds=round(ended - started, 3), **dataclasses.asdict(report))
 
     def _read_position(self, item: _ReadPosition) -> None:
         try:
