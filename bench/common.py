@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from canalbridge.devkit.catalog import narrow_table
@@ -23,9 +24,11 @@ from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RowBat
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import CommitSettings, MaintenanceSettings
+from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
 from canalbridge.sync.writer import ChannelWriter
+from spark_sink.session import get_spark
 from spark_sink.settings import SparkSettings
+from spark_sink.writer import make_writer
 
 CACHE = Path(tempfile.gettempdir())
 
@@ -172,6 +175,47 @@ def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, star
             print(f"{name}: {sum(committed.values()):,} row changes committed in {job.stats.commits} commits, "
                   f"acked through {job.acks.position}, waiting for {last}", flush=True)
     return peak_rss
+
+
+@dataclass
+class Drained:
+    """A job that drained a workload from the dev server into Iceberg, and what it took."""
+
+    job: SyncJob
+    elapsed_s: float
+    cpu_s: float  # this Python process's CPU time over the run
+    peak_rss_mb: float
+    lags: Counter  # lag (ms) -> rows committed with it
+    recorders: dict[str, LagRecorder]  # by target
+
+
+def drain_into_iceberg(name: str, path: Path, last: EntryPosition, tables: Sequence[TableDef],
+                       spark_settings: SparkSettings, commit: CommitSettings, *, rate: float = 0,
+                       maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
+                       timeout_s: float = 3600.0) -> Drained:
+    """One job, named ``name``, from a dev server feeding ``path`` (at ``rate`` row changes/s, or all
+    at once) into fresh tables ``lake.NAME.*``, until ``last`` is acked; then paused."""
+    spark = get_spark(spark_settings)
+    lags: Counter = Counter()
+    lock = threading.Lock()
+    recorders: dict[str, LagRecorder] = {}
+
+    def writer(channel: ChannelSettings) -> LagRecorder:
+        recorder = recorders[channel.target] = LagRecorder(
+            make_writer(spark, channel, name, spark_settings), lags, lock)
+        return recorder
+
+    with dev_server(path, capacity=commit.store_capacity, rate=rate) as port:
+        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
+        channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
+        settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
+        job = SyncJob(settings, writer)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        job.start()
+        peak_rss = drain(job, name, last, lags, started, timeout_s, samples)
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        job.pause()
+    return Drained(job, elapsed, cpu, peak_rss, lags, recorders)
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,

@@ -25,50 +25,32 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import threading
-import time
-from collections import Counter
 from pathlib import Path
 
 from bench.common import (
-    LagRecorder,
     add_commit_arguments,
     bench_tables,
     commit_settings,
-    dev_server,
-    drain,
+    drain_into_iceberg,
     local_spark_settings,
     run_result,
     workload_file,
 )
 from canalbridge.logs import configure_logging
-from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import CommitSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
-from spark_sink.writer import make_writer
 
 
 def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,
         commit: CommitSettings, rate: float = 0) -> dict:
     """One job over the whole file into fresh tables ``lake.NAME.*``; its throughput, lag and memory."""
-    spark = get_spark(spark_settings)
     tables = bench_tables(3)
-    lags: Counter = Counter()
-    lock = threading.Lock()
-    with dev_server(path, capacity=commit.store_capacity, rate=rate) as port:
-        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
-        channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
-        settings = JobSettings(name, canal, channels, commit)
-        job = SyncJob(settings, lambda channel: LagRecorder(
-            make_writer(spark, channel, name, spark_settings), lags, lock))
-        started, cpu_started = time.perf_counter(), time.process_time()
-        job.start()
-        peak_rss = drain(job, name, last, lags, started)
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        job.pause()
-    result = run_result(name, rows, elapsed, job, lags, peak_rss, rate, cpu_s=cpu)
+    drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate)
+    result = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb, rate,
+                        cpu_s=drained.cpu_s)
+    spark = get_spark(spark_settings)
     result["table_rows"] = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
     return result
 

@@ -18,26 +18,19 @@ import dataclasses
 import itertools
 import json
 import tempfile
-import threading
-import time
-from collections import Counter
 
 from bench.common import (
-    LagRecorder,
     add_commit_arguments,
     bench_tables,
     commit_settings,
-    dev_server,
-    drain,
+    drain_into_iceberg,
     local_spark_settings,
     workload_file,
 )
 from canalbridge.logs import configure_logging
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings, MaintenanceSettings
+from canalbridge.sync.settings import MaintenanceSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.table import TargetTable
-from spark_sink.writer import make_writer
 
 
 def tenths(samples: list[tuple[float, int]], total: int) -> list[float]:
@@ -63,34 +56,19 @@ def main() -> None:
     tables = bench_tables(3)
     path, rows, last = workload_file("e2e", tables, args.rows, rows_per_event=args.rows_per_event)
     spark_settings = local_spark_settings(tempfile.mkdtemp(prefix="canalbridge-bench-sustained-"))
-    spark = get_spark(spark_settings)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")
     maintenance = MaintenanceSettings(interval_minutes=args.maintenance_minutes, keep_snapshots_hours=0)
-    lags: Counter = Counter()
-    lock = threading.Lock()
-    recorders: dict[str, LagRecorder] = {}
-
-    def writer(channel: ChannelSettings) -> LagRecorder:
-        recorder = recorders[channel.target] = LagRecorder(
-            make_writer(spark, channel, "sustained", spark_settings), lags, lock)
-        return recorder
-
     samples: list[tuple[float, int]] = []
-    with dev_server(path, capacity=commit.store_capacity) as port:
-        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
-        channels = tuple(ChannelSettings(t.qualified, f"lake.sustained.{t.name}") for t in tables)
-        job = SyncJob(JobSettings("sustained", canal, channels, commit, maintenance), writer)
-        started, cpu_started = time.perf_counter(), time.process_time()
-        job.start()
-        peak_rss = drain(job, "sustained", last, lags, started, timeout_s=4 * 3600, samples=samples)
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        job.pause()
-    committed = sum(lags.values())
+    drained = drain_into_iceberg("sustained", path, last, tables, spark_settings, commit, maintenance=maintenance,
+                                 samples=samples, timeout_s=4 * 3600)
+    elapsed, recorders = drained.elapsed_s, drained.recorders
+    committed = sum(drained.lags.values())
     by_tenth = tenths([*samples, (elapsed, committed)], committed)
     runs = [{"table": target, "seconds": round(seconds, 1), **dataclasses.asdict(report)}
             for target, recorder in recorders.items() for seconds, report in recorder.maintenance]
     for run in runs:
         print(json.dumps({"maintenance": run}), flush=True)
+    spark = get_spark(spark_settings)
     final = {}
     for target in recorders:
         data, deletes = TargetTable(spark, target).live_files()
@@ -98,10 +76,11 @@ def main() -> None:
     stop_spark()
     print(json.dumps({
         "benchmark": "sustained", "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
-        "commits": job.stats.commits, "rows_committed": committed, "rows_per_s_by_tenth": by_tenth,
+        "commits": drained.job.stats.commits, "rows_committed": committed, "rows_per_s_by_tenth": by_tenth,
         "last_tenth_over_first": round(by_tenth[-1] / by_tenth[0], 2),
         "maintenance_runs": len(runs), "maintenance_seconds": round(sum(r["seconds"] for r in runs), 1),
-        "tables": final, "peak_python_rss_mb": round(peak_rss), "python_cpu_us_per_row": round(cpu / rows * 1e6, 2),
+        "tables": final, "peak_python_rss_mb": round(drained.peak_rss_mb),
+        "python_cpu_us_per_row": round(drained.cpu_s / rows * 1e6, 2),
         "canal_store": args.canal_store, "min_mb": args.min_mb, "max_mb": args.max_mb,
         "maintenance_minutes": args.maintenance_minutes}), flush=True)
 
