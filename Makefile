@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real \
 	check-java clean \
-	check-maven canal-jars iceberg-jar mariadb-server real-stack clean-cache
+	check-maven canal-jars iceberg-jar decoder-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
 # keeps (README, "The real stack"). Maven's local repository lives there too,
@@ -19,6 +19,10 @@ CANAL_STAMP := $(CANAL_HOME)/.complete
 CANAL_LAUNCHER := deploy/maven/canal/launcher/CanalBridgeDevLauncher.java
 ICEBERG_VERSION := 1.11.0
 ICEBERG_JAR := $(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar
+DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
+DECODER_SOURCES := spark_sink/decoder/pom.xml $(wildcard spark_sink/decoder/src/main/java/canalbridge/spark/*.java) \
+	proto/EntryProtocol.proto
+PROTOC_CLASSIFIER := linux-$(subst aarch64,aarch_64,$(shell uname -m))
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +72,22 @@ $(ICEBERG_JAR): deploy/maven/iceberg/pom.xml deploy/maven/settings.xml
 
 iceberg-jar: $(ICEBERG_JAR)
 
+# The JVM decoder of Canal's RowChange (spark_sink/decode.py): protoc from Maven Central
+# turns proto/ into Java, and Maven builds it with RowChangeDecoder into one shaded jar.
+$(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
+	@$(MAKE) --no-print-directory check-maven
+	@echo "building $(notdir $@) (protoc and protobuf-java from Maven Central)"
+	rm -rf $(CACHE)/decoder.tmp && mkdir -p $(CACHE)/decoder.tmp/generated
+	$(MVN) -f spark_sink/decoder/pom.xml -Dprotoc.classifier=$(PROTOC_CLASSIFIER) \
+	  -Ddecoder.out=$(abspath $(CACHE))/decoder.tmp/build validate
+	chmod +x $(CACHE)/decoder.tmp/build/protoc
+	$(CACHE)/decoder.tmp/build/protoc --proto_path=proto --java_out=$(CACHE)/decoder.tmp/generated proto/EntryProtocol.proto
+	$(MVN) -f spark_sink/decoder/pom.xml -Dprotoc.classifier=$(PROTOC_CLASSIFIER) $$($(PY) -m spark_sink.decode) \
+	  -Ddecoder.out=$(abspath $(CACHE))/decoder.tmp/build -Ddecoder.generated=$(abspath $(CACHE))/decoder.tmp/generated package
+	mkdir -p $(dir $@) && mv $(CACHE)/decoder.tmp/build/$(notdir $@) $@ && rm -rf $(CACHE)/decoder.tmp
+
+decoder-jar: $(DECODER_JAR)
+
 # MariaDB's binaries (Debian's mariadb-server, installed when missing and root);
 # the tests run a private instance, never the machine's service.
 mariadb-server:
@@ -80,7 +100,7 @@ lint: venv
 	$(VENV)/bin/ruff check canalbridge spark_sink tests bench
 	$(VENV)/bin/mypy
 
-test: venv check-java real-stack lint
+test: venv check-java real-stack decoder-jar lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 proto: venv
@@ -94,10 +114,10 @@ demo-real: venv check-java real-stack
 	$(VENV)/bin/canalbridge demo --real
 
 # Benchmarks print their figures as a final JSON line (README, "Performance").
-bench-decode: venv
+bench-decode: venv check-java iceberg-jar decoder-jar
 	$(PY) -m bench.decode $(BENCH_ARGS)
 
-bench-e2e: venv check-java
+bench-e2e: venv check-java decoder-jar
 	$(PY) -m bench.end_to_end $(BENCH_ARGS)
 
 bench-scaling: venv check-java
@@ -110,11 +130,11 @@ bench-target-size: venv check-java
 	$(PY) -m bench.target_size $(BENCH_ARGS)
 
 # 10M row changes with table maintenance on: does the last tenth keep the first tenth's pace?
-bench-sustained: venv check-java
+bench-sustained: venv check-java decoder-jar
 	$(PY) -m bench.sustained $(or $(BENCH_ARGS),--canal-store 262144 --min-mb 128 --max-mb 256)
 
 # MariaDB through the real Canal server into Iceberg, beside the dev-server figure.
-bench-real: venv check-java real-stack
+bench-real: venv check-java real-stack decoder-jar
 	$(PY) -m bench.real_stack $(BENCH_ARGS)
 
 bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -14,13 +15,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RowBatch
+from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
@@ -29,6 +31,9 @@ from canalbridge.sync.writer import ChannelWriter
 from spark_sink.session import get_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.writer import make_writer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CACHE = Path(tempfile.gettempdir())
 
@@ -40,6 +45,8 @@ def add_commit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-mb", type=float, default=15, help="Doris min_bytes_sync_commit, MB")
     parser.add_argument("--max-mb", type=float, default=64, help="Doris max_bytes_sync_commit, MB")
     parser.add_argument("--rate", type=float, default=0, help="live run rate (default: 80%% of the backlog run)")
+    parser.add_argument("--decoder", choices=("auto", "jvm", "python"), default="auto",
+                        help="who decodes Canal's rows (spark.decoder)")
 
 
 def commit_settings(args: argparse.Namespace, *, store_capacity: int, store_batch_mode: str) -> CommitSettings:
@@ -49,9 +56,9 @@ def commit_settings(args: argparse.Namespace, *, store_capacity: int, store_batc
                           store_capacity=store_capacity, store_batch_mode=store_batch_mode)
 
 
-def local_spark_settings(root: str | Path) -> SparkSettings:
+def local_spark_settings(root: str | Path, decoder: str = "auto") -> SparkSettings:
     """The benchmarks' Spark: ``local[2]``, with the warehouse and spill files under ``root``."""
-    return SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill")
+    return SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill", decoder=decoder)
 
 
 def bench_tables(count: int) -> tuple[TableDef, ...]:
@@ -132,6 +139,14 @@ class LagRecorder:
         self.staged.update(row.position.execute_time_ms for row in batch.rows)
         self.writer.send(batch)
 
+    def decodes_row_changes(self) -> bool:
+        return self.writer.decodes_row_changes()
+
+    def send_raw(self, batch: RawBatch) -> None:
+        for change in batch.changes:
+            self.staged[change.position.execute_time_ms] += max(change.rows, 1)
+        self.writer.send_raw(batch)
+
     def commit(self, end_position: EntryPosition) -> None:
         self.writer.commit(end_position)
         now_ms = int(time.time() * 1000)
@@ -184,6 +199,7 @@ class Drained:
     job: SyncJob
     elapsed_s: float
     cpu_s: float  # this Python process's CPU time over the run
+    jvm_cpu_s: float  # the Spark JVM's CPU time over the run
     peak_rss_mb: float
     lags: Counter  # lag (ms) -> rows committed with it
     recorders: dict[str, LagRecorder]  # by target
@@ -210,31 +226,49 @@ def drain_into_iceberg(name: str, path: Path, last: EntryPosition, tables: Seque
         channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
         job = SyncJob(settings, writer)
-        started, cpu_started = time.perf_counter(), time.process_time()
+        jvm = spark_pid(spark)
+        started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
         job.start()
         peak_rss = drain(job, name, last, lags, started, timeout_s, samples)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        jvm_cpu = cpu_seconds(jvm) - jvm_started
         job.pause()
-    return Drained(job, elapsed, cpu, peak_rss, lags, recorders)
+    return Drained(job, elapsed, cpu, jvm_cpu, peak_rss, lags, recorders)
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,
-               rate: float = 0, *, cpu_s: float) -> dict[str, object]:
+               rate: float = 0, *, cpu_s: float, jvm_cpu_s: float | None = None) -> dict[str, object]:
     """The figures of one benchmark run; ``committed`` maps each row's lag (ms) to how many rows had it.
 
     ``cpu_s`` is this Python process's CPU time over the run (``time.process_time``:
     every thread, not the Spark JVM, the dev server or the SQL writer, which are
     processes of their own); it includes the benchmark's own per-row counting.
+    ``jvm_cpu_s``, when given, is the Spark JVM's (both cores' worth).
     """
     result: dict[str, object] = {
         "run": name, "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
         "commits": job.stats.commits, "rows_committed": sum(committed.values()), "peak_python_rss_mb": round(peak_rss),
         "python_cpu_us_per_row": round(cpu_s / rows * 1e6, 2)}
+    if jvm_cpu_s is not None:
+        result["jvm_cpu_us_per_row"] = round(jvm_cpu_s / rows * 1e6, 2)
     if rate:
         result["rate"] = round(rate)
     result["lag_p50_s"] = round(percentile(committed, 0.50) / 1000, 2)
     result["lag_p99_s"] = round(percentile(committed, 0.99) / 1000, 2)
     return result
+
+
+def spark_pid(spark: SparkSession) -> int:
+    """The process id of a local SparkSession's JVM."""
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None and gateway.proc is not None, "a SparkSession without a JVM of its own"
+    return int(gateway.proc.pid)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process, all its threads, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int | str = "self") -> float:

@@ -12,6 +12,18 @@ process serves it to each contender in turn:
 - protobuf ceiling: parse Entry and RowChange and read every value straight
   from the file, one thread, no network.
 
+and the two halves of the path that hands Spark the bytes (issue 13, item 1):
+
+- python routing: what the daemon's thread still does per entry on that
+  path: parse the Entry, read its header (table, position, event type), and
+  stage the RowChange bytes with the position; one thread, from the file;
+- jvm decode: Spark ``local[2]`` decoding the staged bytes into change rows
+  with the JVM decoder (``spark_sink.decode``), every value extracted; the
+  staged rows are cached in Spark first, so the figure is the decode alone:
+  the second of two passes (the first is printed too: the JVM is still
+  compiling the decoder then). Its CPU is the Spark JVM's, per row, over
+  both cores.
+
 Prints one JSON line per contender, then a summary line.
 
     .venv/bin/python -m bench.decode --rows 1000000
@@ -20,21 +32,26 @@ Prints one JSON line per contender, then a summary line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from bench.common import bench_tables, dev_server, workload_file
 from canalbridge.devkit.entry_file import read_entries, read_raw_entries
+from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.memory_writer import InMemoryWriter
 from canalbridge.devkit.replay import apply_entries
 from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import BeforeImages
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +78,66 @@ def protobuf_ceiling(path: Path) -> dict:
     elapsed = time.perf_counter() - started
     return {"contender": "protobuf_ceiling", "rows": rows, "values": values, "seconds": round(elapsed, 3),
             "rows_per_s": round(rows / elapsed)}
+
+
+def python_routing(path: Path) -> tuple[dict, list[tuple]]:
+    """Header-only routing: parse each Entry, read its header, stage its RowChange bytes (one thread)."""
+    raw_entries = list(read_raw_entries(path))
+    staged: dict[str, list[tuple]] = {}
+    rows = 0
+    cpu, started = time.process_time(), time.perf_counter()
+    for raw in raw_entries:
+        entry = entry_pb.Entry.FromString(raw)
+        if entry.entryType != ROWDATA:
+            continue
+        header = entry.header
+        table = f"{header.schemaName}.{header.tableName}"
+        rows_here = staged.setdefault(table, [])
+        rows_here.append((len(rows_here), header.logfileName, header.logfileOffset, header.executeTime,
+                          entry.storeValue))
+        rows += rows_in(entry)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    result = {"contender": "python_routing", "rows": rows, "seconds": round(elapsed, 3),
+              "rows_per_s": round(rows / elapsed), "cpu_us_per_row": round(cpu / rows * 1e6, 2)}
+    return result, staged[TABLE.qualified]
+
+
+def jvm_decode(staged: list[tuple], rows: int, workdir: Path) -> dict:
+    """Spark local[2] decoding the staged bytes with the JVM decoder, every value extracted."""
+    import pyarrow as pa
+    from pyspark import StorageLevel
+
+    from bench.common import cpu_seconds, local_spark_settings, spark_pid
+    from spark_sink.decode import RAW_FIELDS, decoded_changes, register
+    from spark_sink.session import get_spark, stop_spark
+
+    # The staged entries are cached in the driver's heap: 4 GB holds 1M of them with room to spare.
+    settings = dataclasses.replace(local_spark_settings(workdir), conf={"spark.driver.memory": "4g"})
+    spark = get_spark(settings)
+    try:
+        register(spark)
+        columns = list(zip(*staged))
+        types = {"bigint": pa.int64(), "string": pa.string(), "binary": pa.binary()}
+        table = pa.Table.from_arrays([pa.array(c, type=types[kind]) for c, (_, kind) in zip(columns, RAW_FIELDS)],
+                                     names=[name for name, _ in RAW_FIELDS])
+        raw = spark.createDataFrame(table.to_pandas()).persist(StorageLevel.MEMORY_ONLY)
+        raw.count()
+        mapper = RowMapper(TABLE.qualified, None, before_images=BeforeImages.KEY_CHANGES)
+        mapper.map(entry_pb.RowChange.FromString(staged[0][4]), EntryPosition("", 0))
+        frame = decoded_changes(raw, mapper.columns or (), mapper.key_indexes)
+        jvm = spark_pid(spark)
+        passes = []  # the first pass runs while the JVM still compiles the decoder: both are reported
+        for _ in range(2):
+            cpu, started = cpu_seconds(jvm), time.perf_counter()
+            frame.write.format("noop").mode("overwrite").save()
+            passes.append((time.perf_counter() - started, cpu_seconds(jvm) - cpu))
+        changes = frame.count()
+    finally:
+        stop_spark()
+    (cold, _), (elapsed, cpu) = passes
+    return {"contender": "jvm_decode", "rows": rows, "changes": changes, "seconds": round(elapsed, 3),
+            "rows_per_s": round(rows / elapsed), "first_pass_rows_per_s": round(rows / cold),
+            "jvm_cpu_us_per_row": round(cpu / rows * 1e6, 2)}
 
 
 def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int, expected: dict) -> dict:
@@ -102,6 +179,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8192, help="entries per Canal get")
     parser.add_argument("--runs", type=int, default=3, help="canalbridge runs; the median is reported")
     parser.add_argument("--skip-canal-python", action="store_true")
+    parser.add_argument("--skip-jvm", action="store_true", help="no Spark: leave out the JVM decode")
     args = parser.parse_args()
     configure_logging("warning")
 
@@ -119,11 +197,21 @@ def main() -> None:
     if not args.skip_canal_python:
         results.append(canal_python(path, rows, args.batch_size))
         print(json.dumps(results[2]), flush=True)
+    routing, staged = python_routing(path)
+    results.append(routing)
+    print(json.dumps(routing), flush=True)
+    if not args.skip_jvm:
+        with tempfile.TemporaryDirectory(prefix="canalbridge-bench-decode-") as workdir:
+            results.append(jvm_decode(staged, rows, Path(workdir)))
+        print(json.dumps(results[-1]), flush=True)
     by_name = {r["contender"].split()[0]: r["rows_per_s"] for r in results}
     summary = {"benchmark": "decode", "rows": rows, "rows_per_event": args.rows_per_event,
                "rows_per_s": by_name, "canalbridge_runs": [r["rows_per_s"] for r in runs],
                "exact": all(r["exact"] for r in runs),
                "canalbridge_vs_ceiling": round(by_name["canalbridge"] / by_name["protobuf_ceiling"], 3)}
+    summary["python_routing_cpu_us_per_row"] = routing["cpu_us_per_row"]
+    if "jvm_decode" in by_name:
+        summary["jvm_decode_cpu_us_per_row"] = results[-1]["jvm_cpu_us_per_row"]
     if "canal-python" in by_name:
         summary["canalbridge_vs_canal_python"] = round(by_name["canalbridge"] / by_name["canal-python"], 2)
     print(json.dumps(summary))

@@ -49,7 +49,7 @@ def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: S
     tables = bench_tables(3)
     drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate)
     result = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb, rate,
-                        cpu_s=drained.cpu_s)
+                        cpu_s=drained.cpu_s, jvm_cpu_s=drained.jvm_cpu_s)
     spark = get_spark(spark_settings)
     result["table_rows"] = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
     return result
@@ -67,7 +67,7 @@ def main() -> None:
 
     path, rows, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
     root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
-    spark_settings = local_spark_settings(root)
+    spark_settings = local_spark_settings(root, args.decoder)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")  # the dev server's
     backlog = run("backlog", path, last, rows, spark_settings, commit)
     print(json.dumps(backlog), flush=True)
@@ -75,14 +75,16 @@ def main() -> None:
     live = run("live", path, last, rows, spark_settings, commit, rate=rate)
     print(json.dumps(live), flush=True)
     stop_spark()
-    print(json.dumps({"benchmark": "end_to_end", "rows": rows, "tables": 3, "commit_interval_s": args.interval,
+    print(json.dumps({"benchmark": "end_to_end", "rows": rows, "tables": 3, "decoder": args.decoder,
+                      "commit_interval_s": args.interval,
                       "canal_store": args.canal_store, "min_events": args.min_events, "min_mb": args.min_mb,
                       "max_mb": args.max_mb,
                       "backlog_rows_per_s": backlog["rows_per_s"], "live_rate": round(rate),
                       "live_rows_per_s": live["rows_per_s"], "lag_p50_s": live["lag_p50_s"],
                       "lag_p99_s": live["lag_p99_s"],
                       "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2),
-                      "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"]}))
+                      "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"],
+                      "backlog_jvm_cpu_us_per_row": backlog["jvm_cpu_us_per_row"]}))
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def main() -> None:
 
     tables = bench_tables(3)
     path, rows, last = workload_file("e2e", tables, args.rows, rows_per_event=args.rows_per_event)
-    spark_settings = local_spark_settings(tempfile.mkdtemp(prefix="canalbridge-bench-sustained-"))
+    spark_settings = local_spark_settings(tempfile.mkdtemp(prefix="canalbridge-bench-sustained-"), args.decoder)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")
     maintenance = MaintenanceSettings(interval_minutes=args.maintenance_minutes, keep_snapshots_hours=0)
     samples: list[tuple[float, int]] = []
@@ -81,6 +81,7 @@ def main() -> None:
         "maintenance_runs": len(runs), "maintenance_seconds": round(sum(r["seconds"] for r in runs), 1),
         "tables": final, "peak_python_rss_mb": round(drained.peak_rss_mb),
         "python_cpu_us_per_row": round(drained.cpu_s / rows * 1e6, 2),
+        "jvm_cpu_us_per_row": round(drained.jvm_cpu_s / rows * 1e6, 2),
         "canal_store": args.canal_store, "min_mb": args.min_mb, "max_mb": args.max_mb,
         "maintenance_minutes": args.maintenance_minutes}), flush=True)
 

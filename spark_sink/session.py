@@ -5,7 +5,9 @@ the user's conf already brings Iceberg through ``spark.jars`` or
 ``spark.jars.packages``: run from a checkout, it is the jar ``make
 iceberg-jar`` put in the checkout's cache (a missing one is an error naming
 that command); installed with pip, it is the ``spark.jars.packages``
-coordinates, which Spark resolves from Maven Central at start.
+coordinates, which Spark resolves from Maven Central at start. The JVM
+RowChange decoder (``make decoder-jar``) joins ``spark.jars`` when it is in
+the cache.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ICEBERG_ARTIFACT = "iceberg-spark-runtime-3.5_2.12"
 ICEBERG_PACKAGE = f"org.apache.iceberg:{ICEBERG_ARTIFACT}:{ICEBERG_VERSION}"
 ICEBERG_JAR = f"{ICEBERG_ARTIFACT}-{ICEBERG_VERSION}.jar"
 CHECKOUT = Path(__file__).resolve().parents[1]
+DECODER_JAR = "canalbridge-decoder.jar"
 
 log = structlog.get_logger("canalbridge.spark")
 _lock = threading.Lock()
@@ -63,6 +66,11 @@ def iceberg_runtime() -> tuple[str, str]:
     return "spark.jars.packages", ICEBERG_PACKAGE
 
 
+def decoder_jar() -> Path:
+    """Where ``make decoder-jar`` puts the JVM RowChange decoder (:mod:`spark_sink.decode`)."""
+    return cache_dir() / "decoder" / DECODER_JAR
+
+
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The full Spark conf: our defaults, then the user's keys on top."""
     conf: dict[str, str] = {
@@ -91,6 +99,9 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         conf[f"{prefix}.type"] = "hadoop"
         conf[f"{prefix}.warehouse"] = settings.warehouse
     conf.update(user)
+    decoder = decoder_jar()
+    if decoder.is_file():  # built from this checkout; without it, rows are decoded in Python
+        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(decoder)]))
     return conf
 
 

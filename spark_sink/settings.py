@@ -23,3 +23,6 @@ class SparkSettings:
     # Staged rows kept in memory per channel before spilling to Parquet in spill_dir.
     spill_rows: int = 50_000  # per channel; about 40 MB of Python objects for a 10-column table
     spill_dir: str = "state/spill"
+    # Who decodes Canal's RowChange bytes: "jvm" (Spark, with the decoder `make decoder-jar`
+    # builds), "python" (the channel's thread), or "auto": the JVM when its jar is there.
+    decoder: str = "auto"

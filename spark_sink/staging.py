@@ -1,7 +1,9 @@
 """Rows of an open transaction, staged as text, in memory up to a bound and then in Parquet files.
 
 Every staged row is a tuple of some typed meta fields (operation, order in
-the transaction, position...) followed by the row's values as Canal text.
+the transaction, position...) followed by the row's values as Canal text;
+for the JVM decoder, the meta fields alone, the last one the RowChange's
+bytes (:data:`spark_sink.decode.RAW_FIELDS`).
 Past ``spill_rows`` rows in memory, they are written to a Parquet file
 under ``spill_dir`` (with pyarrow), so a large transaction does not hold
 the Python process's memory hostage. At commit, the whole staging becomes
@@ -23,14 +25,14 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_ARROW_TYPES = {"string": pa.string(), "bigint": pa.int64()}
+_ARROW_TYPES = {"string": pa.string(), "bigint": pa.int64(), "binary": pa.binary()}
 
 
 class Staging:
     """One channel's staged rows. Not thread-safe: the channel thread owns it."""
 
     def __init__(self, meta_fields: Sequence[tuple[str, str]], spill_rows: int, spill_dir: Path) -> None:
-        self.meta_fields = tuple(meta_fields)  # (name, "string" | "bigint")
+        self.meta_fields = tuple(meta_fields)  # (name, "string" | "bigint" | "binary")
         self.spill_rows = spill_rows
         self.spill_dir = spill_dir
         self.width: int | None = None  # number of value columns, fixed by the first row

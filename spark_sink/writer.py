@@ -1,7 +1,9 @@
 """Channel writers into Iceberg: upsert (delete and insert by key) and changelog (append) modes.
 
 Both stage the open transaction's rows as text (:mod:`spark_sink.staging`),
-convert them to typed columns in Spark (:mod:`spark_sink.types`) at commit,
+or, with the JVM decoder, its RowChange bytes as Canal sent them, decoded
+into the same rows in Spark (:mod:`spark_sink.decode`); they convert them to
+typed columns in Spark (:mod:`spark_sink.types`) at commit,
 and write them as one Iceberg commit whose snapshot summary carries the
 channel's end position (:mod:`spark_sink.commit_properties`), so that
 :meth:`committed_position` can read it back after a restart.
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from canalbridge.sync.changes import BeforeImages, RowBatch
+from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
+from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register, removes
 from spark_sink.identifiers import quote
 from spark_sink.session import get_spark, session_alive
 from spark_sink.settings import SparkSettings
@@ -70,11 +73,16 @@ class _IcebergWriter:
         self.job = job
         self.table = TargetTable(spark, channel.target)
         safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", channel.target)
-        self.staging = Staging(self.meta_fields, settings.spill_rows, Path(settings.spill_dir) / job / safe_name)
+        self._decodes = jvm_decoder(spark, settings)
+        spill = Path(settings.spill_dir) / job
+        self.staging = Staging(self.meta_fields, settings.spill_rows, spill / safe_name)  # decoded rows
+        # RowChange bytes, for the JVM decoder: one transaction stages into one of the two.
+        self.raw_staging = Staging(RAW_FIELDS, settings.spill_rows, spill / f"{safe_name}.raw")
         self._view = f"canalbridge_staged_{next(_view_ids)}"
         self._label = ""
         self._ready = False
-        self._batch: RowBatch | None = None  # column facts of the open transaction
+        self._batch: RowBatch | RawBatch | None = None  # column facts of the open transaction
+        self._staged_rows = 0  # row changes staged (the RowChanges' rowsCount, when undecoded)
         self._layout_note: str | None = None  # read from the table by the channel thread, for status
         self._seq = 0
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
@@ -100,35 +108,65 @@ class _IcebergWriter:
     def begin(self, label: str) -> None:
         self._reconnect_if_lost()
         self.staging.clear()
+        self.raw_staging.clear()
         self._label = label
         self._seq = 0
+        self._staged_rows = 0
         self._batch = None
 
     def send(self, batch: RowBatch) -> None:
+        assert not self.raw_staging.count, "decoded rows and RowChange bytes in one transaction"
         if not self._ready:
             self._prepare_table(batch)
         self._batch = batch
         self.staging.add(self._stage(batch))
+        self._staged_rows += len(batch.rows)
+
+    def decodes_row_changes(self) -> bool:
+        return self._decodes
+
+    def send_raw(self, batch: RawBatch) -> None:
+        assert self._decodes, "RowChange bytes sent to a writer that does not decode them"
+        assert not self.staging.count, "decoded rows and RowChange bytes in one transaction"
+        if not self._ready:
+            self._prepare_table(batch)
+        self._batch = batch
+        changes = batch.changes
+        self.raw_staging.add([(self._next_seq(), c.position.journal, c.position.offset, c.position.execute_time_ms,
+                           c.row_change) for c in changes])
+        self._staged_rows += sum(max(c.rows, 1) for c in changes)
 
     def commit(self, end_position: EntryPosition) -> None:
-        if self._batch is None:
+        batch = self._batch
+        if batch is None:
             return
         properties = position_properties(self.job, self._label, end_position)
         try:
-            frame = self._typed(self.staging.to_dataframe(self.spark), self._batch)
-            self._write(frame, properties)
+            if self.raw_staging.count:
+                register(self.spark)  # again after a lost session
+                keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
+                changes = decoded_changes(self.raw_staging.to_dataframe(self.spark), batch.columns, keys)
+                staged = self._from_changes(changes, batch)
+            else:
+                staged = self.staging.to_dataframe(self.spark)
+            self._write(self._typed(staged, batch), properties)
         except Exception as exc:
+            failure = decode_failure(exc, self.channel.source)
+            if failure is not None:
+                raise failure from exc
             reason = _data_error(exc)
             if reason is not None:
                 raise ValueConversionError(self.channel.target, reason) from exc
             raise
         finally:
             self.staging.clear()
+            self.raw_staging.clear()
             self._drop_view()
         self._log.debug("spark.committed", label=self._label, position=str(end_position))
 
     def abort(self, reason: str) -> None:
         self.staging.clear()
+        self.raw_staging.clear()
         self._batch = None
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
@@ -169,7 +207,7 @@ class _IcebergWriter:
     def _own_columns(self) -> tuple[str, ...]:
         return ()
 
-    def _prepare_table(self, batch: RowBatch) -> None:
+    def _prepare_table(self, batch: RowBatch | RawBatch) -> None:
         wanted = list(batch.target_columns)
         if self.table.columns() is None:
             keys = {batch.target_columns[i] for i in batch.key_indexes}
@@ -190,7 +228,7 @@ class _IcebergWriter:
     def _identifier_fields(self, key_names: list[str]) -> list[str]:
         return key_names  # one row per key
 
-    def _converted(self, batch: RowBatch) -> list[Column]:
+    def _converted(self, batch: RowBatch | RawBatch) -> list[Column]:
         from pyspark.sql import functions as F
 
         return [
@@ -204,10 +242,17 @@ class _IcebergWriter:
 
     # -- mode-specific --------------------------------------------------------------------------
 
+    def before_images(self) -> BeforeImages:
+        raise NotImplementedError
+
     def _stage(self, batch: RowBatch) -> list[tuple]:
         raise NotImplementedError
 
-    def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
+    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+        """The JVM decoder's change rows as the rows :meth:`_stage` would have staged."""
+        raise NotImplementedError
+
+    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
         raise NotImplementedError
 
     def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
@@ -236,7 +281,7 @@ class IcebergUpsertWriter(_IcebergWriter):
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
 
-    def _prepare_table(self, batch: RowBatch) -> None:
+    def _prepare_table(self, batch: RowBatch | RawBatch) -> None:
         super()._prepare_table(batch)
         mapped = {name.lower() for name in batch.target_columns}
         self._unmapped = [name for name in self.table.columns() or () if name.lower() not in mapped]
@@ -249,7 +294,13 @@ class IcebergUpsertWriter(_IcebergWriter):
         # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.
         return [("D" if row.kind.removes else "U", self._next_seq(), *row.values) for row in batch.rows]
 
-    def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
+    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        op = F.when(removes(F.col("_kind")), F.lit("D")).otherwise(F.lit("U")).alias("_op")
+        return changes.select(op, "_seq", *[f"c{index}" for index in range(len(batch.columns))])
+
+    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -267,7 +318,7 @@ class IcebergUpsertWriter(_IcebergWriter):
             self._merge(names, keys, properties)
             return
         target, columns, key_list = self.table.branch(self._branch), ", ".join(names), ", ".join(keys)
-        hint = f"/*+ BROADCAST({self._view}) */ " if self.staging.count <= BROADCAST_ROWS else ""
+        hint = f"/*+ BROADCAST({self._view}) */ " if self._staged_rows <= BROADCAST_ROWS else ""
         delete = f"DELETE FROM {target} WHERE ({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
         insert = f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
 
@@ -332,7 +383,10 @@ class IcebergChangelogWriter(_IcebergWriter):
             for row in batch.rows
         ]
 
-    def _typed(self, staged: DataFrame, batch: RowBatch) -> DataFrame:
+    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+        return changes.withColumnRenamed("_kind", "_op")  # the decoder's kinds are the changelog's _op codes
+
+    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
         from pyspark.sql import functions as F
 
         execute_time = F.timestamp_millis(F.col("_execute_time_ms")).alias("_execute_time")

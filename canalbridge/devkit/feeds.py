@@ -17,6 +17,7 @@ from pathlib import Path
 
 from canalbridge.devkit.entry_file import read_entries
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.rows import rows_count
 
 ROWDATA = entry_pb.EntryType.ROWDATA
 # Round N moves binlog file K to K + N * JOURNAL_STRIDE, after every file of round N - 1.
@@ -38,10 +39,7 @@ def rows_in(entry: entry_pb.Entry) -> int:
     """Row changes an entry carries, from its ``rowsCount`` header prop (0 for transaction entries)."""
     if entry.entryType != ROWDATA:
         return 0
-    for prop in entry.header.props:
-        if prop.key == "rowsCount":
-            return int(prop.value)
-    return 1
+    return rows_count(entry.header) or 1
 
 
 def paced(entries: Iterable[entry_pb.Entry], rows_per_s: float) -> Iterator[entry_pb.Entry]:

@@ -8,9 +8,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from canalbridge.sync.changes import BeforeImages, RowBatch
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import RowMapper, column_signature
 from canalbridge.sync.settings import MaintenanceSettings
 
 
@@ -38,7 +41,10 @@ class InMemoryWriter:
     block or inspect); ``maintenance`` (if set) runs as :meth:`maintain`, and
     the writer checks that no commit ever runs at the same time as it. With
     ``keep_changes`` it also counts the row changes each binlog position
-    brought, as a changelog would hold them.
+    brought, as a changelog would hold them. With ``decode_raw`` it takes
+    RowChange bytes (:meth:`send_raw`) as the Spark writer does with its JVM
+    decoder, and fails the commit the same way on a RowChange whose columns
+    changed.
     """
 
     table: str
@@ -51,6 +57,8 @@ class InMemoryWriter:
     maintenance_runs: int = 0
     _maintaining: bool = False
     keep_changes: bool = False
+    decode_raw: bool = False
+    _raw_failure: ColumnsChangedError | None = None
     changes: Counter[EntryPosition] = field(default_factory=Counter)
     # key -> (column names, values): a dict per row would cost more than decoding it.
     _table: dict[tuple[str | None, ...], tuple[tuple[str, ...], tuple[str | None, ...]]] = field(
@@ -94,7 +102,34 @@ class InMemoryWriter:
                 raise InjectedFailure(f"injected failure on send #{self.sends} to {self.table}")
             self._staged.append(batch)
 
+    def decodes_row_changes(self) -> bool:
+        return self.decode_raw
+
+    def send_raw(self, batch: RawBatch) -> None:
+        assert self.decode_raw, "send_raw on a writer that does not decode"
+        expected = column_signature([(c.name, c.mysql_type) for c in batch.columns])
+        mapper = RowMapper(batch.table, batch.target_columns, [batch.target_columns[i] for i in batch.key_indexes],
+                           before_images=self.before_images())
+        rows = []
+        for raw in batch.changes:
+            change = entry_pb.RowChange.FromString(raw.row_change)
+            first = change.rowDatas[0] if change.rowDatas else None
+            columns = (first.afterColumns or first.beforeColumns) if first is not None else []
+            found = column_signature([(c.name, c.mysqlType) for c in columns]) if first is not None else expected
+            if found != expected:  # as the JVM decoder does, found when the commit runs
+                self._raw_failure = self._raw_failure or ColumnsChangedError(batch.table, found, len(columns),
+                                                                             raw.position)
+                continue
+            rows.extend(mapper.map(change, raw.position))
+        if rows:
+            self.send(mapper.batch(rows))
+
     def commit(self, end_position: EntryPosition) -> None:
+        if self._raw_failure is not None:
+            failure, self._raw_failure = self._raw_failure, None
+            with self._lock:
+                self._staged = []
+            raise failure
         if self._maintaining:
             raise AssertionError(f"{self.table}: a commit while maintenance runs")
         if self.before_commit is not None:
@@ -127,6 +162,7 @@ class InMemoryWriter:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
     def abort(self, reason: str) -> None:
+        self._raw_failure = None
         with self._lock:
             self.aborts.append(reason)
             self._staged = []

@@ -64,6 +64,31 @@ class ChangeRow(NamedTuple):
 
 
 @dataclass(frozen=True)
+class RawChange:
+    """One DML entry's RowChange as Canal sent it, with the entry's position."""
+
+    position: EntryPosition
+    row_change: bytes
+    rows: int = 0  # the entry's rowsCount; 0 when Canal did not say
+
+
+@dataclass(frozen=True)
+class RawBatch:
+    """Row changes of one table still as RowChange bytes, for a writer that decodes them itself.
+
+    The column facts are :class:`RowBatch`'s, learnt from the table's first
+    rows; the writer must fail the commit with :class:`ColumnsChangedError`
+    (:mod:`canalbridge.sync.errors`) on a RowChange whose columns differ.
+    """
+
+    table: str
+    target_columns: tuple[str, ...]
+    columns: tuple[SourceColumn, ...]
+    key_indexes: tuple[int, ...]
+    changes: tuple[RawChange, ...]
+
+
+@dataclass(frozen=True)
 class RowBatch:
     """Rows of one table in target column order, with the source columns they came from."""
 

@@ -3,7 +3,10 @@
 The Consumer hands a channel the raw row changes of its table
 (:meth:`Channel.add`); the channel's thread decodes and maps them and sends
 them to the writer in chunks while the transaction is still open, so that
-a commit only has to flush the tail and apply. Work reaches the thread
+a commit only has to flush the tail and apply. A writer that decodes
+RowChange bytes itself (the Spark writer, with the JVM decoder) gets them
+undecoded: Python then reads only DDLs and the rows that teach it the
+table's columns. Work reaches the thread
 through a bounded queue, which also holds the Consumer back when the
 writer is slower than Canal.
 
@@ -28,13 +31,14 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import structlog
 from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, EntryDecodeError
+from canalbridge.sync.changes import RawChange
+from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.retry import Stopping
@@ -55,9 +59,18 @@ class _Begin:
     label: str
 
 
+class _Pending(NamedTuple):
+    """One entry for the channel thread: a DML's or a DDL's RowChange, and its rows (``rowsCount``)."""
+
+    position: EntryPosition
+    row_change: bytes
+    dml: bool
+    rows: int
+
+
 @dataclass(frozen=True)
 class _Send:
-    changes: list[tuple[EntryPosition, bytes]]
+    changes: list[_Pending]
 
 
 @dataclass(frozen=True)
@@ -94,7 +107,7 @@ class Channel:
         # Counters for metrics (each written by one thread, read anywhere).
         self.entries_received = 0
         self.rows_written = 0
-        self._pending: list[tuple[EntryPosition, bytes]] = []
+        self._pending: list[_Pending] = []
         self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _ReadPosition] = queue.Queue(QUEUE_CHUNKS)
         self._stop = stop  # the job's: set when this run stops
         self._stall_timeout_s = stall_timeout_s
@@ -106,6 +119,7 @@ class Channel:
         self._log = log.bind(job=job, channel=settings.source)
         # Owned by the channel thread:
         self._mapper: RowMapper | None = None
+        self._raw = False  # the writer decodes RowChange bytes itself (set at start)
         self._label = ""
         self._rows_sent = 0
         self._begun = False  # the writer has an open transaction
@@ -119,6 +133,7 @@ class Channel:
         self.committed_position = self.writer.committed_position()
         self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
                                  before_images=self.writer.before_images(), by_name=self.settings.columns is None)
+        self._raw = self.writer.decodes_row_changes()
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
         self._thread.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
@@ -155,9 +170,12 @@ class Channel:
         self._label_sent = label
         self._put(_Begin(label))
 
-    def add(self, position: EntryPosition, row_change: bytes) -> None:
-        """Queue one ROWDATA entry's row change (or a DDL on this table) for this transaction."""
-        self._pending.append((position, row_change))
+    def add(self, position: EntryPosition, row_change: bytes, *, dml: bool = True, rows: int = 0) -> None:
+        """Queue one ROWDATA entry's row change (or a DDL on this table, ``dml`` False) for this transaction.
+
+        ``rows`` is the entry's ``rowsCount``, what the metrics count when the writer decodes.
+        """
+        self._pending.append(_Pending(position, row_change, dml, rows))
         self.entries_received += 1
         if len(self._pending) >= SEND_EVERY_ENTRIES:
             self._flush()
@@ -246,16 +264,14 @@ class Channel:
         if self._begun:
             self._abort_writer("job stopping")
 
-    def _send(self, changes: list[tuple[EntryPosition, bytes]]) -> None:
+    def _send(self, changes: list[_Pending]) -> None:
         assert self._mapper is not None
+        if self._raw:
+            self._send_raw(changes)
+            return
         rows = []
-        for position, raw in changes:
-            try:
-                change = entry_pb.RowChange.FromString(raw)
-            except DecodeError as exc:
-                raise EntryDecodeError(self.source, f"the entry's storeValue is not a RowChange ({exc})",
-                                       position) from exc
-            mapped = self._mapper.map(change, position)
+        for position, raw, _, _ in changes:
+            mapped = self._mapper.map(self._decode(position, raw), position)
             if self.debug:
                 for row in mapped:
                     self._log.debug("channel.row", op=row.kind.value, position=str(position), values=row.values)
@@ -267,6 +283,30 @@ class Channel:
             self._begun = True
         self.writer.send(self._mapper.batch(rows))
         self._rows_sent += len(rows)
+
+    def _send_raw(self, changes: list[_Pending]) -> None:
+        """Hand the writer the RowChange bytes: Python reads only DDLs and the rows that teach it the columns."""
+        assert self._mapper is not None
+        raw: list[RawChange] = []
+        for position, data, dml, rows in changes:
+            if not dml or self._mapper.columns is None:
+                mapped = self._mapper.map(self._decode(position, data), position)
+                if not dml or not mapped:
+                    continue
+            raw.append(RawChange(position, data, rows))
+            self._rows_sent += rows
+        if not raw:
+            return
+        if not self._begun:
+            self.writer.begin(self._label)
+            self._begun = True
+        self.writer.send_raw(self._mapper.raw_batch(raw))
+
+    def _decode(self, position: EntryPosition, raw: bytes) -> entry_pb.RowChange:
+        try:
+            return entry_pb.RowChange.FromString(raw)
+        except DecodeError as exc:
+            raise EntryDecodeError(self.source, str(exc), position) from exc
 
     def _commit(self, item: _Commit) -> None:
         if self._failure is not None:
@@ -285,6 +325,8 @@ class Channel:
         try:
             self.writer.commit(position)
         except Exception as exc:
+            if isinstance(exc, ColumnsChangedError) and self._mapper is not None:
+                exc = self._mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
             self._abort_writer(f"commit failed: {exc}")
             item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
             return

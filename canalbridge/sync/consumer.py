@@ -47,7 +47,7 @@ from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncE
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
 from canalbridge.sync.retry import Stopping, retrying
-from canalbridge.sync.rows import is_ddl
+from canalbridge.sync.rows import is_ddl, rows_count
 from canalbridge.sync.settings import JobSettings
 from canalbridge.sync.worker import Worker
 
@@ -236,14 +236,14 @@ class Consumer(Worker):
                     # MariaDB's transactions have no BEGIN entry: the first row opens one.
                     work.open_source_txn()
                     channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
-                    if self._add(channel, position, entry.storeValue, missed):
+                    if self._add(channel, position, entry, missed):
                         self.stats.rows_routed += 1
                     elif channel is not None:
                         self.stats.skipped += 1
                     continue
                 channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
                 # A DDL on this table: its channel names it if a later row no longer fits.
-                self._add(channel, position, entry.storeValue, missed)
+                self._add(channel, position, entry, missed)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
@@ -274,7 +274,7 @@ class Consumer(Worker):
             self._acked(self.link.ack_through(self._epoch, self._last_cut))
         return False
 
-    def _add(self, channel: Channel | None, position: EntryPosition, row_change: bytes, missed: bool) -> bool:
+    def _add(self, channel: Channel | None, position: EntryPosition, entry: entry_pb.Entry, missed: bool) -> bool:
         """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
         if channel is None:
             if missed:
@@ -282,7 +282,9 @@ class Consumer(Worker):
             return False
         done = self.committed.get(channel.source)
         if done is None or position > done or self._applies_again(channel, position, done, missed):
-            channel.add(position, row_change)
+            header = entry.header
+            dml = header.eventType in _DML
+            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0)
             if missed:
                 self._second.fill(position, channel.source)
             return True

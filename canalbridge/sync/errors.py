@@ -28,6 +28,26 @@ class RowMappingError(SyncError):
 class EntryDecodeError(RowMappingError):
     """A ROWDATA entry whose storeValue does not parse as a RowChange."""
 
+    def __init__(self, table: str, detail: str, position: EntryPosition | None) -> None:
+        super().__init__(table, f"the entry's storeValue is not a RowChange ({detail})", position)
+
+
+class ColumnsChangedError(SyncError):
+    """A writer that decodes rows itself met a RowChange whose columns are not the channel's.
+
+    The channel turns it into its mapper's :class:`RowMappingError`, which
+    names the last DDL seen on the table.
+    """
+
+    transient = False
+
+    def __init__(self, table: str, columns: str, count: int, position: EntryPosition) -> None:
+        self.table = table
+        self.columns = columns  # "name mysqlType, ..." as the RowChange has them
+        self.count = count  # how many
+        self.position = position
+        super().__init__(f"table {table}: the row's columns changed to ({columns}) at {position}")
+
 
 class ChannelCommitError(SyncError):
     """A channel could not send or commit its part of a transaction."""

@@ -18,7 +18,15 @@ import operator
 from collections.abc import Callable, Sequence
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.changes import (
+    BeforeImages,
+    ChangeKind,
+    ChangeRow,
+    RawBatch,
+    RawChange,
+    RowBatch,
+    SourceColumn,
+)
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import EntryPosition
 
@@ -114,15 +122,18 @@ class RowMapper:
         if signature == self._signature:
             return
         if self._signature is not None:
-            was = ", ".join(f"{name} {kind}" for name, kind in self._signature)
-            now = ", ".join(f"{name} {kind}" for name, kind in signature)
-            if len(signature) != len(self._signature):
-                raise self._error(
-                    f"row has {len(signature)} columns ({now}), earlier rows had {len(self._signature)} ({was})",
-                    position)
-            raise self._error(f"the row's columns changed from ({was}) to ({now})", position)
+            raise self.columns_changed(column_signature(signature), len(signature), position)
         self._learn(columns, position)
         self._signature = signature
+
+    def columns_changed(self, now: str, count: int, position: EntryPosition) -> RowMappingError:
+        """The error for a row whose ``count`` columns (``now``, as :func:`column_signature` gives them)
+        are not the earlier rows'."""
+        earlier = self._signature or ()
+        was = column_signature(earlier)
+        if count != len(earlier):
+            return self._error(f"row has {count} columns ({now}), earlier rows had {len(earlier)} ({was})", position)
+        return self._error(f"the row's columns changed from ({was}) to ({now})", position)
 
     def _error(self, message: str, position: EntryPosition) -> RowMappingError:
         if self._last_ddl is not None:
@@ -174,6 +185,16 @@ class RowMapper:
         assert self._columns is not None and self._key_indexes is not None
         return RowBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(rows))
 
+    def raw_batch(self, changes: list[RawChange]) -> RawBatch:
+        """Wrap undecoded row changes with the column facts learnt so far (a row must have been mapped)."""
+        assert self._columns is not None and self._key_indexes is not None
+        return RawBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(changes))
+
+
+def column_signature(columns: Sequence[tuple[str, str]]) -> str:
+    """Columns as errors and the JVM decoder describe a row's: ``name mysqlType``, joined by ``, ``."""
+    return ", ".join(f"{name} {mysql_type}" for name, mysql_type in columns)
+
 
 def is_ddl(store_value: bytes) -> bool:
     """Whether a ROWDATA entry of a non-DML event type carries a statement that stands alone.
@@ -184,3 +205,11 @@ def is_ddl(store_value: bytes) -> bool:
     belongs to the transaction whose rows follow it.
     """
     return entry_pb.RowChange.FromString(store_value).isDdl
+
+
+def rows_count(header: entry_pb.Header) -> int:
+    """The row changes a rows event carries, from its header's ``rowsCount`` prop (0 without one)."""
+    for prop in header.props:
+        if prop.key == "rowsCount":
+            return int(prop.value)
+    return 0

@@ -1,7 +1,8 @@
 """The writer interface a channel commits through.
 
 A writer applies one channel's transactions to one target table:
-``begin(label)``, any number of ``send(batch)`` while the transaction is
+``begin(label)``, any number of ``send(batch)`` (or, for a writer that
+decodes Canal's RowChange bytes itself, ``send_raw(batch)``) while the transaction is
 open, then ``commit(end_position)`` (atomically, with the position stored
 alongside the data) or ``abort(reason)``. ``committed_position()`` reads the
 position of the last commit back from the target, so a restarted channel
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from canalbridge.sync.changes import BeforeImages, RowBatch
+from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import MaintenanceSettings
@@ -41,6 +42,16 @@ class ChannelWriter(Protocol):
 
     def send(self, batch: RowBatch) -> None:
         """Stage rows of the open transaction."""
+
+    def decodes_row_changes(self) -> bool:
+        """Whether this writer takes RowChange bytes (:meth:`send_raw`) and decodes them itself."""
+
+    def send_raw(self, batch: RawBatch) -> None:
+        """Stage undecoded row changes of the open transaction (only if :meth:`decodes_row_changes`).
+
+        A RowChange whose columns are not ``batch.columns`` fails the commit with
+        :class:`~canalbridge.sync.errors.ColumnsChangedError`.
+        """
 
     def commit(self, end_position: EntryPosition) -> None:
         """Apply everything staged as one atomic write stamped with ``end_position``; raise on failure."""

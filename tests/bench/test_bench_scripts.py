@@ -22,8 +22,12 @@ def run_bench(module: str, *args: str) -> list[dict]:
 def test_decode_bench_drains_exactly_and_compares_with_both_references():
     *contenders, summary = run_bench("bench.decode", "--rows", "3000", "--runs", "1")
     assert summary["benchmark"] == "decode" and summary["exact"] is True
-    assert set(summary["rows_per_s"]) == {"canalbridge", "protobuf_ceiling", "canal-python"}
+    assert set(summary["rows_per_s"]) == {"canalbridge", "protobuf_ceiling", "canal-python", "python_routing",
+                                          "jvm_decode"}
     assert all(c["rows"] == summary["rows"] for c in contenders)
+    (jvm,) = [c for c in contenders if c["contender"] == "jvm_decode"]
+    assert jvm["changes"] >= jvm["rows"]  # an UPDATE that changes its key is two changes
+    assert summary["python_routing_cpu_us_per_row"] > 0 and summary["jvm_decode_cpu_us_per_row"] > 0
 
 
 @pytest.mark.spark
@@ -33,6 +37,7 @@ def test_end_to_end_bench_reports_throughput_and_lag():
     assert backlog["table_rows"] == live["table_rows"]
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
     assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
+    assert summary["backlog_jvm_cpu_us_per_row"] == backlog["jvm_cpu_us_per_row"] > 0
 
 
 @pytest.mark.spark

@@ -14,6 +14,7 @@ from canalbridge.devkit.entries import BinlogWriter, TableDef
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.mysql_types import ZERO_DATE
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import RawChange
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
@@ -46,43 +47,56 @@ def extreme_rows() -> list[dict]:
     return [maximal, zeros, nulls, fractions]
 
 
-def write_rows(spark, spark_settings, target: str, rows: list[dict], label: str = "t1") -> None:
-    entry = BinlogWriter().rows(TABLE, entry_pb.EventType.INSERT, [(None, row) for row in rows])
-    mapper = RowMapper(TABLE.qualified, None)
-    mapped = mapper.map(entry_pb.RowChange.FromString(entry.storeValue), EntryPosition.of(entry))
+def write_rows(spark, spark_settings, target: str, rows: list[dict], label: str = "t1", *,
+               decoder: str = "python") -> None:
+    """Insert ``rows`` in one commit: decoded by RowMapper, or as RowChange bytes for the JVM decoder
+    (then one entry per row, so that the staged entries spill as rows do)."""
+    binlog = BinlogWriter()
     writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, target), "types", spark_settings)
+    mapper = RowMapper(TABLE.qualified, None)
     writer.begin(label)
-    writer.send(mapper.batch(mapped))
-    writer.commit(EntryPosition.of(entry))
+    if decoder == "jvm":
+        assert writer.decodes_row_changes()
+        entries = [binlog.rows(TABLE, entry_pb.EventType.INSERT, [(None, row)]) for row in rows]
+        mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
+        writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, 1) for e in entries]))
+    else:
+        entries = [binlog.rows(TABLE, entry_pb.EventType.INSERT, [(None, row) for row in rows])]
+        mapped = mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
+        writer.send(mapper.batch(mapped))
+    writer.commit(EntryPosition.of(entries[-1]))
 
 
-def test_every_type_round_trips_with_extremes(spark, spark_settings):
+@pytest.mark.parametrize("decoder", ["python", "jvm"])
+def test_every_type_round_trips_with_extremes(spark, spark_settings, decoder):
     rows = extreme_rows()
-    write_rows(spark, spark_settings, "lake.types.extremes", rows)
-    assert read_typed(spark, "lake.types.extremes", TABLE) == expected_typed(TABLE, rows)
+    write_rows(spark, spark_settings, f"lake.types.extremes_{decoder}", rows, decoder=decoder)
+    assert read_typed(spark, f"lake.types.extremes_{decoder}", TABLE) == expected_typed(TABLE, rows)
 
 
-def test_generated_values_of_every_type_round_trip(spark, spark_settings):
+@pytest.mark.parametrize("decoder", ["python", "jvm"])
+def test_generated_values_of_every_type_round_trip(spark, spark_settings, decoder):
     from canalbridge.devkit.workload import Workload, WorkloadSpec
 
     workload = Workload(WorkloadSpec(tables=(TABLE,), row_changes=400, insert_weight=1, update_weight=0,
                                      delete_weight=0, null_ratio=0.15, seed=11))
     list(workload)
     rows = list(workload.expected[TABLE.qualified].rows.values())
-    write_rows(spark, spark_settings, "lake.types.generated", rows)
-    assert read_typed(spark, "lake.types.generated", TABLE) == expected_typed(TABLE, rows)
+    write_rows(spark, spark_settings, f"lake.types.generated_{decoder}", rows, decoder=decoder)
+    assert read_typed(spark, f"lake.types.generated_{decoder}", TABLE) == expected_typed(TABLE, rows)
 
 
 def test_created_table_has_iceberg_types_and_properties(spark):
-    described = {r["col_name"]: r["data_type"] for r in spark.sql("DESCRIBE TABLE lake.types.extremes").collect()}
+    described = {r["col_name"]: r["data_type"]
+                 for r in spark.sql("DESCRIBE TABLE lake.types.extremes_python").collect()}
     for column in ALL_TYPES_COLUMNS:
         assert described[column.name] == spark_type(column.mysql_type.declared), column.name
-    properties = {r["key"]: r["value"] for r in spark.sql("SHOW TBLPROPERTIES lake.types.extremes").collect()}
+    properties = {r["key"]: r["value"] for r in spark.sql("SHOW TBLPROPERTIES lake.types.extremes_python").collect()}
     assert properties["format-version"] == "2"
     assert properties["write.merge.mode"] == "merge-on-read"
     assert properties["write.metadata.delete-after-commit.enabled"] == "true"
     assert properties["canalbridge.primary-key"] == '["id"]'
-    assert identifier_fields(spark, "lake.types.extremes") == ["id"]
+    assert identifier_fields(spark, "lake.types.extremes_python") == ["id"]
 
 
 def identifier_fields(spark, table: str) -> list[str]:
@@ -109,7 +123,8 @@ def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings):
     assert not failure.value.transient
 
 
-def test_large_transaction_spills_to_parquet_and_commits_once(spark, spark_settings):
+@pytest.mark.parametrize("decoder", ["python", "jvm"])
+def test_large_transaction_spills_to_parquet_and_commits_once(spark, spark_settings, decoder):
     from pathlib import Path
 
     from canalbridge.devkit.workload import Workload, WorkloadSpec
@@ -119,9 +134,10 @@ def test_large_transaction_spills_to_parquet_and_commits_once(spark, spark_setti
     list(workload)
     rows = list(workload.expected[TABLE.qualified].rows.values())
     assert len(rows) > 2 * spark_settings.spill_rows
-    write_rows(spark, spark_settings, "lake.types.spilled", rows)
-    assert read_typed(spark, "lake.types.spilled", TABLE) == expected_typed(TABLE, rows)
+    target = f"lake.types.spilled_{decoder}"
+    write_rows(spark, spark_settings, target, rows, decoder=decoder)
+    assert read_typed(spark, target, TABLE) == expected_typed(TABLE, rows)
     # One change of main: the upsert writer's snapshots on its branch reach main in one fast-forward.
-    assert spark.sql("SELECT count(*) AS n FROM lake.types.spilled.history").first()["n"] == 1
-    spill_dir = Path(spark_settings.spill_dir) / "types" / "lake.types.spilled"
+    assert spark.sql(f"SELECT count(*) AS n FROM {target}.history").first()["n"] == 1
+    spill_dir = Path(spark_settings.spill_dir) / "types" / (target + (".raw" if decoder == "jvm" else ""))
     assert spill_dir.is_dir() and not any(spill_dir.iterdir())  # files removed after the commit

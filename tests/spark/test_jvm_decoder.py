@@ -1,0 +1,93 @@
+"""The JVM RowChange decoder gives, change for change, what RowMapper gives in Python."""
+
+from __future__ import annotations
+
+import pytest
+
+from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.workload import Workload, WorkloadSpec
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import BeforeImages
+from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import RowMapper
+from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, register
+
+ALL_TYPES = TableDef("src", "all_types", ALL_TYPES_COLUMNS)
+TWO_KEYS = TableDef("src", "two_keys", (ColumnDef.of("tenant", "int(11)", True), ColumnDef.of("id", "bigint(20)", True),
+                                        ColumnDef.of("name", "varchar(32)")))
+ROWDATA = entry_pb.EntryType.ROWDATA
+
+
+def _workload_entries(table: TableDef, changes: int) -> list[entry_pb.Entry]:
+    spec = WorkloadSpec(tables=(table,), row_changes=changes, pk_change_ratio=0.3, null_ratio=0.2,
+                        ddl_every=3, seed=7)
+    return [e for e in Workload(spec) if e.entryType == ROWDATA]
+
+
+def _raw_frame(spark, entries: list[entry_pb.Entry]):
+    schema = ", ".join(f"{name} {kind}" for name, kind in RAW_FIELDS)
+    rows = [(order, e.header.logfileName, e.header.logfileOffset, e.header.executeTime, e.storeValue)
+            for order, e in enumerate(entries)]
+    return spark.createDataFrame(rows, schema=schema)
+
+
+def _python_changes(table: TableDef, entries: list[entry_pb.Entry], before: BeforeImages):
+    mapper = RowMapper(table.qualified, None, before_images=before)
+    changes = []
+    for entry in entries:
+        position = EntryPosition.of(entry)
+        for row in mapper.map(entry_pb.RowChange.FromString(entry.storeValue), position):
+            changes.append((row.kind.value, position.journal, position.offset, list(row.values)))
+    return mapper, changes
+
+
+@pytest.mark.parametrize("before", [BeforeImages.FULL, BeforeImages.KEY_CHANGES], ids=["changelog", "upsert"])
+@pytest.mark.parametrize("table", [ALL_TYPES, TWO_KEYS], ids=["all_types", "two_keys"])
+def test_every_change_decodes_as_in_python(spark, table, before):
+    entries = _workload_entries(table, 600)
+    assert any(entry_pb.RowChange.FromString(e.storeValue).isDdl for e in entries), "the workload has DDLs"
+    mapper, expected = _python_changes(table, entries, before)
+    assert any(kind == "-U" for kind, *_ in expected), "the workload changes keys"
+    register(spark)
+    keys = mapper.key_indexes if before is BeforeImages.KEY_CHANGES else None
+    frame = decoded_changes(_raw_frame(spark, entries), mapper.columns, keys)
+    width = len(mapper.columns)
+    got = [(r["_kind"], r["_journal"], r["_offset"], [r[f"c{i}"] for i in range(width)])
+           for r in frame.orderBy("_seq").collect()]
+    assert got == expected
+    seqs = [r["_seq"] for r in frame.collect()]
+    assert len(set(seqs)) == len(seqs) and all(s >> CHANGE_BITS < len(entries) for s in seqs)
+
+
+def test_a_row_change_with_other_columns_fails_the_query_and_names_its_position(spark):
+    writer = BinlogWriter()
+    fits = writer.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
+    wider = TableDef("src", "two_keys", (*TWO_KEYS.columns, ColumnDef.of("added", "int(11)")))
+    altered = writer.rows(wider, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b", "added": 5})])
+    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
+    register(spark)
+    frame = decoded_changes(_raw_frame(spark, [fits, altered]), mapper.columns, None)
+    with pytest.raises(Exception) as failure:
+        frame.collect()
+    changed = decode_failure(failure.value, TWO_KEYS.qualified)
+    assert isinstance(changed, ColumnsChangedError), str(failure.value)
+    assert changed.position.same_place(EntryPosition.of(altered)) and changed.count == 4
+    assert changed.columns == "tenant int(11), id bigint(20), name varchar(32), added int(11)"
+
+
+def test_bytes_that_are_not_a_row_change_fail_the_query_and_name_their_position(spark):
+    binlog = BinlogWriter()
+    fits = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
+    garbled = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b"})])
+    garbled.storeValue = b"\xff\xff\xff"
+    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
+    register(spark)
+    frame = decoded_changes(_raw_frame(spark, [fits, garbled]), mapper.columns, None)
+    with pytest.raises(Exception) as failure:
+        frame.collect()
+    undecodable = decode_failure(failure.value, TWO_KEYS.qualified)
+    assert isinstance(undecodable, EntryDecodeError), str(failure.value)
+    assert undecodable.position.same_place(EntryPosition.of(garbled))
+    assert "storeValue is not a RowChange" in str(undecodable) and TWO_KEYS.qualified in str(undecodable)
