@@ -44,3 +44,9 @@ def test_a_process_exits_when_its_main_thread_ends_with_or_without_stop_spark(tm
     text = output.decode(errors="replace")
     assert "the main thread ended" in text, f"the process hung after its main thread ended\n{text[-3000:]}"
     assert process.returncode == 1, text[-3000:]
+
+
+def test_the_driver_jvm_runs_with_the_explicit_heap(spark):
+    # spark.driver.memory only counts when it reaches the JVM's launch: the heap must be 2g, not Spark's 1g.
+    max_heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    assert 1.5 * 2**30 < max_heap <= 2 * 2**30

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from canalbridge.devkit import artifacts
 from canalbridge.devkit.canal_server import canal_passwd
 from spark_sink import session
+from spark_sink.settings import SparkSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +67,11 @@ def test_missing_mariadb_names_the_make_target(monkeypatch):
 def test_canal_passwd_is_mysql_password_without_the_star():
     # MySQL's PASSWORD('canal') is *E3619321C1A937C46A0D8BD1DAC39F93B27D4458.
     assert canal_passwd("canal") == "e3619321c1a937c46a0d8bd1dac39f93b27d4458"
+
+
+def test_the_driver_heap_is_explicit_unless_the_user_sets_it():
+    iceberg = {"spark.jars.packages": session.ICEBERG_PACKAGE}  # so that no jar need be in the cache
+    settings = SparkSettings(master="local[1]", warehouse="/w", spill_dir="/s", conf=iceberg)
+    assert session.session_conf(settings)["spark.driver.memory"] == session.DRIVER_MEMORY
+    mine = dataclasses.replace(settings, conf={**iceberg, "spark.driver.memory": "6g"})
+    assert session.session_conf(mine)["spark.driver.memory"] == "6g"
