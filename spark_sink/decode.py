@@ -113,15 +113,19 @@ def decoded_changes(raw: DataFrame, columns: Sequence[SourceColumn], key_indexes
         return F.raise_error(F.concat_ws(
             "|", F.lit(marker), F.col("_journal"), F.col("_offset").cast("string"), count, found, F.lit("end")))
 
-    # The checks ride on _kind, which every writer reads, so that Spark cannot prune them away.
     kind = (F.when(decoded_kind == F.lit(_UNDECODABLE_KIND), failure(_UNDECODABLE))
             .when(found.isNotNull() & (found != F.lit(expected)), failure(_CHANGED))
             .otherwise(decoded_kind))
-    values = [F.col("_change.values")[index].alias(f"c{index}") for index in range(len(columns))]
-    return exploded.select(
+    checked = exploded.select(
         kind.alias("_kind"), (F.col("_entry") * F.lit(1 << CHANGE_BITS) + F.col("_pos")).alias("_seq"),
-        "_journal", "_offset", "_execute_time_ms", *values,
+        "_journal", "_offset", "_execute_time_ms", "_change",
     )
+    # Every value waits for the checks on _kind: whatever a statement reads (the DELETE only
+    # the keys), a RowChange of other columns fails as such, never first as an index past
+    # the end of its values or a cast of a shifted column (ANSI mode makes both errors).
+    values = [F.when(F.col("_kind").isNotNull(), F.col("_change.values")[index]).alias(f"c{index}")
+              for index in range(len(columns))]
+    return checked.select("_kind", "_seq", "_journal", "_offset", "_execute_time_ms", *values)
 
 
 def removes(kind: Column) -> Column:

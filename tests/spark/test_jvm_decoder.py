@@ -8,11 +8,13 @@ from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages
+from canalbridge.sync.changes import BeforeImages, RawChange
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.rows import RowMapper, rows_count
+from canalbridge.sync.settings import ChannelSettings
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, register
+from spark_sink.writer import IcebergChangelogWriter, IcebergUpsertWriter
 
 ALL_TYPES = TableDef("src", "all_types", ALL_TYPES_COLUMNS)
 TWO_KEYS = TableDef("src", "two_keys", (ColumnDef.of("tenant", "int(11)", True), ColumnDef.of("id", "bigint(20)", True),
@@ -91,3 +93,32 @@ def test_bytes_that_are_not_a_row_change_fail_the_query_and_name_their_position(
     assert isinstance(undecodable, EntryDecodeError), str(failure.value)
     assert undecodable.position.same_place(EntryPosition.of(garbled))
     assert "storeValue is not a RowChange" in str(undecodable) and TWO_KEYS.qualified in str(undecodable)
+
+
+NARROWER = TableDef("src", "two_keys", TWO_KEYS.columns[:2])  # name dropped
+KEY_RETYPED = TableDef("src", "two_keys", (ColumnDef.of("tenant", "varchar(8)", True), *TWO_KEYS.columns[1:]))
+
+
+@pytest.mark.parametrize("mode", ["changelog", "upsert"])
+@pytest.mark.parametrize("altered_table, values", [
+    (NARROWER, {"tenant": 1, "id": 2}),
+    (KEY_RETYPED, {"tenant": "x", "id": 2, "name": "b"}),
+], ids=["column_dropped", "key_retyped"])
+def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_settings, mode, altered_table, values):
+    # A value past the end of the row or a shifted column's cast must not fail first, in
+    # any statement of the commit (the upsert's DELETE reads only the keys).
+    binlog = BinlogWriter()
+    fits = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
+    altered = binlog.rows(altered_table, entry_pb.EventType.INSERT, [(None, values)])
+    kind = IcebergChangelogWriter if mode == "changelog" else IcebergUpsertWriter
+    target = f"lake.decoder.other_columns_{mode}_{len(values)}"
+    writer = kind(spark, ChannelSettings(TWO_KEYS.qualified, target, mode=mode), "decoder", spark_settings)
+    assert writer.decodes_row_changes()
+    mapper = RowMapper(TWO_KEYS.qualified, None, before_images=writer.before_images())
+    mapper.map(entry_pb.RowChange.FromString(fits.storeValue), EntryPosition.of(fits))
+    writer.begin("t1")
+    writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, rows_count(e.header))
+                                      for e in (fits, altered)]))
+    with pytest.raises(ColumnsChangedError) as failure:
+        writer.commit(EntryPosition.of(altered))
+    assert failure.value.position.same_place(EntryPosition.of(altered))
