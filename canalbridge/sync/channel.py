@@ -278,9 +278,7 @@ class Channel:
             rows.extend(mapped)
         if not rows:
             return
-        if not self._begun:
-            self.writer.begin(self._label)
-            self._begun = True
+        self._begin_once()
         self.writer.send(self._mapper.batch(rows))
         self._rows_sent += len(rows)
 
@@ -297,10 +295,14 @@ class Channel:
             self._rows_sent += rows
         if not raw:
             return
+        self._begin_once()
+        self.writer.send_raw(self._mapper.raw_batch(raw))
+
+    def _begin_once(self) -> None:
+        """Open the writer's transaction before the first rows of this one are sent."""
         if not self._begun:
             self.writer.begin(self._label)
             self._begun = True
-        self.writer.send_raw(self._mapper.raw_batch(raw))
 
     def _decode(self, position: EntryPosition, raw: bytes) -> entry_pb.RowChange:
         try:

@@ -63,18 +63,23 @@ def test_every_change_decodes_as_in_python(spark, table, before):
     assert len(set(seqs)) == len(seqs) and all(s >> CHANGE_BITS < len(entries) for s in seqs)
 
 
+def _failure_decoding(spark, fits: entry_pb.Entry, second: entry_pb.Entry):
+    """Decode a TWO_KEYS entry that fits, then ``second``: the sync core's error for the failure, and Spark's text."""
+    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
+    register(spark)
+    frame = decoded_changes(_raw_frame(spark, [fits, second]), mapper.columns, None)
+    with pytest.raises(Exception) as failure:
+        frame.collect()
+    return decode_failure(failure.value, TWO_KEYS.qualified), str(failure.value)
+
+
 def test_a_row_change_with_other_columns_fails_the_query_and_names_its_position(spark):
     writer = BinlogWriter()
     fits = writer.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
     wider = TableDef("src", "two_keys", (*TWO_KEYS.columns, ColumnDef.of("added", "int(11)")))
     altered = writer.rows(wider, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b", "added": 5})])
-    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
-    register(spark)
-    frame = decoded_changes(_raw_frame(spark, [fits, altered]), mapper.columns, None)
-    with pytest.raises(Exception) as failure:
-        frame.collect()
-    changed = decode_failure(failure.value, TWO_KEYS.qualified)
-    assert isinstance(changed, ColumnsChangedError), str(failure.value)
+    changed, message = _failure_decoding(spark, fits, altered)
+    assert isinstance(changed, ColumnsChangedError), message
     assert changed.position.same_place(EntryPosition.of(altered)) and changed.count == 4
     assert changed.columns == "tenant int(11), id bigint(20), name varchar(32), added int(11)"
 
@@ -84,13 +89,8 @@ def test_bytes_that_are_not_a_row_change_fail_the_query_and_name_their_position(
     fits = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
     garbled = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b"})])
     garbled.storeValue = b"\xff\xff\xff"
-    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
-    register(spark)
-    frame = decoded_changes(_raw_frame(spark, [fits, garbled]), mapper.columns, None)
-    with pytest.raises(Exception) as failure:
-        frame.collect()
-    undecodable = decode_failure(failure.value, TWO_KEYS.qualified)
-    assert isinstance(undecodable, EntryDecodeError), str(failure.value)
+    undecodable, message = _failure_decoding(spark, fits, garbled)
+    assert isinstance(undecodable, EntryDecodeError), message
     assert undecodable.position.same_place(EntryPosition.of(garbled))
     assert "storeValue is not a RowChange" in str(undecodable) and TWO_KEYS.qualified in str(undecodable)
 
