@@ -1,6 +1,7 @@
 """Faults with real parts: the daemon SIGKILLed, Canal stopped and killed, MariaDB restarted, mid-run.
 
-Each fault lands while SQL is being written and the daemon is working. At
+Each fault but MariaDB's restart lands while SQL is being written and the daemon
+is working; MariaDB restarts once the daemon has caught up (see step 3). At
 the end the upsert target equals MariaDB cell by cell, and the changelog
 target holds every change of its table exactly once, the changes being
 what a second Canal destination over the same binlog delivers.
@@ -128,7 +129,13 @@ def test_kills_and_restarts_of_every_part_end_exact_and_once(real_destination, c
                 canal.kill()
                 canal.start()
         writer.finish()
-        # 3. MariaDB restarted under Canal and the daemon; then more SQL.
+        # 3. MariaDB restarted under Canal and the daemon, once the daemon has caught up; then
+        # more SQL. Caught up first: MySQL's connection breaking while Canal's parser is still
+        # behind the binlog's end can lose a rows event inside Canal, which no client can see
+        # (README, Limits; seen here once: a batch held 69 of its binlog range's 70 entries).
+        caught_up = EntryPosition(*mariadb.last_event_start("Xid"))
+        assert eventually(lambda: daemon.poll() is not None or acked_through(config, caught_up), 300), (
+            f"not acked through {caught_up}: {job_status(config, 'real')}")
         mariadb.restart()
         source.reconnect()
         for _ in range(40):
