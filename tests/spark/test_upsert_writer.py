@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.table import TargetColumn, TargetTable
@@ -54,3 +56,35 @@ def test_a_copy_on_write_target_gets_a_note_its_commits_grow_with_the_table(spar
     commit(by_hand, "l1", position(100), (1, "a"))
     assert "write.delete.mode is copy-on-write" in (by_hand.layout_note() or "")
     assert rows(spark, target) == [(1, "a")]
+
+
+def held_rdds(spark) -> set[int]:
+    """Ids of the RDDs Spark's block manager holds (persisted or locally checkpointed)."""
+    return {int(rdd_id) for rdd_id in spark.sparkContext._jsc.getPersistentRDDs().keySet().toArray()}
+
+
+def test_a_commit_computes_its_changes_once_and_releases_them_whatever_the_outcome(
+        spark, spark_settings, monkeypatch):
+    target = "lake.upsert_held.t"
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    before = held_rdds(spark)
+    held_during: list[set[int]] = []
+    fast_forward = writer.table.fast_forward_main
+
+    def watching_fast_forward(branch: str) -> None:
+        held_during.append(held_rdds(spark) - before)
+        fast_forward(branch)
+
+    monkeypatch.setattr(writer.table, "fast_forward_main", watching_fast_forward)
+    commit(writer, "l1", position(100), (1, "a"), (2, "b"))
+    assert len(held_during[0]) == 1  # the changes, held while the DELETE and INSERT read them
+    assert held_rdds(spark) - before == set()
+
+    def failing_fast_forward(branch: str) -> None:
+        raise RuntimeError("main moved")
+
+    monkeypatch.setattr(writer.table, "fast_forward_main", failing_fast_forward)
+    with pytest.raises(RuntimeError, match="main moved"):
+        commit(writer, "l2", position(200), (2, "B"))
+    assert held_rdds(spark) - before == set()
+    assert rows(spark, target) == [(1, "a"), (2, "b")]
