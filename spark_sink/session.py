@@ -158,6 +158,20 @@ def get_spark(settings: SparkSettings) -> SparkSession:
         return session
 
 
+def make_active(session: SparkSession) -> None:
+    """Make ``session`` the active one of the calling thread's JVM thread.
+
+    Spark reads its SQL settings from that thread's active session when an
+    expression is built through the DataFrame API (``Column.cast``, say): on
+    a thread with none, from Spark's defaults, where ANSI mode is off and a
+    cast of 'abc' to int gives NULL instead of failing. A channel's thread
+    has none until it is told.
+    """
+    jvm = session.sparkContext._jvm
+    assert jvm is not None, "a SparkSession without a JVM"
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+
+
 def _forget_dead_session() -> None:
     """Clear PySpark's process-wide singletons so that the next builder launches a new JVM."""
     from pyspark import SparkContext

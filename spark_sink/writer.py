@@ -29,7 +29,7 @@ from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register, removes
 from spark_sink.identifiers import quote
-from spark_sink.session import get_spark, session_alive
+from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Staging
 from spark_sink.table import (
@@ -192,13 +192,17 @@ class _IcebergWriter:
     # -- shared helpers ---------------------------------------------------------------------
 
     def _reconnect_if_lost(self) -> None:
-        """Carry on with a new SparkSession if this one's JVM died (the failed commit was replayed)."""
-        if session_alive(self.spark):
-            return
-        self.spark = get_spark(self.settings)
-        self.table = TargetTable(self.spark, self.channel.target)
-        self._ready = False
-        self._log.warning("spark.writer_reconnected")
+        """Carry on with a new SparkSession if this one's JVM died (the failed commit was replayed).
+
+        Either way the session is made the calling thread's active one, so that
+        the expressions this writer builds read its settings (ANSI casts).
+        """
+        if not session_alive(self.spark):
+            self.spark = get_spark(self.settings)
+            self.table = TargetTable(self.spark, self.channel.target)
+            self._ready = False
+            self._log.warning("spark.writer_reconnected")
+        make_active(self.spark)
 
     def _drop_view(self) -> None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -108,19 +109,38 @@ def identifier_fields(spark, table: str) -> list[str]:
     return [names[field_id] for field_id in schema.get("identifier-field-ids", [])]
 
 
-def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings):
+@pytest.mark.parametrize("thread", ["main", "other"])
+def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings, thread):
+    """Also from a thread of its own, as a channel's, whose JVM thread has no active session until told
+    (Spark's defaults there have ANSI off: the value became NULL and the commit went through)."""
     from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 
-    writer = IcebergUpsertWriter(spark, ChannelSettings("src.bad", "lake.types.bad"), "types", spark_settings)
+    target = f"lake.types.bad_{thread}"
+    writer = IcebergUpsertWriter(spark, ChannelSettings("src.bad", target), "types", spark_settings)
     columns = (SourceColumn("id", "int(11)", 4, True), SourceColumn("n", "int(11)", 4, False))
     position = EntryPosition("mysql-bin.000001", 4)
-    writer.begin("bad")
     row = ChangeRow(ChangeKind.INSERT, ("1", "abc"), position)
-    writer.send(RowBatch("src.bad", ("id", "n"), columns, (0,), (row,)))
-    with pytest.raises(ValueConversionError) as failure:
-        writer.commit(position)
-    assert "lake.types.bad" in str(failure.value) and "abc" in str(failure.value)
-    assert not failure.value.transient
+    failures: list[BaseException] = []
+
+    def commit() -> None:
+        writer.begin("bad")
+        writer.send(RowBatch("src.bad", ("id", "n"), columns, (0,), (row,)))
+        try:
+            writer.commit(position)
+        except BaseException as exc:
+            failures.append(exc)
+
+    if thread == "main":
+        commit()
+    else:
+        worker = threading.Thread(target=commit)
+        worker.start()
+        worker.join(300)
+        assert not worker.is_alive()
+    (failure,) = failures
+    assert isinstance(failure, ValueConversionError), failure
+    assert target in str(failure) and "abc" in str(failure)
+    assert not failure.transient
 
 
 @pytest.mark.parametrize("decoder", ["python", "jvm"])
