@@ -117,6 +117,7 @@ SPARK_KEYS = {
     "catalog": Key(str, check=_non_empty),
     "warehouse": Key(str, check=_non_empty),
     "spill_rows": Key(int, check=_positive),
+    "spill_dir": Key(str, check=_non_empty),
     "decoder": Key(str, check=_one_of("auto", "jvm", "python")),
     "conf": Key(dict),
 }
@@ -251,7 +252,7 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
     spark = SparkSettings(
         warehouse=str((base / spark_values.get("warehouse", str(state_dir / "warehouse"))).resolve()),
         conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
-        spill_dir=str(state_dir / "spill"),
+        spill_dir=str((base / spark_values.get("spill_dir", str(state_dir / "spill"))).resolve()),
         **_given(spark_values, "master", "app_name", "catalog", "spill_rows", "decoder"),
     )
     return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))

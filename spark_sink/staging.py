@@ -1,14 +1,17 @@
 """Rows of an open transaction, staged as text, in memory up to a bound and then in Parquet files.
 
-Every staged row is a tuple of some typed meta fields (operation, order in
-the transaction, position...) followed by the row's values as Canal text;
-for the JVM decoder, the meta fields alone, the last one the RowChange's
-bytes (:data:`spark_sink.decode.RAW_FIELDS`).
-Past ``spill_rows`` rows in memory, they are written to a Parquet file
-under ``spill_dir`` (with pyarrow), so a large transaction does not hold
-the Python process's memory hostage. At commit, the whole staging becomes
-one Spark DataFrame. Spilled files are read by Spark from the local file
-system: on a cluster, put ``spill_dir`` on storage the executors can read.
+Every staged row is some typed meta fields (operation, order in the
+transaction, position...) followed by the row's values as Canal text; for
+the JVM decoder, the meta fields alone, the last one the RowChange's bytes
+(:data:`spark_sink.decode.RAW_FIELDS`). Rows are held column by column
+(a list per field, not a tuple per row): the garbage collector then walks a
+few lists instead of every staged row. Past ``spill_rows`` rows in memory,
+they are written to a Parquet file under ``spill_dir`` (with pyarrow), so a
+large transaction does not hold the Python process's memory hostage; at
+commit, what is still in memory is written the same way, and Spark reads
+the files as one DataFrame. That costs Python less than handing Spark the
+rows through pandas and Arrow, and keeps them out of the driver's heap. On
+a cluster, put ``spill_dir`` on storage the executors can read.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _ARROW_TYPES = {"string": pa.string(), "bigint": pa.int64(), "binary": pa.binary()}
+# A staged file lives for one transaction: compressing it costs Python more than it saves.
+_PARQUET_OPTIONS: dict[str, Any] = {"compression": "none"}
 
 
 class Staging:
@@ -36,7 +41,8 @@ class Staging:
         self.spill_rows = spill_rows
         self.spill_dir = spill_dir
         self.width: int | None = None  # number of value columns, fixed by the first row
-        self._rows: list[tuple] = []
+        self._columns: list[list[Any]] = []  # in memory: one list per field
+        self._held = 0  # rows in memory
         self._files: list[Path] = []
         self.count = 0
         # Files left by a daemon that died mid-transaction: the state directory
@@ -47,14 +53,26 @@ class Staging:
         assert self.width is not None
         return [f"c{index}" for index in range(self.width)]
 
-    def add(self, rows: Sequence[tuple]) -> None:
-        if not rows:
+    def add(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Stage rows given as tuples: the meta fields, then the values."""
+        if rows:
+            self.add_columns(list(zip(*rows)))
+
+    def add_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Stage rows given field by field: one sequence of values per meta field, then per value column."""
+        if not columns or not columns[0]:
             return
         if self.width is None:
-            self.width = len(rows[0]) - len(self.meta_fields)
-        self._rows.extend(rows)
-        self.count += len(rows)
-        if len(self._rows) >= self.spill_rows:
+            self.width = len(columns) - len(self.meta_fields)
+        assert len(columns) == len(self.meta_fields) + self.width, "rows of another width"
+        if not self._columns:
+            self._columns = [[] for _ in columns]
+        for held, values in zip(self._columns, columns):
+            held.extend(values)
+        added = len(columns[0])
+        self._held += added
+        self.count += added
+        if self._held >= self.spill_rows:
             self._spill()
 
     def _schema(self) -> pa.Schema:
@@ -62,38 +80,30 @@ class Staging:
         fields += [pa.field(name, pa.string()) for name in self.value_names()]
         return pa.schema(fields)
 
-    def _arrow(self) -> pa.Table:
-        columns = list(zip(*self._rows)) if self._rows else [()] * (len(self.meta_fields) + (self.width or 0))
-        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, self._schema())],
-                                    schema=self._schema())
-
     def _spill(self) -> None:
+        schema = self._schema()
+        arrays = [pa.array(values, type=field.type) for values, field in zip(self._columns, schema)]
+        table = pa.Table.from_arrays(arrays, schema=schema)
         self.spill_dir.mkdir(parents=True, exist_ok=True)
         path = self.spill_dir / f"{uuid.uuid4().hex}.parquet"
-        pq.write_table(self._arrow(), path)
+        pq.write_table(table, path, **_PARQUET_OPTIONS)
         self._files.append(path)
-        self._rows = []
+        self._columns, self._held = [], 0
 
     def to_dataframe(self, spark: SparkSession) -> DataFrame:
         """All staged rows as one DataFrame (meta fields, then c0..cN as strings)."""
-        frames = []
-        if self._rows:
-            frames.append(spark.createDataFrame(self._arrow().to_pandas(), schema=self._spark_schema()))
-        if self._files:
-            frames.append(spark.read.schema(self._spark_schema()).parquet(*[str(f) for f in self._files]))
-        if not frames:
+        if self._held:
+            self._spill()
+        if not self._files:
             return spark.createDataFrame([], schema=self._spark_schema())
-        result = frames[0]
-        for frame in frames[1:]:
-            result = result.unionByName(frame)
-        return result
+        return spark.read.schema(self._spark_schema()).parquet(*[str(f) for f in self._files])
 
     def _spark_schema(self) -> str:
         meta = [f"{name} {kind}" for name, kind in self.meta_fields]
         return ", ".join(meta + [f"{name} string" for name in self.value_names()])
 
     def clear(self) -> None:
-        self._rows = []
+        self._columns, self._held = [], 0
         for path in self._files:
             path.unlink(missing_ok=True)
         self._files = []

@@ -134,8 +134,12 @@ class _IcebergWriter:
             self._prepare_table(batch)
         self._batch = batch
         changes = batch.changes
-        self.raw_staging.add([(self._next_seq(), c.position.journal, c.position.offset, c.position.execute_time_ms,
-                           c.row_change) for c in changes])
+        positions = [c.position for c in changes]
+        first = self._seq + 1
+        self._seq += len(changes)
+        self.raw_staging.add_columns([range(first, self._seq + 1), [p.journal for p in positions],
+                                      [p.offset for p in positions], [p.execute_time_ms for p in positions],
+                                      [c.row_change for c in changes]])
         self._staged_rows += sum(max(c.rows, 1) for c in changes)
 
     def commit(self, end_position: EntryPosition) -> None:

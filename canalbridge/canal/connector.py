@@ -14,7 +14,7 @@ from types import TracebackType
 
 from google.protobuf.message import DecodeError
 
-from canalbridge.canal.batch import EMPTY_BATCH_ID, CanalBatch
+from canalbridge.canal.batch import EMPTY_BATCH_ID, CanalBatch, parse_messages
 from canalbridge.canal.errors import (
     CanalAuthError,
     CanalConnectionError,
@@ -24,7 +24,6 @@ from canalbridge.canal.errors import (
 from canalbridge.canal.framing import FrameError, encode_packet, read_packet
 from canalbridge.canal.scramble import client_token
 from canalbridge.protocol import CanalProtocol_pb2 as packet_pb
-from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 PacketType = packet_pb.PacketType
 UNIT_MILLISECONDS = 2  # java.util.concurrent.TimeUnit.MILLISECONDS.ordinal()
@@ -197,17 +196,10 @@ class CanalConnector:
                 )
             if reply.type != PacketType.MESSAGES:
                 raise self._unexpected(reply, "MESSAGES")
-            messages = packet_pb.Messages()
-            self._parse(messages, reply.body, "get")
-        if messages.batch_id == EMPTY_BATCH_ID:
-            return CanalBatch(EMPTY_BATCH_ID, (), 0)
-        raws = list(messages.messages)  # each access to a repeated bytes field copies
-        try:
-            # One comprehension, no per-entry error label: this loop runs for every entry.
-            entries = tuple([entry_pb.Entry.FromString(raw) for raw in raws])
-        except DecodeError as exc:
-            raise self._undecodable(f"entry of batch {messages.batch_id}", "Entry", exc) from exc
-        return CanalBatch(messages.batch_id, entries, sum(map(len, raws)))
+            try:
+                return parse_messages(reply.body)
+            except DecodeError as exc:
+                raise self._undecodable("get", "Messages", exc) from exc
 
     def ack(self, batch_id: int) -> None:
         """Ack ``batch_id`` (must be the oldest outstanding). The server sends no reply."""

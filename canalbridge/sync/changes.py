@@ -63,9 +63,8 @@ class ChangeRow(NamedTuple):
     position: EntryPosition
 
 
-@dataclass(frozen=True)
-class RawChange:
-    """One DML entry's RowChange as Canal sent it, with the entry's position."""
+class RawChange(NamedTuple):
+    """One DML entry's RowChange as Canal sent it, with the entry's position (a NamedTuple: one per entry)."""
 
     position: EntryPosition
     row_change: bytes

@@ -45,7 +45,7 @@ from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
-from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition
+from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import is_ddl, rows_count
 from canalbridge.sync.settings import JobSettings
@@ -116,7 +116,7 @@ class Consumer(Worker):
         self._high: EntryPosition | None = None  # the latest position routed in this epoch
         self._last_cut: EntryPosition | None = None  # the latest commit's cut
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
-        self._taken: collections.deque[list[EntryPosition]] = collections.deque()
+        self._taken: collections.deque[TakenPositions] = collections.deque()
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
         self._log = log.bind(job=self.job)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
@@ -174,7 +174,7 @@ class Consumer(Worker):
             if self._carry:
                 entries, self._carry = self._carry, []
                 if not self._taken:  # (its batch cannot have been acked: it holds entries past the cut)
-                    self._taken.append([])
+                    self._taken.append(TakenPositions())
                 if self._route(entries, work, label, self._carry_batch):
                     return True
             else:
@@ -186,7 +186,7 @@ class Consumer(Worker):
                         return False
                     work.bytes += item.batch.raw_size
                     self.stats.batches += 1
-                    self._taken.append([])
+                    self._taken.append(TakenPositions())
                     if self._route(list(item.batch.entries), work, label, item.record.batch_id):
                         return True
             if self._commit_if_due(work, label, at_batch_end=True):
@@ -398,7 +398,7 @@ class Consumer(Worker):
                               committed=str(self._last_cut))
         # The replay brings again, from the ack cursor, what this epoch took and did
         # not ack, in the same order: those at or after ``position`` are the first pass.
-        again = sum(1 for batch in self._taken for taken in batch if taken >= position)
+        again = sum(batch.count_from(position) for batch in self._taken)
         self._abort_all("canal sent entries again in the same stream")
         self._new_epoch(self.link.rollback())
         self._second.went_back(position, self._epoch, again)

@@ -50,7 +50,14 @@ def test_valid_config_loads_with_defaults(tmp_path):
     assert job.commit.min_bytes == 15 * 1024 * 1024 and job.commit.max_bytes == 64 * 1024 * 1024
     assert config.daemon.state_dir == (tmp_path / "state").resolve()
     assert config.spark.master == "local[*]" and config.spark.catalog == "lake"
+    assert config.spark.spill_dir == str((tmp_path / "state" / "spill").resolve())
     assert job.channels[0].mode == "upsert"
+
+
+def test_spill_dir_is_relative_to_the_config_file(tmp_path):
+    text = VALID.replace("[[job]]", '[spark]\nspill_dir = "shared/spill"\n\n[[job]]', 1)
+    config = load_config(write(tmp_path, text), {})
+    assert config.spark.spill_dir == str((tmp_path / "shared" / "spill").resolve())
 
 
 def test_not_toml(tmp_path):

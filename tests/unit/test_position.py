@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.sync.position import CommittedPositions, EntryPosition, format_position_info
+from canalbridge.sync.position import CommittedPositions, EntryPosition, TakenPositions, format_position_info
 
 
 def pos(journal: str, offset: int) -> EntryPosition:
@@ -24,6 +24,23 @@ def test_offsets_far_apart_do_not_overflow():
 
 def test_journal_numbers_compare_numerically():
     assert pos("mysql-bin.999999", 4) < pos("mysql-bin.1000000", 4)
+    assert pos("mysql-bin.1000000", 4) >= pos("mysql-bin.999999", 9) > pos("mysql-bin.999999", 8)
+
+
+def test_order_is_not_a_tuples_order():
+    # A tuple would compare the journal names as text, and 9 before 10 fails there.
+    assert sorted([pos("mysql-bin.10", 4), pos("mysql-bin.9", 8), pos("mysql-bin.9", 5)]) == [
+        pos("mysql-bin.9", 5), pos("mysql-bin.9", 8), pos("mysql-bin.10", 4)]
+    assert max(pos("mysql-bin.10", 4), pos("mysql-bin.9", 8)) == pos("mysql-bin.10", 4)
+
+
+def test_taken_positions_count_those_at_or_after_a_position():
+    taken = TakenPositions()
+    for position in (pos("mysql-bin.9", 100), pos("mysql-bin.10", 4), pos("mysql-bin.9", 50), pos("mysql-bin.10", 90)):
+        taken.append(position)
+    assert taken.count_from(pos("mysql-bin.9", 100)) == 3
+    assert taken.count_from(pos("mysql-bin.10", 5)) == 1
+    assert taken.count_from(pos("mysql-bin.9", 4)) == 4
 
 
 def test_execute_time_and_gtid_do_not_affect_order():
