@@ -94,6 +94,13 @@ def _non_empty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _local_path(value: str) -> str | None:
+    if not value.strip():
+        return "must not be empty"
+    # Python writes the staged files: an address only Spark's file systems know would become a local folder.
+    return f"must be a local (or mounted) path, got {value!r}" if "://" in value else None
+
+
 def _table_name(parts: int) -> Check:
     def check(value: str) -> str | None:
         if len([p for p in value.split(".") if p]) < parts:
@@ -117,7 +124,7 @@ SPARK_KEYS = {
     "catalog": Key(str, check=_non_empty),
     "warehouse": Key(str, check=_non_empty),
     "spill_rows": Key(int, check=_positive),
-    "spill_dir": Key(str, check=_non_empty),
+    "spill_dir": Key(str, check=_local_path),
     "decoder": Key(str, check=_one_of("auto", "jvm", "python")),
     "conf": Key(dict),
 }
@@ -255,6 +262,9 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
         spill_dir=str((base / spark_values.get("spill_dir", str(state_dir / "spill"))).resolve()),
         **_given(spark_values, "master", "app_name", "catalog", "spill_rows", "decoder"),
     )
+    if not spark.master.startswith("local") and "spill_dir" not in spark_values:
+        warnings.append(f"spark.master is {spark.master!r} but spark.spill_dir is not set: every commit's staged "
+                        f"files go to {spark.spill_dir}, which every executor must read at the same path")
     return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))
 
 

@@ -45,8 +45,8 @@ class Staging:
         self._held = 0  # rows in memory
         self._files: list[Path] = []
         self.count = 0
-        # Files left by a daemon that died mid-transaction: the state directory
-        # is locked to one daemon, so nobody else can still be using them.
+        # Files left by a daemon that died mid-transaction. The directory is the job's
+        # and the table's: no other daemon may run this job (README, spark.spill_dir).
         shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def value_names(self) -> list[str]:
@@ -86,8 +86,8 @@ class Staging:
         table = pa.Table.from_arrays(arrays, schema=schema)
         self.spill_dir.mkdir(parents=True, exist_ok=True)
         path = self.spill_dir / f"{uuid.uuid4().hex}.parquet"
+        self._files.append(path)  # before writing: clear() removes a file a failed write left half done
         pq.write_table(table, path, **_PARQUET_OPTIONS)
-        self._files.append(path)
         self._columns, self._held = [], 0
 
     def to_dataframe(self, spark: SparkSession) -> DataFrame:
@@ -96,7 +96,9 @@ class Staging:
             self._spill()
         if not self._files:
             return spark.createDataFrame([], schema=self._spark_schema())
-        return spark.read.schema(self._spark_schema()).parquet(*[str(f) for f in self._files])
+        # A staged file that went missing fails the commit, whatever spark.sql.files.ignoreMissingFiles says.
+        reader = spark.read.schema(self._spark_schema()).option("ignoreMissingFiles", "false")
+        return reader.parquet(*[str(f) for f in self._files])
 
     def _spark_schema(self) -> str:
         meta = [f"{name} {kind}" for name, kind in self.meta_fields]

@@ -61,8 +61,9 @@ class LedgerBatch:
 class Outstanding:
     """What the Consumer took from Canal and has not asked to ack: what keeps Canal's store full.
 
-    ``bytes`` is serialized entry bytes, the measure Canal's store counts in
-    MEMSIZE mode (an event's raw length is its serialized Entry).
+    ``bytes`` is serialized entry bytes (with a few bytes of framing each:
+    :class:`canalbridge.canal.batch.CanalBatch`), close to the measure Canal's
+    store counts in MEMSIZE mode (an event's raw length is its serialized Entry).
     """
 
     entries: int

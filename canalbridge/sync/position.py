@@ -34,10 +34,8 @@ class EntryPosition(NamedTuple):
     """Where an entry sits in the binlog, with its execute time and gtid.
 
     A NamedTuple rather than a frozen dataclass: the Consumer makes one per
-    entry and keeps one per un-acked entry; this one is three times cheaper
-    to build and, holding only strings and ints, is not tracked by the
-    garbage collector. Order is binlog order (the comparisons below), not a
-    tuple's; equality is a tuple's, every field.
+    entry, and this is three times cheaper to build. Order is binlog order
+    (the comparisons below), not a tuple's; equality is a tuple's, every field.
     """
 
     journal: str

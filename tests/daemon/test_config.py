@@ -54,10 +54,24 @@ def test_valid_config_loads_with_defaults(tmp_path):
     assert job.channels[0].mode == "upsert"
 
 
+def with_spark(text: str) -> str:
+    return VALID.replace("[[job]]", f"[spark]\n{text}\n\n[[job]]", 1)
+
+
 def test_spill_dir_is_relative_to_the_config_file(tmp_path):
-    text = VALID.replace("[[job]]", '[spark]\nspill_dir = "shared/spill"\n\n[[job]]', 1)
-    config = load_config(write(tmp_path, text), {})
+    config = load_config(write(tmp_path, with_spark('spill_dir = "shared/spill"')), {})
     assert config.spark.spill_dir == str((tmp_path / "shared" / "spill").resolve())
+    assert not config.warnings
+
+
+def test_spill_dir_must_be_a_path_python_can_write(tmp_path):
+    assert problems(tmp_path, with_spark('spill_dir = "s3a://bucket/spill"')) == [
+        "spark.spill_dir: must be a local (or mounted) path, got 's3a://bucket/spill'"]
+
+
+def test_a_cluster_without_a_spill_dir_warns(tmp_path):
+    config = load_config(write(tmp_path, with_spark('master = "spark://10.0.0.5:7077"')), {})
+    assert any("spark.spill_dir is not set" in warning for warning in config.warnings)
 
 
 def test_not_toml(tmp_path):
