@@ -104,23 +104,21 @@ def python_routing(path: Path) -> tuple[dict, list[tuple]]:
 
 def jvm_decode(staged: list[tuple], rows: int, workdir: Path) -> dict:
     """Spark local[2] decoding the staged bytes with the JVM decoder, every value extracted."""
-    import pyarrow as pa
     from pyspark import StorageLevel
 
     from bench.common import cpu_seconds, local_spark_settings, spark_pid
     from spark_sink.decode import RAW_FIELDS, decoded_changes, register
     from spark_sink.session import get_spark, stop_spark
+    from spark_sink.staging import Staging
 
     # The staged entries are cached in the driver's heap: 4 GB holds 1M of them with room to spare.
     settings = dataclasses.replace(local_spark_settings(workdir), conf={"spark.driver.memory": "4g"})
     spark = get_spark(settings)
     try:
         register(spark)
-        columns = list(zip(*staged))
-        types = {"bigint": pa.int64(), "string": pa.string(), "binary": pa.binary()}
-        table = pa.Table.from_arrays([pa.array(c, type=types[kind]) for c, (_, kind) in zip(columns, RAW_FIELDS)],
-                                     names=[name for name, _ in RAW_FIELDS])
-        raw = spark.createDataFrame(table.to_pandas()).persist(StorageLevel.MEMORY_ONLY)
+        staging = Staging(RAW_FIELDS, len(staged) + 1, workdir / "staged")  # the channels' staging
+        staging.add(staged)
+        raw = staging.to_dataframe(spark).persist(StorageLevel.MEMORY_ONLY)
         raw.count()
         mapper = RowMapper(TABLE.qualified, None, before_images=BeforeImages.KEY_CHANGES)
         mapper.map(entry_pb.RowChange.FromString(staged[0][4]), EntryPosition("", 0))

@@ -42,7 +42,6 @@ class Staging:
         self.spill_dir = spill_dir
         self.width: int | None = None  # number of value columns, fixed by the first row
         self._columns: list[list[Any]] = []  # in memory: one list per field
-        self._held = 0  # rows in memory
         self._files: list[Path] = []
         self.count = 0
         # Files left by a daemon that died mid-transaction. The directory is the job's
@@ -69,11 +68,14 @@ class Staging:
             self._columns = [[] for _ in columns]
         for held, values in zip(self._columns, columns):
             held.extend(values)
-        added = len(columns[0])
-        self._held += added
-        self.count += added
+        self.count += len(columns[0])
         if self._held >= self.spill_rows:
             self._spill()
+
+    @property
+    def _held(self) -> int:
+        """Rows in memory."""
+        return len(self._columns[0]) if self._columns else 0
 
     def _schema(self) -> pa.Schema:
         fields = [pa.field(name, _ARROW_TYPES[kind]) for name, kind in self.meta_fields]
@@ -88,7 +90,7 @@ class Staging:
         path = self.spill_dir / f"{uuid.uuid4().hex}.parquet"
         self._files.append(path)  # before writing: clear() removes a file a failed write left half done
         pq.write_table(table, path, **_PARQUET_OPTIONS)
-        self._columns, self._held = [], 0
+        self._columns = []
 
     def to_dataframe(self, spark: SparkSession) -> DataFrame:
         """All staged rows as one DataFrame (meta fields, then c0..cN as strings)."""
@@ -105,7 +107,7 @@ class Staging:
         return ", ".join(meta + [f"{name} string" for name in self.value_names()])
 
     def clear(self) -> None:
-        self._columns, self._held = [], 0
+        self._columns = []
         for path in self._files:
             path.unlink(missing_ok=True)
         self._files = []
