@@ -27,7 +27,7 @@ from canalbridge.sync.job import SyncJob
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
-from canalbridge.sync.writer import ChannelWriter
+from canalbridge.sync.writer import ChannelWriter, SealedTransaction
 from spark_sink.session import get_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.writer import make_writer
@@ -47,13 +47,16 @@ def add_commit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=0, help="live run rate (default: 80%% of the backlog run)")
     parser.add_argument("--decoder", choices=("auto", "jvm", "python"), default="auto",
                         help="who decodes Canal's rows (spark.decoder)")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="wait for each commit before reading on (commit.overlap = false)")
 
 
 def commit_settings(args: argparse.Namespace, *, store_capacity: int, store_batch_mode: str) -> CommitSettings:
     """The job's commit settings from :func:`add_commit_arguments`' options and the Canal store it reads."""
     return CommitSettings(interval_seconds=args.interval, min_events=args.min_events,
                           min_bytes=int(args.min_mb * 2**20), max_bytes=int(args.max_mb * 2**20),
-                          store_capacity=store_capacity, store_batch_mode=store_batch_mode)
+                          store_capacity=store_capacity, store_batch_mode=store_batch_mode,
+                          overlap=not args.no_overlap)
 
 
 def local_spark_settings(root: str | Path, decoder: str = "auto") -> SparkSettings:
@@ -147,13 +150,16 @@ class LagRecorder:
             self.staged[change.position.execute_time_ms] += max(change.rows, 1)
         self.writer.send_raw(batch)
 
-    def commit(self, end_position: EntryPosition) -> None:
-        self.writer.commit(end_position)
+    def seal(self) -> SealedTransaction:
+        staged, self.staged = self.staged, Counter()
+        return _Recorded(self, self.writer.seal(), staged)
+
+    def record(self, staged: Counter) -> None:
+        """Rows of a transaction just applied: their lag is now."""
         now_ms = int(time.time() * 1000)
         with self.lock:
-            for execute_ms, rows in self.staged.items():
+            for execute_ms, rows in staged.items():
                 self.lags[max(now_ms - execute_ms, 0)] += rows
-        self.staged = Counter()
 
     def abort(self, reason: str) -> None:
         self.staged = Counter()
@@ -164,6 +170,20 @@ class LagRecorder:
         report = self.writer.maintain(settings)
         self.maintenance.append((time.perf_counter() - started, report))
         return report
+
+
+class _Recorded:
+    """A sealed transaction of a :class:`LagRecorder`: records its rows' lag once applied."""
+
+    def __init__(self, recorder: LagRecorder, sealed: SealedTransaction, staged: Counter) -> None:
+        self.recorder, self.sealed, self.staged = recorder, sealed, staged
+
+    def apply(self, end_position: EntryPosition) -> None:
+        self.sealed.apply(end_position)
+        self.recorder.record(self.staged)
+
+    def discard(self, reason: str) -> None:
+        self.sealed.discard(reason)
 
 
 def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, started: float,

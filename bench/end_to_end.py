@@ -76,7 +76,7 @@ def main() -> None:
     print(json.dumps(live), flush=True)
     stop_spark()
     print(json.dumps({"benchmark": "end_to_end", "rows": rows, "tables": 3, "decoder": args.decoder,
-                      "commit_interval_s": args.interval,
+                      "overlap": not args.no_overlap, "commit_interval_s": args.interval,
                       "canal_store": args.canal_store, "min_events": args.min_events, "min_mb": args.min_mb,
                       "max_mb": args.max_mb,
                       "backlog_rows_per_s": backlog["rows_per_s"], "live_rate": round(rate),

@@ -160,6 +160,7 @@ COMMIT_KEYS = {
     "reconnect_attempts": Key(int, check=_positive),
     "commit_timeout_seconds": Key((int, float), check=_positive),
     "stop_timeout_seconds": Key((int, float), check=_positive),
+    "overlap": Key(bool),
 }
 MAINTENANCE_KEYS = {
     "enabled": Key(bool),

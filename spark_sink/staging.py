@@ -34,7 +34,7 @@ _PARQUET_OPTIONS: dict[str, Any] = {"compression": "none"}
 
 
 class Staging:
-    """One channel's staged rows. Not thread-safe: the channel thread owns it."""
+    """One transaction's staged rows, spilled into a directory of its own. Not thread-safe."""
 
     def __init__(self, meta_fields: Sequence[tuple[str, str]], spill_rows: int, spill_dir: Path) -> None:
         self.meta_fields = tuple(meta_fields)  # (name, "string" | "bigint" | "binary")
@@ -44,9 +44,6 @@ class Staging:
         self._columns: list[list[Any]] = []  # in memory: one list per field
         self._files: list[Path] = []
         self.count = 0
-        # Files left by a daemon that died mid-transaction. The directory is the job's
-        # and the table's: no other daemon may run this job (README, spark.spill_dir).
-        shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def value_names(self) -> list[str]:
         assert self.width is not None
@@ -107,8 +104,9 @@ class Staging:
         return ", ".join(meta + [f"{name} string" for name in self.value_names()])
 
     def clear(self) -> None:
+        """Drop every staged row; the spill directory (this staging's own) goes with its files."""
         self._columns = []
-        for path in self._files:
-            path.unlink(missing_ok=True)
+        if self._files:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
         self._files = []
         self.count = 0

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,6 +66,36 @@ class ValueConversionError(SyncError):
         super().__init__(f"table {table}: a value does not convert to its column type: {message}")
 
 
+@dataclass
+class _Transaction:
+    """One transaction's staged rows and column facts; staged by the channel thread, then applied."""
+
+    label: str
+    staging: Staging  # decoded rows
+    raw_staging: Staging  # RowChange bytes, for the JVM decoder: a transaction stages into one of the two
+    batch: RowBatch | RawBatch | None = None  # the column facts of its last batch
+    seq: int = 0
+    staged_rows: int = 0  # row changes staged (the RowChanges' rowsCount, when undecoded)
+
+    def clear(self) -> None:
+        self.staging.clear()
+        self.raw_staging.clear()
+
+
+@dataclass(frozen=True)
+class _Sealed:
+    """A sealed transaction of an Iceberg writer."""
+
+    writer: _IcebergWriter
+    txn: _Transaction
+
+    def apply(self, end_position: EntryPosition) -> None:
+        self.writer._apply(self.txn, end_position)
+
+    def discard(self, reason: str) -> None:
+        self.txn.clear()
+
+
 class _IcebergWriter:
     """What both modes share: the target table, staging, and the position bookkeeping."""
 
@@ -76,17 +109,13 @@ class _IcebergWriter:
         self.table = TargetTable(spark, channel.target)
         safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", channel.target)
         self._decodes = jvm_decoder(spark, settings)
-        spill = Path(settings.spill_dir) / job
-        self.staging = Staging(self.meta_fields, settings.spill_rows, spill / safe_name)  # decoded rows
-        # RowChange bytes, for the JVM decoder: one transaction stages into one of the two.
-        self.raw_staging = Staging(RAW_FIELDS, settings.spill_rows, spill / f"{safe_name}.raw")
+        # The job's and the table's: no other daemon may run this job (README, spark.spill_dir).
+        self._spill_dir = Path(settings.spill_dir) / job / safe_name
+        shutil.rmtree(self._spill_dir, ignore_errors=True)  # what a daemon that died mid-transaction left
         self._view = f"canalbridge_staged_{next(_view_ids)}"
-        self._label = ""
         self._ready = False
-        self._batch: RowBatch | RawBatch | None = None  # column facts of the open transaction
-        self._staged_rows = 0  # row changes staged (the RowChanges' rowsCount, when undecoded)
+        self._open = self._new_transaction("")
         self._layout_note: str | None = None  # read from the table by the channel thread, for status
-        self._seq = 0
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
 
     # -- ChannelWriter --------------------------------------------------------------------
@@ -109,53 +138,62 @@ class _IcebergWriter:
 
     def begin(self, label: str) -> None:
         self._reconnect_if_lost()
-        self.staging.clear()
-        self.raw_staging.clear()
-        self._label = label
-        self._seq = 0
-        self._staged_rows = 0
-        self._batch = None
+        self._open.clear()
+        self._open = self._new_transaction(label)
 
     def send(self, batch: RowBatch) -> None:
-        assert not self.raw_staging.count, "decoded rows and RowChange bytes in one transaction"
+        txn = self._open
+        assert not txn.raw_staging.count, "decoded rows and RowChange bytes in one transaction"
         if not self._ready:
             self._prepare_table(batch)
-        self._batch = batch
-        self.staging.add(self._stage(batch))
-        self._staged_rows += len(batch.rows)
+        txn.batch = batch
+        txn.staging.add(self._stage(batch))
+        txn.staged_rows += len(batch.rows)
 
     def decodes_row_changes(self) -> bool:
         return self._decodes
 
     def send_raw(self, batch: RawBatch) -> None:
         assert self._decodes, "RowChange bytes sent to a writer that does not decode them"
-        assert not self.staging.count, "decoded rows and RowChange bytes in one transaction"
+        txn = self._open
+        assert not txn.staging.count, "decoded rows and RowChange bytes in one transaction"
         if not self._ready:
             self._prepare_table(batch)
-        self._batch = batch
+        txn.batch = batch
         changes = batch.changes
         positions = [c.position for c in changes]
-        first = self._seq + 1
-        self._seq += len(changes)
-        self.raw_staging.add_columns([range(first, self._seq + 1), [p.journal for p in positions],
-                                      [p.offset for p in positions], [p.execute_time_ms for p in positions],
-                                      [c.row_change for c in changes]])
-        self._staged_rows += sum(max(c.rows, 1) for c in changes)
+        first = txn.seq + 1
+        txn.seq += len(changes)
+        txn.raw_staging.add_columns([range(first, txn.seq + 1), [p.journal for p in positions],
+                                     [p.offset for p in positions], [p.execute_time_ms for p in positions],
+                                     [c.row_change for c in changes]])
+        txn.staged_rows += sum(max(c.rows, 1) for c in changes)
+
+    def seal(self) -> _Sealed:
+        sealed = _Sealed(self, self._open)
+        self._open = self._new_transaction("")
+        return sealed
 
     def commit(self, end_position: EntryPosition) -> None:
-        batch = self._batch
+        """Seal the open transaction and apply it at once."""
+        self.seal().apply(end_position)
+
+    def _apply(self, txn: _Transaction, end_position: EntryPosition) -> None:
+        """Apply a sealed transaction (on the thread that applies them all, one at a time)."""
+        batch = txn.batch
         if batch is None:
             return
-        properties = position_properties(self.job, self._label, end_position)
+        self._reconnect_if_lost()  # (and this thread's active session: ANSI casts)
+        properties = position_properties(self.job, txn.label, end_position)
         try:
-            if self.raw_staging.count:
+            if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
                 keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
-                changes = decoded_changes(self.raw_staging.to_dataframe(self.spark), batch.columns, keys)
+                changes = decoded_changes(txn.raw_staging.to_dataframe(self.spark), batch.columns, keys)
                 staged = self._from_changes(changes, batch)
             else:
-                staged = self.staging.to_dataframe(self.spark)
-            self._write(self._typed(staged, batch), properties)
+                staged = txn.staging.to_dataframe(self.spark)
+            self._write(self._typed(staged, batch), txn, properties)
         except Exception as exc:
             failure = decode_failure(exc, self.channel.source)
             if failure is not None:
@@ -165,15 +203,13 @@ class _IcebergWriter:
                 raise ValueConversionError(self.channel.target, reason) from exc
             raise
         finally:
-            self.staging.clear()
-            self.raw_staging.clear()
+            txn.clear()
             self._drop_view()
-        self._log.debug("spark.committed", label=self._label, position=str(end_position))
+        self._log.debug("spark.committed", label=txn.label, position=str(end_position))
 
     def abort(self, reason: str) -> None:
-        self.staging.clear()
-        self.raw_staging.clear()
-        self._batch = None
+        self._open.clear()
+        self._open = self._new_transaction("")
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         self._reconnect_if_lost()
@@ -246,9 +282,16 @@ class _IcebergWriter:
             for index, (name, source) in enumerate(zip(batch.target_columns, batch.columns))
         ]
 
+    def _new_transaction(self, label: str) -> _Transaction:
+        # Its own directory: a transaction stages while the one sealed before it is applied.
+        name = uuid.uuid4().hex
+        return _Transaction(label, Staging(self.meta_fields, self.settings.spill_rows, self._spill_dir / name),
+                            Staging(RAW_FIELDS, self.settings.spill_rows, self._spill_dir / f"{name}.raw"))
+
     def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
+        txn = self._open
+        txn.seq += 1
+        return txn.seq
 
     # -- mode-specific --------------------------------------------------------------------------
 
@@ -265,7 +308,7 @@ class _IcebergWriter:
     def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
         raise NotImplementedError
 
-    def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
+    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str]) -> None:
         raise NotImplementedError
 
 
@@ -319,21 +362,22 @@ class IcebergUpsertWriter(_IcebergWriter):
         last_change = staged.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
         return last_change.select(*self._converted(batch), F.col("_op"))
 
-    def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
-        assert self._batch is not None
-        names = [quote(name) for name in self._batch.target_columns]
-        keys = [quote(self._batch.target_columns[i]) for i in self._batch.key_indexes]
+    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str]) -> None:
+        assert txn.batch is not None
+        names = [quote(name) for name in txn.batch.target_columns]
+        keys = [quote(txn.batch.target_columns[i]) for i in txn.batch.key_indexes]
         if self._unmapped:
             frame.createOrReplaceTempView(self._view)
             self._merge(names, keys, properties)
             return
         with _computed_once(frame) as changes:
             changes.createOrReplaceTempView(self._view)
-            self._delete_and_insert(names, keys, properties)
+            self._delete_and_insert(names, keys, txn.staged_rows <= BROADCAST_ROWS, properties)
 
-    def _delete_and_insert(self, names: list[str], keys: list[str], properties: dict[str, str]) -> None:
+    def _delete_and_insert(self, names: list[str], keys: list[str], broadcast: bool,
+                           properties: dict[str, str]) -> None:
         target, columns, key_list = self.table.branch(self._branch), ", ".join(names), ", ".join(keys)
-        hint = f"/*+ BROADCAST({self._view}) */ " if self._staged_rows <= BROADCAST_ROWS else ""
+        hint = f"/*+ BROADCAST({self._view}) */ " if broadcast else ""
         delete = f"DELETE FROM {target} WHERE ({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
         insert = f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
 
@@ -410,7 +454,7 @@ class IcebergChangelogWriter(_IcebergWriter):
             F.col("_seq"),
         )
 
-    def _write(self, frame: DataFrame, properties: dict[str, str]) -> None:
+    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str]) -> None:
         writer = frame.writeTo(self.table.identifier)
         for key, value in properties.items():
             writer = writer.option(f"snapshot-property.{key}", value)

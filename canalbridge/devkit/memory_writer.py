@@ -124,12 +124,20 @@ class InMemoryWriter:
         if rows:
             self.send(mapper.batch(rows))
 
+    def seal(self) -> SealedInMemory:
+        with self._lock:
+            sealed = SealedInMemory(self, self._label or "", self._staged, self._raw_failure)
+            self._label, self._staged, self._raw_failure = None, [], None
+        return sealed
+
     def commit(self, end_position: EntryPosition) -> None:
-        if self._raw_failure is not None:
-            failure, self._raw_failure = self._raw_failure, None
-            with self._lock:
-                self._staged = []
-            raise failure
+        """Seal the open transaction and apply it at once."""
+        self.seal().apply(end_position)
+
+    def _apply(self, sealed: SealedInMemory, end_position: EntryPosition) -> None:
+        if sealed.raw_failure is not None:
+            self._dropped("commit failed")
+            raise sealed.raw_failure
         if self._maintaining:
             raise AssertionError(f"{self.table}: a commit while maintenance runs")
         if self.before_commit is not None:
@@ -137,13 +145,13 @@ class InMemoryWriter:
         with self._lock:
             self.commit_calls += 1
             if self.commit_calls in self.fail_commit_at:
-                self._staged = []
+                self.aborts.append("commit failed")
                 raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
             last = self.commits[-1].end_position if self.commits else None
             if last is not None and end_position < last:
                 raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
             count = 0
-            for batch in self._staged:
+            for batch in sealed.staged:
                 names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)
                 single_key = len(batch.key_indexes) == 1
                 for row in batch.rows:
@@ -155,18 +163,18 @@ class InMemoryWriter:
                 count += len(batch.rows)
                 if self.keep_changes:
                     self.changes.update(row.position for row in batch.rows)
-            self.commits.append(CommitRecord(self._label or "", end_position, count))
-            self._staged = []
-            self._label = None
+            self.commits.append(CommitRecord(sealed.label, end_position, count))
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
-    def abort(self, reason: str) -> None:
-        self._raw_failure = None
+    def _dropped(self, reason: str) -> None:
         with self._lock:
             self.aborts.append(reason)
-            self._staged = []
-            self._label = None
+
+    def abort(self, reason: str) -> None:
+        with self._lock:
+            self.aborts.append(reason)
+            self._label, self._staged, self._raw_failure = None, [], None
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         self._maintaining = True
@@ -177,3 +185,19 @@ class InMemoryWriter:
         finally:
             self._maintaining = False
         return MaintenanceReport()  # nothing piles up in a dict
+
+
+@dataclass(frozen=True)
+class SealedInMemory:
+    """A transaction of an :class:`InMemoryWriter` waiting to be applied."""
+
+    writer: InMemoryWriter
+    label: str
+    staged: list[RowBatch]
+    raw_failure: ColumnsChangedError | None
+
+    def apply(self, end_position: EntryPosition) -> None:
+        self.writer._apply(self, end_position)
+
+    def discard(self, reason: str) -> None:
+        self.writer._dropped(reason)

@@ -1,9 +1,13 @@
-"""A channel: one source table into one target, with a thread that writes while a transaction is open.
+"""A channel: one source table into one target, with a thread that stages and one that commits.
 
 The Consumer hands a channel the raw row changes of its table
 (:meth:`Channel.add`); the channel's thread decodes and maps them and sends
 them to the writer in chunks while the transaction is still open, so that
-a commit only has to flush the tail and apply. A writer that decodes
+a commit only has to flush the tail and apply. At a commit it seals the
+writer's transaction and hands it to the channel's committer thread, which
+applies it while the first thread goes on staging the next transaction:
+commits overlap reading. (The Consumer lets one commit run at a time, so a
+channel holds at most one sealed transaction besides its open one.) A writer that decodes
 RowChange bytes itself (the Spark writer, with the JVM decoder) gets them
 undecoded: Python then reads only DDLs and the rows that teach it the
 table's columns. Work reaches the thread
@@ -16,9 +20,9 @@ raises :class:`ChannelStuckError`; it stops waiting at once when the job
 stops. The thread itself ends when the job stops, after the item in hand:
 a commit that hangs in the target keeps it, and the job reports it stuck.
 
-After a commit, once its schedule says so, the thread runs the target's
-maintenance (:mod:`canalbridge.sync.maintenance`) before it takes the next
-item. Waits on the channel are then bounded by the maintenance's own
+After a commit, once its schedule says so, the committer thread runs the
+target's maintenance (:mod:`canalbridge.sync.maintenance`) before it applies
+the next transaction. Waits on the channel are then bounded by the maintenance's own
 ``timeout_seconds``, and by the stall timeout again from its end.
 """
 
@@ -44,7 +48,7 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
-from canalbridge.sync.writer import ChannelWriter
+from canalbridge.sync.writer import ChannelWriter, SealedTransaction
 
 log = structlog.get_logger("canalbridge.channel")
 
@@ -90,6 +94,16 @@ class _ReadPosition:
     result: Future[EntryPosition | None]
 
 
+@dataclass(frozen=True)
+class _Apply:
+    """A sealed transaction for the committer thread."""
+
+    sealed: SealedTransaction
+    label: str
+    rows: int
+    commit: _Commit
+
+
 class Channel:
     """One table's share of every transaction. Methods are called from the Consumer thread."""
 
@@ -101,9 +115,9 @@ class Channel:
         self.source = settings.source
         self.writer = writer
         self.debug = debug
-        self.committed_position: EntryPosition | None = None
+        self.committed_position: EntryPosition | None = None  # written by the committer thread after start
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
-        self.last_maintenance: MaintenanceRun | None = None  # written by the channel thread, for status
+        self.last_maintenance: MaintenanceRun | None = None  # written by the committer thread, for status
         # Counters for metrics (each written by one thread, read anywhere).
         self.entries_received = 0
         self.rows_written = 0
@@ -111,38 +125,45 @@ class Channel:
         self._work: queue.Queue[_Begin | _Send | _Commit | _Abort | _ReadPosition] = queue.Queue(QUEUE_CHUNKS)
         self._stop = stop  # the job's: set when this run stops
         self._stall_timeout_s = stall_timeout_s
-        # Written by the channel thread: waits on it do not give up before this (monotonic) time.
+        # Written by the committer thread: waits on the channel do not give up before this (monotonic) time.
         self._grace_until = 0.0
         self._maintaining = False
         self._label_sent = ""  # the Consumer's open transaction, for errors raised on its thread
         self._thread: threading.Thread | None = None
+        self._committer: threading.Thread | None = None
+        # Stager -> committer; the Consumer's one commit at a time bounds what waits here.
+        self._sealed: queue.Queue[_Apply | _ReadPosition] = queue.Queue()
         self._log = log.bind(job=job, channel=settings.source)
-        # Owned by the channel thread:
+        # Owned by the channel (staging) thread:
         self._mapper: RowMapper | None = None
         self._raw = False  # the writer decodes RowChange bytes itself (set at start)
         self._label = ""
         self._rows_sent = 0
         self._begun = False  # the writer has an open transaction
         self._failure: BaseException | None = None
-        self._schedule = MaintenanceSchedule(self.maintenance, time.monotonic())
+        self._schedule = MaintenanceSchedule(self.maintenance, time.monotonic())  # the committer thread's
 
     # -- lifecycle (Consumer thread / job) --------------------------------------------
 
     def start(self) -> None:
-        """Read the committed position back from the target and start the thread."""
+        """Read the committed position back from the target and start the threads."""
         self.committed_position = self.writer.committed_position()
         self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
                                  before_images=self.writer.before_images(), by_name=self.settings.columns is None)
         self._raw = self.writer.decodes_row_changes()
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
+        self._committer = threading.Thread(target=self._run_committer, name=f"committer-{self.job}-{self.source}",
+                                           daemon=True)
         self._thread.start()
+        self._committer.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
 
     def join(self, timeout_s: float) -> bool:
-        """Wait (after the job's stop event was set) for the thread to end; False if it is still busy."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout_s)
+        """Wait (after the job's stop event was set) for the threads to end; False if one is still busy."""
+        deadline = time.monotonic() + timeout_s
+        for thread in (self._thread, self._committer):
+            if thread is not None:
+                thread.join(max(deadline - time.monotonic(), 0.0))
         return not self.alive
 
     @property
@@ -152,11 +173,12 @@ class Channel:
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(thread is not None and thread.is_alive() for thread in (self._thread, self._committer))
 
-    def await_result(self, future: Future[T], doing: str) -> T:
-        """The result of ``future``, waiting at most the stall timeout; :class:`Stopping` if the job stops."""
-        deadline = time.monotonic() + self._stall_timeout_s
+    def await_result(self, future: Future[T], doing: str, since: float | None = None) -> T:
+        """The result of ``future``, waiting at most the stall timeout from now (or from ``since``, a
+        ``time.monotonic()`` of when the work was handed over); :class:`Stopping` if the job stops."""
+        deadline = (time.monotonic() if since is None else since) + self._stall_timeout_s
         while True:
             try:
                 return future.result(timeout=POLL_S)
@@ -181,7 +203,7 @@ class Channel:
             self._flush()
 
     def commit(self, end_position: EntryPosition) -> Future[bool]:
-        """Flush the tail and commit through ``end_position``.
+        """Flush the tail and commit through ``end_position``; the next transaction may begin at once.
 
         The future resolves to True when rows were written, False when the
         transaction had none for this table, or raises ChannelCommitError.
@@ -202,7 +224,8 @@ class Channel:
 
         A commit can land in the target and still report a failure (the
         Spark JVM dies after Iceberg wrote the snapshot); the replay must then
-        skip what landed, or a changelog would hold those changes twice.
+        skip what landed, or a changelog would hold those changes twice. Read
+        by the committer thread, after every commit handed to it.
         """
         result: Future[EntryPosition | None] = Future()
         self._put(_ReadPosition(result))
@@ -233,7 +256,7 @@ class Channel:
                                     self.maintenance.timeout_seconds, setting="maintenance.timeout_seconds")
         raise ChannelStuckError(self.source, self._label_sent, doing, self._stall_timeout_s)
 
-    # -- the channel thread -----------------------------------------------------------------
+    # -- the channel (staging) thread ------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
@@ -256,11 +279,11 @@ class Channel:
                         self._failure = exc
                         self._log.warning("channel.send_failed", label=self._label, error=str(exc))
             elif isinstance(item, _Commit):
-                self._commit(item)
+                self._seal(item)
             elif isinstance(item, _Abort):
                 self._abort(item)
             elif isinstance(item, _ReadPosition):
-                self._read_position(item)
+                self._sealed.put(item)
         if self._begun:
             self._abort_writer("job stopping")
 
@@ -310,7 +333,7 @@ class Channel:
         except DecodeError as exc:
             raise EntryDecodeError(self.source, str(exc), position) from exc
 
-    def _commit(self, item: _Commit) -> None:
+    def _seal(self, item: _Commit) -> None:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             self._abort_writer(f"send failed: {failure}")
@@ -319,24 +342,46 @@ class Channel:
         if not self._begun:
             item.result.set_result(False)
             return
+        self._begun = False
+        self._sealed.put(_Apply(self.writer.seal(), self._label, self._rows_sent, item))
+
+    # -- the committer thread ---------------------------------------------------------------------
+
+    def _run_committer(self) -> None:
+        while True:
+            try:
+                item = self._sealed.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._stop.is_set():
+                    break
+                continue
+            if self._stop.is_set():
+                if isinstance(item, _Apply):
+                    item.sealed.discard("job stopping")  # not applied: it will be consumed again
+                break
+            if isinstance(item, _Apply):
+                self._apply(item)
+            else:
+                self._read_position(item)
+
+    def _apply(self, item: _Apply) -> None:
         # A commit that fills in what Canal's first pass missed can end before the table's
         # position (see the Consumer): the table still holds everything through that.
-        position = item.end_position
+        position = item.commit.end_position
         if self.committed_position is not None and self.committed_position > position:
             position = self.committed_position
         try:
-            self.writer.commit(position)
+            item.sealed.apply(position)
         except Exception as exc:
             if isinstance(exc, ColumnsChangedError) and self._mapper is not None:
                 exc = self._mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
-            self._abort_writer(f"commit failed: {exc}")
-            item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
+            self._log.warning("channel.commit_failed", label=item.label, error=_brief(exc))
+            item.commit.result.set_exception(ChannelCommitError(self.source, item.label, exc))
             return
         self.committed_position = position
-        self.rows_written += self._rows_sent
-        self._begun = False
-        self._log.info("channel.committed", label=self._label, rows=self._rows_sent, position=str(position))
-        item.result.set_result(True)
+        self.rows_written += item.rows
+        self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(position))
+        item.commit.result.set_result(True)
         if self._schedule.due(time.monotonic()) and not self._stop.is_set():
             self._maintain()
 
@@ -364,7 +409,7 @@ class Channel:
         try:
             position = self.writer.committed_position()
         except Exception as exc:
-            item.result.set_exception(ChannelCommitError(self.source, self._label, exc))
+            item.result.set_exception(ChannelCommitError(self.source, self._label_sent, exc))
             return
         if position is not None and (self.committed_position is None or position > self.committed_position):
             self._log.warning("channel.commit_landed_despite_error", position=str(position))

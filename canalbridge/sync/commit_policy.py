@@ -20,6 +20,10 @@ end, so a target never shows half of one, unless waiting must end:
 
 Either way the commit then takes part of the source transaction, and the
 log says so.
+
+While an earlier commit is still being applied (``commit.overlap``), what
+it holds is acked when it lands: store pressure counts only what came
+after its cut (``committing`` is what Canal held at that cut).
 """
 
 from __future__ import annotations
@@ -67,12 +71,15 @@ class CommitPolicy:
             entries = min(entries, capacity - batch_size)
         self.pressure_entries = max(1, entries)
 
-    def _store_pressure(self, outstanding: Outstanding) -> bool:
+    def _store_pressure(self, outstanding: Outstanding, committing: Outstanding | None) -> bool:
+        if committing is not None:
+            outstanding = outstanding.less(committing)
         if outstanding.entries >= self.pressure_entries:
             return True
         return self.pressure_bytes is not None and outstanding.bytes >= self.pressure_bytes
 
-    def due(self, work: PendingWork, outstanding: Outstanding, now: float) -> str | None:
+    def due(self, work: PendingWork, outstanding: Outstanding, now: float,
+            committing: Outstanding | None = None) -> str | None:
         """The reason a commit is due, or None."""
         if outstanding.entries == 0:
             return None
@@ -83,13 +90,14 @@ class CommitPolicy:
             return "min_events_and_bytes"
         if now - work.started_at >= settings.interval_seconds:
             return "interval"
-        if self._store_pressure(outstanding):
+        if self._store_pressure(outstanding, committing):
             return "store_capacity"
         return None
 
-    def must_split_source_txn(self, work: PendingWork, outstanding: Outstanding, now: float) -> str | None:
+    def must_split_source_txn(self, work: PendingWork, outstanding: Outstanding, now: float,
+                              committing: Outstanding | None = None) -> str | None:
         """Why a due commit may not wait for the source transaction to end, or None."""
-        if self._store_pressure(outstanding):
+        if self._store_pressure(outstanding, committing):
             return "store_capacity"
         if work.source_txn_open_since is not None:
             if now - work.source_txn_open_since >= self.settings.max_source_txn_wait_seconds:

@@ -11,6 +11,14 @@ channel fails, the others are aborted, Canal is rolled back to its ack
 cursor and the data is consumed again; channels that had committed skip
 what they hold, so nothing is applied twice.
 
+Commits overlap reading (``commit.overlap``): once transaction N is handed
+to the channels, the Consumer begins N+1 and routes into it while N is
+applied. At most one commit runs at a time: N+1 commits only after N has
+*landed* (every channel answered), and acks go out as each lands, in order.
+If N failed, N+1 is aborted with it and Canal is rolled back to the ack
+cursor, which is still before N. While N runs, N+1 may grow past its
+thresholds, up to ``max_bytes`` or Canal's store, then waits for N.
+
 Within one epoch Canal's positions only grow, except in one case: when its
 MySQL connection breaks mid-transaction, Canal dumps the binlog again from
 the last transaction end it had put and sends that end and all after it a
@@ -34,6 +42,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import structlog
@@ -45,6 +54,7 @@ from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
+from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import is_ddl, rows_count
@@ -60,6 +70,7 @@ _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
 _QUERY = int(EventType.QUERY)
 _DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)})
+IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
 
 
 @dataclass
@@ -80,6 +91,21 @@ class ConsumerStats:
     batches: int = 0
     last_commit_time_ms: int | None = None
     last_commit_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A commit handed to the channels whose outcome the Consumer has not taken in yet."""
+
+    cut: EntryPosition
+    label: str
+    reason: str
+    started: float
+    futures: dict[str, Future[bool]]  # by channel source
+    outstanding: Outstanding  # what Canal held for this client at the cut: acked once it lands
+
+    def done(self) -> bool:
+        return all(future.done() for future in self.futures.values())
 
 
 class Consumer(Worker):
@@ -118,6 +144,7 @@ class Consumer(Worker):
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[TakenPositions] = collections.deque()
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
+        self._in_flight: _InFlight | None = None  # the commit being applied while the next transaction reads
         self._log = log.bind(job=self.job)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
 
@@ -140,9 +167,17 @@ class Consumer(Worker):
         self._log.info("consumer.stopped", commits=self.stats.commits, rollbacks=self.stats.rollbacks)
 
     def _attempt(self) -> None:
-        """One transaction; a failure is recovered from (abort, roll back) before it is retried."""
+        """Transactions until one lands or is voided; a failure is recovered from (abort, roll back)
+        before it is retried.
+
+        With commits overlapping, a transaction's commit lands (or fails) while
+        the next one is read: the attempt lasts until then, so that a commit
+        that keeps failing uses up the retries and pauses the job.
+        """
+        landed = self.stats.commits
         try:
-            self._transaction()
+            while self._transaction() and self._in_flight is not None and self.stats.commits == landed:
+                pass
         except ChannelStuckError:
             raise  # not retried: the job pauses, and its next run starts from the ack cursor
         except SyncError as exc:
@@ -171,6 +206,11 @@ class Consumer(Worker):
         while True:
             if self._stop.is_set():
                 return False  # each channel's thread aborts its open transaction as it ends
+            in_flight = self._in_flight
+            if in_flight is not None and (in_flight.done() or self._overdue(in_flight)):
+                # Acks go out as soon as the commit before this transaction landed; one that
+                # runs past the commit timeout is waited for, which names it stuck.
+                self._land()
             if self._carry:
                 entries, self._carry = self._carry, []
                 if not self._taken:  # (its batch cannot have been acked: it holds entries past the cut)
@@ -178,7 +218,10 @@ class Consumer(Worker):
                 if self._route(entries, work, label, self._carry_batch):
                     return True
             else:
-                item = self._next or self.link.take(self.policy.poll_timeout(work, time.monotonic()))
+                timeout = self.policy.poll_timeout(work, time.monotonic())
+                if self._in_flight is not None:
+                    timeout = min(timeout, IN_FLIGHT_POLL_S)  # look at the commit that runs now and then
+                item = self._next or self.link.take(timeout)
                 self._next = None
                 if item is not None:
                     if item.epoch != self._epoch:
@@ -215,6 +258,9 @@ class Consumer(Worker):
                 return True  # voided; the replay starts from the ack cursor
             entry_type = entry.entryType
             missed = self._second.missed(position, transaction_end=entry_type == _END)
+            if missed and self._in_flight is not None:
+                # What fills a gap counts as committed when its own commit lands, not the one before.
+                self._land()
             taken.append(position)
             self._high = position
             self._last_position = position
@@ -306,9 +352,15 @@ class Consumer(Worker):
             return False
         now = time.monotonic()
         outstanding = self.link.outstanding
-        reason = work.cut_due or self.policy.due(work, outstanding, now)
+        in_flight = self._in_flight
+        committing = in_flight.outstanding if in_flight is not None else None
+        reason = work.cut_due or self.policy.due(work, outstanding, now, committing)
         if reason is None:
             return False
+        if in_flight is not None:
+            if not in_flight.done() and work.cut_due is None and work.bytes < self.policy.settings.max_bytes:
+                return False  # read on while the commit before this one runs
+            self._land()
         if not self.link.is_current(self._epoch):
             # Canal was rolled back under this transaction (a reconnect or a
             # doubted batch): what it holds will come again.
@@ -316,7 +368,7 @@ class Consumer(Worker):
             self._forget_taken()
             return True
         if work.in_source_txn:
-            split = self.policy.must_split_source_txn(work, outstanding, now)
+            split = self.policy.must_split_source_txn(work, outstanding, now, committing)
             if split is None:
                 return False  # wait for the source transaction to end
             self.stats.split_source_txns += 1
@@ -329,13 +381,28 @@ class Consumer(Worker):
     # -- commit, ack, recover -------------------------------------------------------------
 
     def _commit(self, cut: EntryPosition, label: str, reason: str) -> None:
-        started = time.monotonic()
+        """Hand the transaction to the channels; with ``commit.overlap`` off, also wait for it to land."""
         futures = {source: channel.commit(cut) for source, channel in self.channels.items()}
+        self._in_flight = _InFlight(cut, label, reason, time.monotonic(), futures, self.link.outstanding)
+        if not self.settings.commit.overlap:
+            self._land()
+
+    def _land(self, *, raise_failure: bool = True) -> None:
+        """Wait for the commit in flight; advance the committed positions and ack Canal, or record what failed.
+
+        A failure is raised (the transaction open meanwhile is then aborted
+        with it), unless the caller is aborting anyway (``raise_failure``
+        False): the replay then meets the failure again if it lasts.
+        """
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        cut = in_flight.cut
         failures: list[ChannelCommitError] = []
         written = []
-        for source, future in futures.items():
+        for source, future in in_flight.futures.items():
             try:
-                if self.channels[source].await_result(future, f"the commit through {cut}"):
+                if self.channels[source].await_result(future, f"the commit through {cut}", since=in_flight.started):
                     written.append(source)
             except ChannelCommitError as exc:
                 failures.append(exc)
@@ -345,18 +412,25 @@ class Consumer(Worker):
         self._last_cut = cut
         if failures:
             self._unsettled.update(failure.channel for failure in failures)
-            raise failures[0]
+            if raise_failure:
+                raise failures[0]
+            self._log.warning("consumer.commit_failed", label=in_flight.label, error=str(failures[0]))
+            return
         acked = self.link.ack_through(self._epoch, cut)
         self._acked(acked)
+        seconds = time.monotonic() - in_flight.started
         self.stats.commits += 1
         self.stats.last_commit_time_ms = int(time.time() * 1000)
-        self.stats.last_commit_seconds = time.monotonic() - started
+        self.stats.last_commit_seconds = seconds
         if self._on_commit is not None:
             self._on_commit()
         self._log.info(
-            "consumer.committed", label=label, reason=reason, position=str(cut), channels=written,
-            batches_to_ack=acked, seconds=round(time.monotonic() - started, 3),
+            "consumer.committed", label=in_flight.label, reason=in_flight.reason, position=str(cut),
+            channels=written, batches_to_ack=acked, seconds=round(seconds, 3),
         )
+
+    def _overdue(self, in_flight: _InFlight) -> bool:
+        return time.monotonic() - in_flight.started >= self.settings.commit.commit_timeout_seconds
 
     def _settle_failed_commits(self) -> None:
         """Learn from the targets whether commits that reported failure landed, before replaying."""
@@ -369,6 +443,7 @@ class Consumer(Worker):
             self._unsettled.discard(source)
 
     def _abort_all(self, reason: str) -> None:
+        self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
         self._second.aborted(self._unsettled)
         futures = {channel: channel.abort(reason) for channel in self.channels.values()}
         for channel, future in futures.items():
@@ -387,6 +462,7 @@ class Consumer(Worker):
 
     def _went_back(self, position: EntryPosition, high: EntryPosition) -> None:
         """Canal sent ``position`` after ``high`` in one epoch: its parser dumped the binlog again."""
+        self._land(raise_failure=False)  # the last cut must be known
         self.stats.went_back += 1
         self.stats.rollbacks += 1
         self._log.warning("consumer.canal_went_back", position=str(position), after=str(high),

@@ -69,6 +69,10 @@ class Outstanding:
     entries: int
     bytes: int
 
+    def less(self, other: Outstanding) -> Outstanding:
+        """What is left of this once ``other`` (held at an earlier moment) is acked."""
+        return Outstanding(max(self.entries - other.entries, 0), max(self.bytes - other.bytes, 0))
+
 
 class Verdict(Enum):
     ACCEPTED = "accepted"

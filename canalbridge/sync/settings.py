@@ -74,6 +74,8 @@ class CommitSettings:
     # legitimately take minutes.
     commit_timeout_seconds: float = 600.0
     stop_timeout_seconds: float = 60.0  # how long stopping a job waits for its threads, in all
+    # Route the next transaction while a commit is applied (one commit at a time, acks in order).
+    overlap: bool = True
 
     @property
     def commit_retry(self) -> RetrySettings:

@@ -3,12 +3,17 @@
 A writer applies one channel's transactions to one target table:
 ``begin(label)``, any number of ``send(batch)`` (or, for a writer that
 decodes Canal's RowChange bytes itself, ``send_raw(batch)``) while the transaction is
-open, then ``commit(end_position)`` (atomically, with the position stored
-alongside the data) or ``abort(reason)``. ``committed_position()`` reads the
-position of the last commit back from the target, so a restarted channel
-resumes exactly where its table stands. ``maintain(settings)`` compacts the
-target and expires old snapshots, keeping the one that carries the position;
-the channel calls it between transactions, never during one. The Spark/Iceberg writer in
+open, then ``seal()`` and the sealed transaction's ``apply(end_position)``
+(atomically, with the position stored alongside the data), or ``abort(reason)``.
+Sealing is what lets commits overlap reading: once a transaction is sealed
+the next one may begin and stage rows on one thread while the sealed one is
+applied on another. Sealed transactions are applied one at a time, in the
+order they were sealed, by the thread that also reads positions and runs
+maintenance. ``committed_position()`` reads the position of the last commit
+back from the target, so a restarted channel resumes exactly where its table
+stands. ``maintain(settings)`` compacts the target and expires old
+snapshots, keeping the one that carries the position; the channel calls it
+between two applies, never during one. The Spark/Iceberg writer in
 ``spark_sink`` implements the same protocol; the dev kit has an in-memory one.
 """
 
@@ -20,6 +25,19 @@ from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import MaintenanceSettings
+
+
+class SealedTransaction(Protocol):
+    """A transaction whose rows are all staged, waiting to be applied to the target."""
+
+    def apply(self, end_position: EntryPosition) -> None:
+        """Apply everything staged as one atomic write stamped with ``end_position``; raise on failure.
+
+        The staged rows are dropped either way: a failed transaction is replayed from Canal.
+        """
+
+    def discard(self, reason: str) -> None:
+        """Drop the staged rows without applying them."""
 
 
 class ChannelWriter(Protocol):
@@ -53,11 +71,11 @@ class ChannelWriter(Protocol):
         :class:`~canalbridge.sync.errors.ColumnsChangedError`.
         """
 
-    def commit(self, end_position: EntryPosition) -> None:
-        """Apply everything staged as one atomic write stamped with ``end_position``; raise on failure."""
+    def seal(self) -> SealedTransaction:
+        """Close the open transaction for applying; the writer is then ready for the next ``begin``."""
 
     def abort(self, reason: str) -> None:
-        """Drop everything staged."""
+        """Drop everything the open transaction staged."""
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         """Compact the target and expire snapshots older than ``keep_snapshots_hours``, never the one

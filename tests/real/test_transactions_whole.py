@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from canalbridge.devkit.memory_writer import InMemoryWriter
+from canalbridge.devkit.memory_writer import InMemoryWriter, SealedInMemory
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
@@ -38,8 +38,8 @@ class SnapshottingWriter(InMemoryWriter):
     snapshots: list[tuple[EntryPosition, dict[str, int]]] = field(default_factory=list)
     _snapshot_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def commit(self, end_position: EntryPosition) -> None:
-        super().commit(end_position)
+    def _apply(self, sealed: SealedInMemory, end_position: EntryPosition) -> None:
+        super()._apply(sealed, end_position)
         amounts = {key[0]: int(row["amount"]) for key, row in self.rows.items()}
         with self._snapshot_lock:
             self.snapshots.append((end_position, amounts))

@@ -17,7 +17,7 @@ def test_rows_given_as_tuples_or_by_field_read_back_in_order_from_files(spark, t
         ("U", 1, "a", None), ("D", 2, "b", "x"), ("U", 3, "c", "y"), ("U", 4, "d", "z"), ("U", 5, "e", "w")]
     assert staging.count == 5
     staging.clear()
-    assert staging.count == 0 and not any((tmp_path / "t").iterdir())
+    assert staging.count == 0 and not (tmp_path / "t").exists()  # the directory is the staging's own
 
 
 def test_row_change_bytes_stay_bytes(spark, tmp_path):

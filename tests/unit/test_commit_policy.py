@@ -43,6 +43,16 @@ def test_split_only_under_store_pressure_or_after_the_wait_bound():
     assert policy.must_split_source_txn(open_txn, held(512), now=6) == "store_capacity"
 
 
+def test_store_pressure_counts_only_what_came_after_the_cut_of_the_commit_in_flight():
+    policy = CommitPolicy(SETTINGS, 64)
+    open_txn = PendingWork(0.0, events=1, bytes=1, source_txn_open_since=0.5)
+    # 512 held in all, 500 of them the commit being applied's: acked when it lands.
+    assert policy.due(open_txn, held(512), now=1, committing=held(500)) is None
+    assert policy.must_split_source_txn(open_txn, held(512), now=1, committing=held(500)) is None
+    assert policy.due(open_txn, held(1012), now=1, committing=held(500)) == "store_capacity"
+    assert policy.must_split_source_txn(open_txn, held(1012), now=1, committing=held(500)) == "store_capacity"
+
+
 def test_store_pressure_leaves_room_for_a_get_and_a_parser_flush():
     def entries(capacity, batch_size, mode="ITEMSIZE", flush=1024):
         settings = CommitSettings(store_capacity=capacity, store_batch_mode=mode, store_transaction_size=flush)
