@@ -356,13 +356,19 @@ class Channel:
                     break
                 continue
             if self._stop.is_set():
-                if isinstance(item, _Apply):
-                    item.sealed.discard("job stopping")  # not applied: it will be consumed again
+                self._sealed.put(item)
                 break
             if isinstance(item, _Apply):
                 self._apply(item)
             else:
                 self._read_position(item)
+        while True:  # what was sealed and not applied is consumed again: drop its staged rows
+            try:
+                item = self._sealed.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Apply):
+                item.sealed.discard("job stopping")
 
     def _apply(self, item: _Apply) -> None:
         # A commit that fills in what Canal's first pass missed can end before the table's
