@@ -91,10 +91,18 @@ def workload_file(name: str, tables: Sequence[TableDef], rows: int, *, rows_per_
     return path, row_changes, EntryPosition.of(last)
 
 
+@dataclass(frozen=True)
+class DevServerProcess:
+    """A dev server running in a process of its own."""
+
+    port: int
+    pid: int  # its CPU shares the machine with the daemon's and Spark's
+
+
 @contextlib.contextmanager
 def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536, repeat: int = 1,
-               rate: float = 0) -> Iterator[int]:
-    """A dev server process feeding ``path``; yields its port."""
+               rate: float = 0) -> Iterator[DevServerProcess]:
+    """A dev server process feeding ``path``."""
     command = [sys.executable, "-m", "canalbridge", "--log-level", "warning", "devserver", "--port", "0",
                "--destination", destination, "--capacity", str(capacity), "--entries", str(path),
                "--repeat", str(repeat)]
@@ -106,7 +114,7 @@ def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536,
         match = re.search(r":(\d+) ", line)
         if match is None:
             raise SystemExit(f"the dev server did not start: {line!r}")
-        yield int(match.group(1))
+        yield DevServerProcess(int(match.group(1)), server.pid)
     finally:
         server.terminate()
         server.wait()
@@ -220,6 +228,7 @@ class Drained:
     elapsed_s: float
     cpu_s: float  # this Python process's CPU time over the run
     jvm_cpu_s: float  # the Spark JVM's CPU time over the run
+    source_cpu_s: float  # the dev server's
     peak_rss_mb: float
     lags: Counter  # lag (ms) -> rows committed with it
     recorders: dict[str, LagRecorder]  # by target
@@ -241,29 +250,32 @@ def drain_into_iceberg(name: str, path: Path, last: EntryPosition, tables: Seque
             make_writer(spark, channel, name, spark_settings), lags, lock)
         return recorder
 
-    with dev_server(path, capacity=commit.store_capacity, rate=rate) as port:
-        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
+    with dev_server(path, capacity=commit.store_capacity, rate=rate) as source:
+        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
         job = SyncJob(settings, writer)
         jvm = spark_pid(spark)
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
+        source_started = cpu_seconds(source.pid)
         job.start()
         peak_rss = drain(job, name, last, lags, started, timeout_s, samples)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        jvm_cpu = cpu_seconds(jvm) - jvm_started
+        jvm_cpu, source_cpu = cpu_seconds(jvm) - jvm_started, cpu_seconds(source.pid) - source_started
         job.pause()
-    return Drained(job, elapsed, cpu, jvm_cpu, peak_rss, lags, recorders)
+    return Drained(job, elapsed, cpu, jvm_cpu, source_cpu, peak_rss, lags, recorders)
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,
-               rate: float = 0, *, cpu_s: float, jvm_cpu_s: float | None = None) -> dict[str, object]:
+               rate: float = 0, *, cpu_s: float, jvm_cpu_s: float | None = None,
+               source_cpu_s: float | None = None) -> dict[str, object]:
     """The figures of one benchmark run; ``committed`` maps each row's lag (ms) to how many rows had it.
 
     ``cpu_s`` is this Python process's CPU time over the run (``time.process_time``:
     every thread, not the Spark JVM, the dev server or the SQL writer, which are
     processes of their own); it includes the benchmark's own per-row counting.
-    ``jvm_cpu_s``, when given, is the Spark JVM's (both cores' worth).
+    ``jvm_cpu_s``, when given, is the Spark JVM's (both cores' worth), and
+    ``source_cpu_s`` the dev server's: on one machine the three share its cores.
     """
     result: dict[str, object] = {
         "run": name, "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),
@@ -271,6 +283,8 @@ def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Co
         "python_cpu_us_per_row": round(cpu_s / rows * 1e6, 2)}
     if jvm_cpu_s is not None:
         result["jvm_cpu_us_per_row"] = round(jvm_cpu_s / rows * 1e6, 2)
+    if source_cpu_s is not None:
+        result["devserver_cpu_us_per_row"] = round(source_cpu_s / rows * 1e6, 2)
     if rate:
         result["rate"] = round(rate)
     result["lag_p50_s"] = round(percentile(committed, 0.50) / 1000, 2)

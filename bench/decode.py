@@ -140,8 +140,8 @@ def jvm_decode(staged: list[tuple], rows: int, workdir: Path) -> dict:
 
 def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int, expected: dict) -> dict:
     """One fresh job draining the file; ``expected``: the table the reference consumer builds from it."""
-    with dev_server(path, capacity=CAPACITY) as port:
-        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=batch_size, poll_timeout_ms=100)
+    with dev_server(path, capacity=CAPACITY) as source:
+        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
         settings = JobSettings("bench", canal, (ChannelSettings(TABLE.qualified, "lake.bench.events_1"),),
                                # A 1 s interval: the in-memory commit is instant, so the clock is not left waiting.
                                CommitSettings(interval_seconds=1, min_bytes=1 << 20, store_capacity=CAPACITY))
@@ -161,10 +161,11 @@ def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int
 
 
 def canal_python(path: Path, rows: int, batch_size: int) -> dict:
-    with dev_server(path, capacity=CAPACITY) as port:
+    with dev_server(path, capacity=CAPACITY) as source:
         env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
         result = subprocess.run(
-            [sys.executable, str(HERE / "canal_python_reference.py"), str(port), "bench", str(rows), str(batch_size)],
+            [sys.executable, str(HERE / "canal_python_reference.py"), str(source.port), "bench", str(rows),
+             str(batch_size)],
             capture_output=True, text=True, env=env, timeout=3600, check=True,
         )
     return {"contender": "canal-python 0.4 (pure-Python protobuf)", **json.loads(result.stdout.splitlines()[-1])}

@@ -49,7 +49,7 @@ def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: S
     tables = bench_tables(3)
     drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate)
     result = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb, rate,
-                        cpu_s=drained.cpu_s, jvm_cpu_s=drained.jvm_cpu_s)
+                        cpu_s=drained.cpu_s, jvm_cpu_s=drained.jvm_cpu_s, source_cpu_s=drained.source_cpu_s)
     spark = get_spark(spark_settings)
     result["table_rows"] = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
     return result
@@ -84,7 +84,8 @@ def main() -> None:
                       "lag_p99_s": live["lag_p99_s"],
                       "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2),
                       "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"],
-                      "backlog_jvm_cpu_us_per_row": backlog["jvm_cpu_us_per_row"]}))
+                      "backlog_jvm_cpu_us_per_row": backlog["jvm_cpu_us_per_row"],
+                      "backlog_devserver_cpu_us_per_row": backlog["devserver_cpu_us_per_row"]}))
 
 
 if __name__ == "__main__":

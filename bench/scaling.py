@@ -70,8 +70,8 @@ def memory_with_backlog(spark, settings: SparkSettings, file_rows: int, repeat: 
     path, _, _ = workload_file("decode", bench_tables(1), file_rows, rows_per_event=10)
     table = bench_tables(1)[0]
     samples: list[tuple[float, float, float, int]] = []
-    with dev_server(path, repeat=repeat, capacity=16384) as port:
-        canal = CanalSettings("127.0.0.1", port, "bench", batch_size=4096, poll_timeout_ms=100)
+    with dev_server(path, repeat=repeat, capacity=16384) as source:
+        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
         job_settings = JobSettings("memory", canal, (ChannelSettings(table.qualified, "lake.memory.events_1"),),
                                    CommitSettings())
         job = SyncJob(job_settings, lambda channel: make_writer(spark, channel, "memory", settings))

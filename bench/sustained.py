@@ -82,6 +82,7 @@ def main() -> None:
         "tables": final, "peak_python_rss_mb": round(drained.peak_rss_mb),
         "python_cpu_us_per_row": round(drained.cpu_s / rows * 1e6, 2),
         "jvm_cpu_us_per_row": round(drained.jvm_cpu_s / rows * 1e6, 2),
+        "devserver_cpu_us_per_row": round(drained.source_cpu_s / rows * 1e6, 2),
         "canal_store": args.canal_store, "min_mb": args.min_mb, "max_mb": args.max_mb,
         "maintenance_minutes": args.maintenance_minutes}), flush=True)
 

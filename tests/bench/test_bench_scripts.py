@@ -38,6 +38,7 @@ def test_end_to_end_bench_reports_throughput_and_lag():
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
     assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
     assert summary["backlog_jvm_cpu_us_per_row"] == backlog["jvm_cpu_us_per_row"] > 0
+    assert summary["backlog_devserver_cpu_us_per_row"] == backlog["devserver_cpu_us_per_row"] > 0
 
 
 @pytest.mark.spark
