@@ -56,6 +56,7 @@ SEND_EVERY_ENTRIES = 256  # raw row changes per chunk handed to the channel thre
 QUEUE_CHUNKS = 8  # chunks in flight before the Consumer waits
 POLL_S = 0.2  # how often a wait looks at the job's stop event
 T = TypeVar("T")
+Q = TypeVar("Q")
 
 
 @dataclass(frozen=True)
@@ -258,16 +259,23 @@ class Channel:
 
     # -- the channel (staging) thread ------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
+    def _take(self, work: queue.Queue[Q]) -> Q | None:
+        """The next item of ``work`` (either thread's queue), or None once the job stops.
+
+        What is still queued then is uncommitted and will be consumed again.
+        """
+        while not self._stop.is_set():
             try:
-                item = self._work.get(timeout=POLL_S)
+                item = work.get(timeout=POLL_S)
             except queue.Empty:
-                if self._stop.is_set():
-                    break
                 continue
-            if self._stop.is_set():
-                break  # what is still queued is uncommitted and will be consumed again
+            if not self._stop.is_set():
+                return item
+            _drop(item)
+        return None
+
+    def _run(self) -> None:
+        while (item := self._take(self._work)) is not None:
             if isinstance(item, _Begin):
                 self._label, self._rows_sent, self._failure = item.label, 0, None
                 self._begun = False
@@ -348,27 +356,16 @@ class Channel:
     # -- the committer thread ---------------------------------------------------------------------
 
     def _run_committer(self) -> None:
-        while True:
-            try:
-                item = self._sealed.get(timeout=POLL_S)
-            except queue.Empty:
-                if self._stop.is_set():
-                    break
-                continue
-            if self._stop.is_set():
-                self._sealed.put(item)
-                break
+        while (item := self._take(self._sealed)) is not None:
             if isinstance(item, _Apply):
                 self._apply(item)
             else:
                 self._read_position(item)
         while True:  # what was sealed and not applied is consumed again: drop its staged rows
             try:
-                item = self._sealed.get_nowait()
+                _drop(self._sealed.get_nowait())
             except queue.Empty:
                 break
-            if isinstance(item, _Apply):
-                item.sealed.discard("job stopping")
 
     def _apply(self, item: _Apply) -> None:
         # A commit that fills in what Canal's first pass missed can end before the table's
@@ -434,6 +431,12 @@ class Channel:
             self.writer.abort(reason)
         except Exception as exc:  # an abort that fails must not hide the original failure
             self._log.warning("channel.abort_failed", label=self._label, error=str(exc))
+
+
+def _drop(item: object) -> None:
+    """Let go of an item the job stopped before handling: a sealed transaction's staged rows go."""
+    if isinstance(item, _Apply):
+        item.sealed.discard("job stopping")
 
 
 def _brief(exc: BaseException) -> str:
