@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real \
 	check-java clean \
-	check-maven canal-jars iceberg-jar decoder-jar mariadb-server real-stack clean-cache
+	check-maven canal-jars kafka-jars iceberg-jar decoder-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
 # keeps (README, "The real stack"). Maven's local repository lives there too,
@@ -17,6 +17,9 @@ CANAL_VERSION := 1.1.7
 CANAL_HOME := $(CACHE)/canal-$(CANAL_VERSION)
 CANAL_STAMP := $(CANAL_HOME)/.complete
 CANAL_LAUNCHER := deploy/maven/canal/launcher/CanalBridgeDevLauncher.java
+KAFKA_VERSION := 3.9.1
+KAFKA_HOME := $(CACHE)/kafka-$(KAFKA_VERSION)
+KAFKA_STAMP := $(KAFKA_HOME)/.complete
 ICEBERG_VERSION := 1.11.0
 ICEBERG_JAR := $(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar
 DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
@@ -54,12 +57,24 @@ $(CANAL_STAMP): deploy/maven/canal/pom.xml deploy/maven/settings.xml $(CANAL_LAU
 	@$(MAKE) --no-print-directory check-maven
 	@echo "fetching Canal $(CANAL_VERSION) server jars from Maven Central into $(CANAL_HOME)"
 	rm -rf $(CANAL_HOME).tmp
-	$(MVN) -f deploy/maven/canal/pom.xml -Dcanal.lib.dir=$(abspath $(CANAL_HOME).tmp)/lib validate
+	$(MVN) -f deploy/maven/canal/pom.xml -Dcanal.lib.dir=$(abspath $(CANAL_HOME).tmp)/lib \
+	  -Dcanal.plugin.dir=$(abspath $(CANAL_HOME).tmp)/plugin validate
 	javac -nowarn -encoding UTF-8 -d $(CANAL_HOME).tmp/launcher -cp '$(CANAL_HOME).tmp/lib/*' $(CANAL_LAUNCHER)
 	rm -rf $(CANAL_HOME) && mv $(CANAL_HOME).tmp $(CANAL_HOME)
 	touch $@
 
 canal-jars: $(CANAL_STAMP)
+
+# A Kafka broker (KRaft) and its runtime dependencies, for Canal's Kafka mode.
+$(KAFKA_STAMP): deploy/maven/kafka/pom.xml deploy/maven/settings.xml
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching the Kafka $(KAFKA_VERSION) broker jars from Maven Central into $(KAFKA_HOME)"
+	rm -rf $(KAFKA_HOME).tmp
+	$(MVN) -f deploy/maven/kafka/pom.xml -Dkafka.version=$(KAFKA_VERSION) -Dkafka.lib.dir=$(abspath $(KAFKA_HOME).tmp)/lib validate
+	rm -rf $(KAFKA_HOME) && mv $(KAFKA_HOME).tmp $(KAFKA_HOME)
+	touch $@
+
+kafka-jars: $(KAFKA_STAMP)
 
 # The official Iceberg runtime for Spark 3.5 / Scala 2.12 (a single shaded jar).
 $(ICEBERG_JAR): deploy/maven/iceberg/pom.xml deploy/maven/settings.xml
@@ -93,7 +108,7 @@ decoder-jar: $(DECODER_JAR)
 mariadb-server:
 	@sh deploy/dev/install-mariadb-server.sh
 
-real-stack: canal-jars iceberg-jar mariadb-server
+real-stack: canal-jars kafka-jars iceberg-jar mariadb-server
 
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv

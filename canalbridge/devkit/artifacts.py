@@ -14,6 +14,7 @@ from spark_sink.session import cache_dir
 
 CANAL_VERSION = "1.1.7"  # see deploy/maven/canal/pom.xml: no 1.1.8 server modules on Maven Central
 LAUNCHER_CLASS = "canalbridge.devkit.CanalBridgeDevLauncher"
+KAFKA_VERSION = "3.9.1"  # see deploy/maven/kafka/pom.xml
 
 
 class MissingArtifact(RuntimeError):
@@ -29,6 +30,25 @@ def canal_home() -> Path:
             "(fetches them from Maven Central with mvn)"
         )
     return home
+
+
+def kafka_home() -> Path:
+    """The Kafka broker's cached ``lib/``."""
+    home = cache_dir() / f"kafka-{KAFKA_VERSION}"
+    if not (home / ".complete").is_file() or not any((home / "lib").glob("kafka_2.13-*.jar")):
+        raise MissingArtifact(
+            f"the Kafka {KAFKA_VERSION} broker jars are not in {home}: run `make kafka-jars` "
+            "(fetches them from Maven Central with mvn)"
+        )
+    return home
+
+
+def canal_kafka_plugin() -> Path:
+    """Canal's Kafka producer plugin (``connector.kafka``, with its dependencies), cached with Canal."""
+    plugin = canal_home() / "plugin" / f"connector.kafka-{CANAL_VERSION}-jar-with-dependencies.jar"
+    if not plugin.is_file():
+        raise MissingArtifact(f"Canal's Kafka producer plugin is not at {plugin}: run `make canal-jars`")
+    return plugin
 
 
 def mariadb_binaries() -> tuple[str, str]:

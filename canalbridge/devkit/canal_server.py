@@ -5,7 +5,8 @@ in ``deploy/maven/canal/launcher`` (Central has no deployer for them). This
 module writes the configuration with Canal's deployer key names: loopback
 only, no admin port, no ZooKeeper, tcp mode, a client user and password, file
 meta (``<data>/<destination>/meta.dat``, so a restart resumes from Canal's own
-cursor), tsdb off, an explicit heap. Each destination reads the private
+cursor), tsdb off, an explicit heap. With :class:`KafkaMode` it publishes to
+Kafka instead of serving clients (its Kafka producer plugin on the classpath). Each destination reads the private
 MariaDB; at its first start its binlog position is pinned with ``SHOW MASTER
 STATUS`` (without it Canal starts at the binlog end whenever its parser
 connects, losing what was written in between).
@@ -24,7 +25,7 @@ from typing import Any
 
 from canalbridge.canal import CanalConnector
 from canalbridge.canal.server_defaults import STORE_BATCH_MODE, STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
-from canalbridge.devkit.artifacts import LAUNCHER_CLASS, canal_home, java_binary
+from canalbridge.devkit.artifacts import LAUNCHER_CLASS, canal_home, canal_kafka_plugin, java_binary
 from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.processes import (
     LOOPBACK,
@@ -70,6 +71,34 @@ class CanalDestination:
             raise ValueError(f"destination name {self.name!r}: use letters, digits, '_' and '-'")
 
 
+@dataclass(frozen=True)
+class KafkaMode:
+    """Run Canal with ``canal.serverMode = kafka``: it publishes every batch to Kafka and opens no client port.
+
+    ``flat_message`` is ``canal.mq.flatMessage`` (JSON when true, Canal's
+    default; protobuf ``Packet`` records when false). ``producer`` adds
+    ``kafka.*`` keys (passed to Canal's producer without the prefix). Each
+    destination names its topic and partitioning with ``canal.mq.*`` keys
+    in its ``properties``.
+    """
+
+    bootstrap: str
+    flat_message: bool = True
+    producer: Mapping[str, str] = field(default_factory=dict)
+
+    def server_properties(self) -> dict[str, str]:
+        return {
+            "canal.serverMode": "kafka",
+            "canal.mq.flatMessage": str(self.flat_message).lower(),
+            # Canal's code default drops transaction begin/end entries in MQ mode;
+            # its stock canal.properties keeps them, as the bridge needs.
+            "canal.instance.filter.transaction.entry": "false",
+            "kafka.bootstrap.servers": self.bootstrap,
+            "kafka.acks": "all",
+            **{f"kafka.{key}": value for key, value in self.producer.items()},
+        }
+
+
 class CanalServer(ServiceProcess):
     """A Canal server process on 127.0.0.1 with its own conf and data directories under ``root_dir``.
 
@@ -95,6 +124,7 @@ class CanalServer(ServiceProcess):
         server_properties: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] = (),
         start_timeout_s: float = 120.0,
+        kafka: KafkaMode | None = None,
     ) -> None:
         self.root_dir = Path(root_dir).resolve()
         self.mariadb = mariadb
@@ -113,6 +143,7 @@ class CanalServer(ServiceProcess):
         self.server_properties = dict(server_properties or {})
         self.jvm_options = tuple(jvm_options)
         self.start_timeout_s = start_timeout_s
+        self.kafka = kafka
         self._pinned: dict[str, tuple[str, int]] = {}
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -184,7 +215,8 @@ class CanalServer(ServiceProcess):
             f"-Dlogback.configurationFile={self.conf_dir / 'logback.xml'}",
             *self.jvm_options,
             "-cp",
-            f"{self.conf_dir}:{home / 'launcher'}:{home / 'lib'}/*",
+            ":".join([str(self.conf_dir), str(home / "launcher"), f"{home / 'lib'}/*",
+                      *([str(canal_kafka_plugin())] if self.kafka is not None else [])]),
             LAUNCHER_CLASS,
             str(self.conf_dir),
         ]
@@ -240,7 +272,7 @@ class CanalServer(ServiceProcess):
         return text
 
     def _ready(self, offset: int) -> bool:
-        if not port_open(self.host, self.port):
+        if self.kafka is None and not port_open(self.host, self.port):
             return False
         try:
             with self.log_file.open("rb") as log:
@@ -281,6 +313,7 @@ class CanalServer(ServiceProcess):
             "canal.instance.filter.query.dml": "false",
             "canal.instance.binlog.format": "ROW",
             "canal.instance.binlog.image": "FULL",
+            **(self.kafka.server_properties() if self.kafka is not None else {}),
             **self.server_properties,
         }
         _write_properties(self.conf_dir / "canal.properties", server)

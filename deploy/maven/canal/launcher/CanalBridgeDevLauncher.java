@@ -6,7 +6,7 @@
  * canal.parse, canal.instance.*) up to 1.1.7 but no canal.deployer (the module
  * with CanalLauncher and the Spring instance files) for 1.1.5 or later, and
  * nothing of the server side of 1.1.8. This class does what the deployer does
- * for one configuration only: tcp mode, no ZooKeeper, no admin port, file meta
+ * for one configuration only: tcp or kafka mode, no ZooKeeper, no admin port, file meta
  * (FileMixedMetaManager, so a restart resumes from meta.dat), a memory store,
  * a MySQL binlog parser, tsdb off. Everything else is Canal's own code.
  *
@@ -36,6 +36,7 @@ import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningData;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningListener;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningMonitor;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningMonitors;
+import com.alibaba.otter.canal.connector.core.spi.CanalMQProducer;
 import com.alibaba.otter.canal.filter.aviater.AviaterRegexFilter;
 import com.alibaba.otter.canal.instance.core.CanalInstance;
 import com.alibaba.otter.canal.instance.core.CanalMQConfig;
@@ -48,6 +49,7 @@ import com.alibaba.otter.canal.parse.index.MemoryLogPositionManager;
 import com.alibaba.otter.canal.parse.index.MetaLogPositionManager;
 import com.alibaba.otter.canal.parse.support.AuthenticationInfo;
 import com.alibaba.otter.canal.protocol.position.EntryPosition;
+import com.alibaba.otter.canal.server.CanalMQStarter;
 import com.alibaba.otter.canal.server.embedded.CanalServerWithEmbedded;
 import com.alibaba.otter.canal.server.netty.CanalServerWithNetty;
 import com.alibaba.otter.canal.sink.entry.EntryEventSink;
@@ -55,6 +57,8 @@ import com.alibaba.otter.canal.store.model.BatchMode;
 import com.alibaba.otter.canal.store.memory.MemoryEventStoreWithBuffer;
 
 public final class CanalBridgeDevLauncher {
+
+    private static final String KAFKA_PRODUCER = "com.alibaba.otter.canal.connector.kafka.producer.CanalKafkaProducer";
 
     private static final Logger LOG = LoggerFactory.getLogger(CanalBridgeDevLauncher.class);
 
@@ -83,9 +87,10 @@ public final class CanalBridgeDevLauncher {
     private void run() throws InterruptedException {
         requireEmpty("canal.zkServers", "ZooKeeper is not supported by this launcher");
         requireEmpty("canal.admin.manager", "canal-admin is not supported by this launcher");
-        String mode = get(server, "canal.serverMode", "tcp");
-        if (!"tcp".equalsIgnoreCase(mode)) {
-            throw new IllegalArgumentException("canal.serverMode = " + mode + ": only tcp is supported here");
+        String mode = get(server, "canal.serverMode", "tcp").toLowerCase();
+        boolean kafka = "kafka".equals(mode);
+        if (!kafka && !"tcp".equals(mode)) {
+            throw new IllegalArgumentException("canal.serverMode = " + mode + ": only tcp and kafka are supported here");
         }
         String user = get(server, "canal.user", "");
         String passwd = get(server, "canal.passwd", "");
@@ -137,16 +142,29 @@ public final class CanalBridgeDevLauncher {
         }
         ServerRunningMonitors.setRunningMonitors(monitors);
 
+        // Kafka mode, as the deployer's CanalStarter runs it: no client port; Canal's own
+        // CanalMQStarter reads each destination as client 1001 and hands every batch to the
+        // Kafka producer plugin (on the classpath here), acking its store once Kafka has it.
+        CanalMQProducer producer = null;
+        if (kafka) {
+            producer = kafkaProducer();
+        }
         embedded.start();
         for (ServerRunningMonitor monitor : monitors.values()) {
             monitor.start();
         }
-        CanalServerWithNetty netty = CanalServerWithNetty.instance();
-        netty.setIp(ip);
-        netty.setPort(port);
-        netty.start();
-        LOG.info("## canalbridge dev launcher: canal server listening on {}:{} for {}", ip, port, monitors.keySet());
+        CanalServerWithNetty netty = kafka ? null : CanalServerWithNetty.instance();
+        if (kafka) {
+            new CanalMQStarter(producer).start(String.join(",", monitors.keySet()));
+            LOG.info("## canalbridge dev launcher: canal server publishing to kafka for {}", monitors.keySet());
+        } else {
+            netty.setIp(ip);
+            netty.setPort(port);
+            netty.start();
+            LOG.info("## canalbridge dev launcher: canal server listening on {}:{} for {}", ip, port, monitors.keySet());
+        }
 
+        final CanalServerWithNetty nettyServer = netty;
         final CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             LOG.info("## canalbridge dev launcher: stopping the canal server");
@@ -156,7 +174,11 @@ public final class CanalBridgeDevLauncher {
                         monitor.stop();
                     }
                 }
-                netty.stop(); // stops the embedded server and with it every instance (meta flushed)
+                if (nettyServer != null) {
+                    nettyServer.stop(); // stops the embedded server and with it every instance (meta flushed)
+                } else {
+                    embedded.stop(); // CanalMQStarter's own hook stops its workers and the producer
+                }
             } catch (Throwable e) {
                 LOG.warn("## something went wrong while stopping the canal server", e);
             }
@@ -164,6 +186,19 @@ public final class CanalBridgeDevLauncher {
             stopped.countDown();
         }, "canal-shutdown"));
         stopped.await();
+    }
+
+    /** Canal's Kafka producer, given canal.properties whole as the deployer does (kafka.* and canal.mq.* keys). */
+    private CanalMQProducer kafkaProducer() {
+        try {
+            CanalMQProducer producer = (CanalMQProducer) Class.forName(KAFKA_PRODUCER).getDeclaredConstructor()
+                .newInstance();
+            producer.init(server);
+            return producer;
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("Canal's Kafka producer plugin (" + KAFKA_PRODUCER
+                + ") is not on the classpath", e);
+        }
     }
 
     /** One destination, wired as the deployer's file-instance.xml does, from our key names. */
@@ -189,7 +224,10 @@ public final class CanalBridgeDevLauncher {
         store.setBufferMemUnit(Integer.parseInt(get(p, "canal.instance.memory.buffer.memunit", "1024")));
         store.setBatchMode(BatchMode.valueOf(get(p, "canal.instance.memory.batch.mode", "MEMSIZE")));
         store.setDdlIsolation(bool(p, "canal.instance.get.ddl.isolation", false));
-        store.setRaw(bool(p, "canal.instance.memory.rawEntry", true));
+        // The deployer turns raw entries off for flat messages, which are built from parsed entries.
+        boolean flat = "kafka".equalsIgnoreCase(get(p, "canal.serverMode", "tcp"))
+            && bool(p, "canal.mq.flatMessage", true);
+        store.setRaw(!flat && bool(p, "canal.instance.memory.rawEntry", true));
 
         EntryEventSink sink = new EntryEventSink();
         sink.setEventStore(store);
@@ -250,8 +288,24 @@ public final class CanalBridgeDevLauncher {
         instance.setEventStore(store);
         instance.setMetaManager(meta);
         instance.setAlarmHandler(alarm);
-        instance.setMqConfig(new CanalMQConfig());
+        instance.setMqConfig(mqConfig(p));
         return instance;
+    }
+
+    /** The destination's canal.mq.* keys (file-instance.xml's CanalMQConfig bean); unused in tcp mode. */
+    private static CanalMQConfig mqConfig(Properties p) {
+        CanalMQConfig config = new CanalMQConfig();
+        config.setTopic(get(p, "canal.mq.topic", "example"));
+        config.setPartition(Integer.valueOf(get(p, "canal.mq.partition", "0")));
+        String partitions = get(p, "canal.mq.partitionsNum", "");
+        if (!partitions.isEmpty()) {
+            config.setPartitionsNum(Integer.valueOf(partitions));
+        }
+        String hash = get(p, "canal.mq.partitionHash", "");
+        config.setPartitionHash(hash.isEmpty() ? null : hash);
+        String dynamic = get(p, "canal.mq.dynamicTopic", "");
+        config.setDynamicTopic(dynamic.isEmpty() ? null : dynamic);
+        return config;
     }
 
     private void requireEmpty(String key, String why) {
