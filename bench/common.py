@@ -25,7 +25,7 @@ from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
 from canalbridge.sync.writer import ChannelWriter, SealedTransaction
 from spark_sink.session import get_spark
@@ -70,7 +70,7 @@ def bench_tables(count: int) -> tuple[TableDef, ...]:
 
 
 def workload_file(name: str, tables: Sequence[TableDef], rows: int, *, rows_per_event: int,
-                  seed: int = 1) -> tuple[Path, int, EntryPosition]:
+                  seed: int = 1) -> tuple[Path, int, Position]:
     """Generate (or reuse) an entries file; return it, its row changes and its last position.
 
     The workload is 60% inserts, 30% updates (5% of them change the key),
@@ -133,7 +133,7 @@ class LagRecorder:
     def target_columns(self) -> tuple[str, ...] | None:
         return self.writer.target_columns()
 
-    def committed_position(self) -> EntryPosition | None:
+    def committed_position(self) -> Position | None:
         return self.writer.committed_position()
 
     def before_images(self) -> BeforeImages:
@@ -186,7 +186,7 @@ class _Recorded:
     def __init__(self, recorder: LagRecorder, sealed: SealedTransaction, staged: Counter) -> None:
         self.recorder, self.sealed, self.staged = recorder, sealed, staged
 
-    def apply(self, end_position: EntryPosition) -> None:
+    def apply(self, end_position: Position) -> None:
         self.sealed.apply(end_position)
         self.recorder.record(self.staged)
 
@@ -194,7 +194,7 @@ class _Recorded:
         self.sealed.discard(reason)
 
 
-def drain(job: SyncJob, name: str, last: EntryPosition, committed: Counter, started: float,
+def drain(job: SyncJob, name: str, last: Position, committed: Counter, started: float,
           timeout_s: float = 3600.0, samples: list[tuple[float, int]] | None = None) -> float:
     """Wait until the job has acked ``last``, printing progress every 5 s; the peak RSS of this process, MB.
 
@@ -234,7 +234,7 @@ class Drained:
     recorders: dict[str, LagRecorder]  # by target
 
 
-def drain_into_iceberg(name: str, path: Path, last: EntryPosition, tables: Sequence[TableDef],
+def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[TableDef],
                        spark_settings: SparkSettings, commit: CommitSettings, *, rate: float = 0,
                        maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
                        timeout_s: float = 3600.0) -> Drained:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from canalbridge.sync.position import Ack, EntryPosition
+from canalbridge.sync.position import Ack, Position, position_from_dict
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 
 SCHEMA_VERSION = 1
@@ -46,12 +46,12 @@ class StateError(Exception):
     """The state store cannot be used: names the file and why."""
 
 
-def position_to_json(position: EntryPosition | None) -> str | None:
+def position_to_json(position: Position | None) -> str | None:
     return None if position is None else json.dumps(position.to_dict())
 
 
-def position_from_json(text: str | None) -> EntryPosition | None:
-    return EntryPosition.from_dict(json.loads(text)) if text else None
+def position_from_json(text: str | None) -> Position | None:
+    return position_from_dict(json.loads(text)) if text else None
 
 
 class StateStore:

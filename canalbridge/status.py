@@ -19,14 +19,14 @@ import dataclasses
 import time
 from typing import Any
 
-from canalbridge.sync.position import EntryPosition, format_position_info
+from canalbridge.sync.position import Position, format_position_info
 from canalbridge.sync.record import JobRecord
 from canalbridge.sync.settings import JobSettings
 
 MASK = "******"
 
 
-def position_json(position: EntryPosition | None) -> dict[str, Any] | None:
+def position_json(position: Position | None) -> dict[str, Any] | None:
     return None if position is None else dict(position.to_dict())
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position, position_from_dict
 from spark_sink.identifiers import quote, quote_table, split_table, sql_string
 
 if TYPE_CHECKING:
@@ -16,12 +16,15 @@ if TYPE_CHECKING:
 # Snapshot-summary keys that carry a channel's position.
 PROP_JOB = "canalbridge.job"
 PROP_LABEL = "canalbridge.label"
-# Snapshot-summary keys of EntryPosition.to_dict()'s fields (names kept from the first release).
+# Snapshot-summary keys of the positions' to_dict() fields (names kept from the first release);
+# a Kafka source's positions add the lane and every lane's mark (JSON).
 POSITION_KEYS = {
     "journal": "canalbridge.journal",
     "offset": "canalbridge.offset",
     "gtid": "canalbridge.gtid",
     "execute_time_ms": "canalbridge.execute-time",
+    "lane": "canalbridge.kafka-lane",
+    "kafka": "canalbridge.kafka-offsets",
 }
 # Table property recording the MySQL primary key, for every mode; an upsert
 # table also gets the key as Iceberg identifier fields (safe since Iceberg
@@ -40,14 +43,15 @@ class TargetColumn:
     not_null: bool = False
 
 
-def position_properties(job: str, label: str, position: EntryPosition) -> dict[str, str]:
+def position_properties(job: str, label: str, position: Position) -> dict[str, str]:
     properties = {PROP_JOB: job, PROP_LABEL: label}
-    properties.update({POSITION_KEYS[field]: str(value) for field, value in position.to_dict().items()})
+    properties.update({POSITION_KEYS[field]: value if isinstance(value, str) else json.dumps(value)
+                       for field, value in position.to_dict().items()})
     return properties
 
 
-def position_from_summary(summary: dict[str, str]) -> EntryPosition:
-    return EntryPosition.from_dict({field: summary.get(key) for field, key in POSITION_KEYS.items()})
+def position_from_summary(summary: dict[str, str]) -> Position:
+    return position_from_dict({field: summary.get(key) for field, key in POSITION_KEYS.items()})
 
 
 class TargetTable:
@@ -133,7 +137,7 @@ class TargetTable:
                     f"target table {self.target} has no column {name!r} (it has: {', '.join(existing)})"
                 )
 
-    def last_position(self, job: str) -> EntryPosition | None:
+    def last_position(self, job: str) -> Position | None:
         """The position in the newest snapshot this job committed among main's current snapshot and
         its ancestors; None when the table has no snapshot or that lineage has none of this job's."""
         found = self._position_snapshot(job)

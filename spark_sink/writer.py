@@ -27,7 +27,7 @@ import structlog
 from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register, removes
@@ -89,7 +89,7 @@ class _Sealed:
     writer: _IcebergWriter
     txn: _Transaction
 
-    def apply(self, end_position: EntryPosition) -> None:
+    def apply(self, end_position: Position) -> None:
         self.writer._apply(self.txn, end_position)
 
     def discard(self, reason: str) -> None:
@@ -130,7 +130,7 @@ class _IcebergWriter:
     def layout_note(self) -> str | None:
         return self._layout_note
 
-    def committed_position(self) -> EntryPosition | None:
+    def committed_position(self) -> Position | None:
         self._reconnect_if_lost()
         if self.table.columns() is None:
             return None
@@ -174,11 +174,11 @@ class _IcebergWriter:
         self._open = self._new_transaction("")
         return sealed
 
-    def commit(self, end_position: EntryPosition) -> None:
+    def commit(self, end_position: Position) -> None:
         """Seal the open transaction and apply it at once."""
         self.seal().apply(end_position)
 
-    def _apply(self, txn: _Transaction, end_position: EntryPosition) -> None:
+    def _apply(self, txn: _Transaction, end_position: Position) -> None:
         """Apply a sealed transaction (on the thread that applies them all, one at a time)."""
         batch = txn.batch
         if batch is None:

@@ -12,7 +12,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 from canalbridge.sync.rows import RowMapper, column_signature
 from canalbridge.sync.settings import MaintenanceSettings
 
@@ -26,7 +26,7 @@ class CommitRecord:
     """One committed transaction, for tests to inspect."""
 
     label: str
-    end_position: EntryPosition
+    end_position: Position
     rows: int
 
 
@@ -52,14 +52,14 @@ class InMemoryWriter:
     fail_send_at: set[int] = field(default_factory=set)
     fail_commit_at: set[int] = field(default_factory=set)
     fail_after_commit_at: set[int] = field(default_factory=set)
-    before_commit: Callable[[InMemoryWriter, EntryPosition], None] | None = None
+    before_commit: Callable[[InMemoryWriter, Position], None] | None = None
     maintenance: Callable[[InMemoryWriter], None] | None = None
     maintenance_runs: int = 0
     _maintaining: bool = False
     keep_changes: bool = False
     decode_raw: bool = False
     _raw_failure: ColumnsChangedError | None = None
-    changes: Counter[EntryPosition] = field(default_factory=Counter)
+    changes: Counter[Position] = field(default_factory=Counter)
     # key -> (column names, values): a dict per row would cost more than decoding it.
     _table: dict[tuple[str | None, ...], tuple[tuple[str, ...], tuple[str | None, ...]]] = field(
         default_factory=dict)
@@ -86,7 +86,7 @@ class InMemoryWriter:
     def layout_note(self) -> str | None:
         return None  # memory has no layout
 
-    def committed_position(self) -> EntryPosition | None:
+    def committed_position(self) -> Position | None:
         with self._lock:
             return self.commits[-1].end_position if self.commits else None
 
@@ -130,11 +130,11 @@ class InMemoryWriter:
             self._label, self._staged, self._raw_failure = None, [], None
         return sealed
 
-    def commit(self, end_position: EntryPosition) -> None:
+    def commit(self, end_position: Position) -> None:
         """Seal the open transaction and apply it at once."""
         self.seal().apply(end_position)
 
-    def _apply(self, sealed: SealedInMemory, end_position: EntryPosition) -> None:
+    def _apply(self, sealed: SealedInMemory, end_position: Position) -> None:
         if sealed.raw_failure is not None:
             self._dropped("commit failed")
             raise sealed.raw_failure
@@ -196,7 +196,7 @@ class SealedInMemory:
     staged: list[RowBatch]
     raw_failure: ColumnsChangedError | None
 
-    def apply(self, end_position: EntryPosition) -> None:
+    def apply(self, end_position: Position) -> None:
         self.writer._apply(self, end_position)
 
     def discard(self, reason: str) -> None:

@@ -18,33 +18,24 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
 
 import structlog
 
 from canalbridge.canal import CanalBatch, CanalConnector
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
 from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Outstanding, Verdict
-from canalbridge.sync.position import AckState, EntryPosition, PositionRange
+from canalbridge.sync.position import AckState, EntryPosition, Position, PositionRange
 from canalbridge.sync.settings import CanalSettings
+from canalbridge.sync.source import TakenBatch
 
 log = structlog.get_logger("canalbridge.canal_link")
 
 
-@dataclass(frozen=True)
-class TakenBatch:
-    """A batch as the Consumer gets it: its entries and the ledger's record of it."""
-
-    batch: CanalBatch
-    record: LedgerBatch
-
-    @property
-    def epoch(self) -> int:
-        return self.record.epoch
-
-
 class CanalLink:
-    """Connector, ledger and the bounded queue between Receiver and Consumer, under one lock."""
+    """Connector, ledger and the bounded queue between Receiver and Consumer, under one lock (a SourceLink)."""
+
+    resends_in_stream = True  # Canal's parser, reconnected to MySQL, sends a transaction again
+    marks_transactions = True
 
     def __init__(self, job: str, connector: CanalConnector, canal: CanalSettings, subscribe_filter: str,
                  capacity: int, acks: AckState) -> None:
@@ -55,7 +46,7 @@ class CanalLink:
         self.capacity = capacity
         self.acks = acks
         self._ledger = BatchLedger()
-        self._queue: collections.deque[TakenBatch] = collections.deque()
+        self._queue: collections.deque[tuple[TakenBatch, LedgerBatch]] = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
         self._log = log.bind(job=job, canal=canal.address, destination=canal.destination)
@@ -109,12 +100,12 @@ class CanalLink:
                 return None
             range_ = PositionRange(EntryPosition.of(batch.entries[0]), EntryPosition.of(batch.entries[-1]))
             acked = self.acks.position
-            if acked is not None and range_.start.from_another_binlog_than(acked):
+            if isinstance(acked, EntryPosition) and range_.start.from_another_binlog_than(acked):
                 raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked)
             verdict, record = self._ledger.receive(epoch, batch.batch_id, range_, len(batch.entries),
                                                    batch.raw_size)
             if record is not None:  # accepted
-                self._queue.append(TakenBatch(batch, record))
+                self._queue.append((TakenBatch(batch, record.epoch, record.batch_id), record))
                 self._cond.notify_all()
                 return batch
             if verdict is Verdict.DOUBTED:
@@ -150,22 +141,24 @@ class CanalLink:
         with self._cond:
             if not self._cond.wait_for(lambda: bool(self._queue) or self._closed, timeout_s) or self._closed:
                 return None
-            taken = self._queue.popleft()
-            self._ledger.consumed(taken.record)
+            taken, record = self._queue.popleft()
+            self._ledger.consumed(record)
             self._cond.notify_all()
             return taken
 
-    def supersede(self, epoch: int, batch_id: int, counts_through: EntryPosition | None) -> None:
+    def supersede(self, epoch: int, batch_id: int, counts_through: Position | None) -> None:
         """Only the batch's entries through ``counts_through`` hold back its ack (see BatchLedger.supersede)."""
+        assert counts_through is None or isinstance(counts_through, EntryPosition), "Canal's are binlog positions"
         with self._cond:
             self._ledger.supersede(epoch, batch_id, counts_through)
 
-    def ack_through(self, epoch: int, cut: EntryPosition | None) -> int:
+    def ack_through(self, epoch: int, cut: Position | None) -> int:
         """Ask to ack every taken batch of ``epoch`` whose entries that count lie at or before ``cut``; how many.
 
         The acks go out with the Receiver's next request; :attr:`acks` moves
         when Canal has taken them.
         """
+        assert cut is None or isinstance(cut, EntryPosition), "Canal's are binlog positions"
         with self._cond:
             return len(self._ledger.ack_through(epoch, cut))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 
 
 class ChangeKind(Enum):
@@ -60,13 +60,13 @@ class ChangeRow(NamedTuple):
 
     kind: ChangeKind
     values: tuple[str | None, ...]
-    position: EntryPosition
+    position: Position
 
 
 class RawChange(NamedTuple):
     """One DML entry's RowChange as Canal sent it, with the entry's position (a NamedTuple: one per entry)."""
 
-    position: EntryPosition
+    position: Position
     row_change: bytes
     rows: int = 0  # the entry's rowsCount; 0 when Canal did not say
 

@@ -44,7 +44,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import RawChange
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
@@ -67,7 +67,7 @@ class _Begin:
 class _Pending(NamedTuple):
     """One entry for the channel thread: a DML's or a DDL's RowChange, and its rows (``rowsCount``)."""
 
-    position: EntryPosition
+    position: Position
     row_change: bytes
     dml: bool
     rows: int
@@ -80,7 +80,7 @@ class _Send:
 
 @dataclass(frozen=True)
 class _Commit:
-    end_position: EntryPosition
+    end_position: Position
     result: Future[bool]
 
 
@@ -92,7 +92,7 @@ class _Abort:
 
 @dataclass(frozen=True)
 class _ReadPosition:
-    result: Future[EntryPosition | None]
+    result: Future[Position | None]
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Channel:
         self.source = settings.source
         self.writer = writer
         self.debug = debug
-        self.committed_position: EntryPosition | None = None  # written by the committer thread after start
+        self.committed_position: Position | None = None  # written by the committer thread after start
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
         self.last_maintenance: MaintenanceRun | None = None  # written by the committer thread, for status
         # Counters for metrics (each written by one thread, read anywhere).
@@ -193,7 +193,7 @@ class Channel:
         self._label_sent = label
         self._put(_Begin(label))
 
-    def add(self, position: EntryPosition, row_change: bytes, *, dml: bool = True, rows: int = 0) -> None:
+    def add(self, position: Position, row_change: bytes, *, dml: bool = True, rows: int = 0) -> None:
         """Queue one ROWDATA entry's row change (or a DDL on this table, ``dml`` False) for this transaction.
 
         ``rows`` is the entry's ``rowsCount``, what the metrics count when the writer decodes.
@@ -203,7 +203,7 @@ class Channel:
         if len(self._pending) >= SEND_EVERY_ENTRIES:
             self._flush()
 
-    def commit(self, end_position: EntryPosition) -> Future[bool]:
+    def commit(self, end_position: Position) -> Future[bool]:
         """Flush the tail and commit through ``end_position``; the next transaction may begin at once.
 
         The future resolves to True when rows were written, False when the
@@ -220,7 +220,7 @@ class Channel:
         self._put(_Abort(reason, result))
         return result
 
-    def read_committed_position(self) -> Future[EntryPosition | None]:
+    def read_committed_position(self) -> Future[Position | None]:
         """Read the committed position back from the target (after a commit whose outcome is unknown).
 
         A commit can land in the target and still report a failure (the
@@ -228,7 +228,7 @@ class Channel:
         skip what landed, or a changelog would hold those changes twice. Read
         by the committer thread, after every commit handed to it.
         """
-        result: Future[EntryPosition | None] = Future()
+        result: Future[Position | None] = Future()
         self._put(_ReadPosition(result))
         return result
 
@@ -335,7 +335,7 @@ class Channel:
             self.writer.begin(self._label)
             self._begun = True
 
-    def _decode(self, position: EntryPosition, raw: bytes) -> entry_pb.RowChange:
+    def _decode(self, position: Position, raw: bytes) -> entry_pb.RowChange:
         try:
             return entry_pb.RowChange.FromString(raw)
         except DecodeError as exc:

@@ -49,16 +49,16 @@ import structlog
 from tenacity import RetryError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.canal_link import CanalLink, TakenBatch
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.ledger import Outstanding
-from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, TakenPositions
+from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import is_ddl, rows_count
 from canalbridge.sync.settings import JobSettings
+from canalbridge.sync.source import SourceLink, TakenBatch
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.consumer")
@@ -97,7 +97,7 @@ class ConsumerStats:
 class _InFlight:
     """A commit handed to the channels whose outcome the Consumer has not taken in yet."""
 
-    cut: EntryPosition
+    cut: Position
     label: str
     reason: str
     started: float
@@ -114,7 +114,7 @@ class Consumer(Worker):
     def __init__(
         self,
         settings: JobSettings,
-        link: CanalLink,
+        link: SourceLink,
         channels: Sequence[Channel],
         committed: CommittedPositions,
         acks: AckState,
@@ -136,11 +136,12 @@ class Consumer(Worker):
         self._on_failure = on_failure
         self._epoch = link.epoch
         self._carry: list[entry_pb.Entry] = []  # entries after a mid-batch cut
+        self._carry_positions: Sequence[Position] | None = None  # theirs, when the batch gave them
         self._carry_batch = 0  # the batch id they came in
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
-        self._last_position: EntryPosition | None = None
-        self._high: EntryPosition | None = None  # the latest position routed in this epoch
-        self._last_cut: EntryPosition | None = None  # the latest commit's cut
+        self._last_position: Position | None = None
+        self._high: Position | None = None  # the latest position routed in this epoch
+        self._last_cut: Position | None = None  # the latest commit's cut
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[TakenPositions] = collections.deque()
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
@@ -215,7 +216,7 @@ class Consumer(Worker):
                 entries, self._carry = self._carry, []
                 if not self._taken:  # (its batch cannot have been acked: it holds entries past the cut)
                     self._taken.append(TakenPositions())
-                if self._route(entries, work, label, self._carry_batch):
+                if self._route(entries, work, label, self._carry_batch, self._carry_positions):
                     return True
             else:
                 timeout = self.policy.poll_timeout(work, time.monotonic())
@@ -230,21 +231,31 @@ class Consumer(Worker):
                     work.bytes += item.batch.raw_size
                     self.stats.batches += 1
                     self._taken.append(TakenPositions())
-                    if self._route(list(item.batch.entries), work, label, item.record.batch_id):
+                    if self._route(list(item.batch.entries), work, label, item.batch_id, item.positions):
                         return True
             if self._commit_if_due(work, label, at_batch_end=True):
                 return True
 
-    def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int) -> bool:
-        """Route entries of one batch; commit after a source transaction end when due. True if it committed."""
+    def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int,
+               positions: Sequence[Position] | None) -> bool:
+        """Route entries of one batch; commit after a source transaction end when due. True if it committed.
+
+        ``positions`` are the entries' positions when their headers do not hold them (see TakenBatch).
+        """
         ack_position = self.acks.position
+        resends = self.link.resends_in_stream
+        marks = self.link.marks_transactions
         superseded = 0  # entries of Canal's first pass skipped here
-        counts_through: EntryPosition | None = None  # the last entry routed here that is not among them
+        counts_through: Position | None = None  # the last entry routed here that is not among them
         taken = self._taken[-1]
         for index, entry in enumerate(entries):
             header = entry.header
-            position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime, header.gtid)
-            if self._second.first_pass_entry(position):
+            if positions is None:
+                position: Position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime,
+                                                   header.gtid)
+            else:
+                position = positions[index]
+            if resends and self._second.first_pass_entry(position):
                 # Canal's first pass, which its second pass sends again.
                 taken.append(position)
                 self.stats.skipped += 1
@@ -257,7 +268,7 @@ class Consumer(Worker):
                 self._went_back(position, high)
                 return True  # voided; the replay starts from the ack cursor
             entry_type = entry.entryType
-            missed = self._second.missed(position, transaction_end=entry_type == _END)
+            missed = resends and self._second.missed(position, transaction_end=entry_type == _END)
             if missed and self._in_flight is not None:
                 # What fills a gap counts as committed when its own commit lands, not the one before.
                 self._land()
@@ -278,23 +289,30 @@ class Consumer(Worker):
             if entry_type == _END:
                 work.source_txn_open_since = None
             elif entry_type == _ROWDATA:
+                channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
                 if header.eventType in _DML:
-                    # MariaDB's transactions have no BEGIN entry: the first row opens one.
-                    work.open_source_txn()
-                    channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
+                    if marks:
+                        # MariaDB's transactions have no BEGIN entry: the first row opens one.
+                        work.open_source_txn()
                     if self._add(channel, position, entry, missed):
                         self.stats.rows_routed += 1
                     elif channel is not None:
                         self.stats.skipped += 1
+                    if marks:
+                        continue
+                    # Without transaction ends (some Kafka topics) every entry is a cut point.
+                    if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
+                        self._cut_after(entries, positions, index, batch_id)
+                        return True
                     continue
-                channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
                 # A DDL on this table: its channel names it if a later row no longer fits.
                 self._add(channel, position, entry, missed)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
                     # The annotated SQL that opens a MariaDB transaction (or a MySQL Rows_query).
-                    work.open_source_txn()
+                    if marks:
+                        work.open_source_txn()
                     continue
                 # A DDL or another statement standing alone (Doris returned here and
                 # dropped the rest of the batch): note it and go on with the batch.
@@ -309,7 +327,7 @@ class Consumer(Worker):
                 continue  # GTIDLOG, HEARTBEAT: neither open nor close a transaction
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
             if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
-                self._carry, self._carry_batch = entries[index + 1 :], batch_id
+                self._cut_after(entries, positions, index, batch_id)
                 return True
         if superseded:
             # Canal sends those entries again: they must not hold back the batch's ack,
@@ -320,7 +338,13 @@ class Consumer(Worker):
             self._acked(self.link.ack_through(self._epoch, self._last_cut))
         return False
 
-    def _add(self, channel: Channel | None, position: EntryPosition, entry: entry_pb.Entry, missed: bool) -> bool:
+    def _cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
+                   batch_id: int) -> None:
+        """A commit cut the batch after ``entries[index]``: the rest is carried into the next transaction."""
+        self._carry, self._carry_batch = entries[index + 1 :], batch_id
+        self._carry_positions = positions[index + 1 :] if positions is not None else None
+
+    def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool) -> bool:
         """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
         if channel is None:
             if missed:
@@ -336,7 +360,7 @@ class Consumer(Worker):
             return True
         return False
 
-    def _applies_again(self, channel: Channel, position: EntryPosition, done: EntryPosition, missed: bool) -> bool:
+    def _applies_again(self, channel: Channel, position: Position, done: Position, missed: bool) -> bool:
         """Whether an entry at or before what ``channel`` committed must be applied (again)."""
         again = self._second.applies_again(channel.source, channel.settings.keeps_every_change, position, done,
                                            missed)
@@ -380,7 +404,7 @@ class Consumer(Worker):
 
     # -- commit, ack, recover -------------------------------------------------------------
 
-    def _commit(self, cut: EntryPosition, label: str, reason: str) -> None:
+    def _commit(self, cut: Position, label: str, reason: str) -> None:
         """Hand the transaction to the channels; with ``commit.overlap`` off, also wait for it to land."""
         futures = {source: channel.commit(cut) for source, channel in self.channels.items()}
         self._in_flight = _InFlight(cut, label, reason, time.monotonic(), futures, self.link.outstanding)
@@ -451,6 +475,7 @@ class Consumer(Worker):
 
     def _forget_taken(self) -> None:
         self._carry = []
+        self._carry_positions = None
         self._next = None
 
     def _recover(self, exc: SyncError) -> None:
@@ -460,7 +485,7 @@ class Consumer(Worker):
         self._abort_all(f"rollback: {exc}")
         self._new_epoch(self.link.rollback())
 
-    def _went_back(self, position: EntryPosition, high: EntryPosition) -> None:
+    def _went_back(self, position: Position, high: Position) -> None:
         """Canal sent ``position`` after ``high`` in one epoch: its parser dumped the binlog again."""
         self._land(raise_failure=False)  # the last cut must be known
         self.stats.went_back += 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 
 
 class SyncError(Exception):
@@ -18,7 +18,7 @@ class RowMappingError(SyncError):
 
     transient = False
 
-    def __init__(self, table: str, message: str, position: EntryPosition | None) -> None:
+    def __init__(self, table: str, message: str, position: Position | None) -> None:
         self.table = table
         self.position = position
         where = f" at binlog position {position}" if position else ""
@@ -28,7 +28,7 @@ class RowMappingError(SyncError):
 class EntryDecodeError(RowMappingError):
     """A ROWDATA entry whose storeValue does not parse as a RowChange."""
 
-    def __init__(self, table: str, detail: str, position: EntryPosition | None) -> None:
+    def __init__(self, table: str, detail: str, position: Position | None) -> None:
         super().__init__(table, f"the entry's storeValue is not a RowChange ({detail})", position)
 
 
@@ -41,7 +41,7 @@ class ColumnsChangedError(SyncError):
 
     transient = False
 
-    def __init__(self, table: str, columns: str, count: int, position: EntryPosition) -> None:
+    def __init__(self, table: str, columns: str, count: int, position: Position) -> None:
         self.table = table
         self.columns = columns  # "name mysqlType, ..." as the RowChange has them
         self.count = count  # how many
@@ -108,7 +108,7 @@ class SourceChangedError(SyncError):
 
     transient = False
 
-    def __init__(self, address: str, destination: str, position: EntryPosition, acked: EntryPosition) -> None:
+    def __init__(self, address: str, destination: str, position: Position, acked: Position) -> None:
         self.position = position
         self.acked = acked
         super().__init__(

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 
-_Key = tuple[tuple[str, int, str], int]
+_Key = tuple[Any, ...]  # a position's sort_key
 
 
 class RoutedSinceEnd:
@@ -42,7 +43,7 @@ class RoutedSinceEnd:
         self._keys: list[_Key] = []  # sorted; the first is the last transaction end routed
         self._filled: dict[str, list[_Key]] = {}  # per channel: missed entries it applies, not yet committed
 
-    def missed(self, position: EntryPosition, *, transaction_end: bool) -> bool:
+    def missed(self, position: Position, *, transaction_end: bool) -> bool:
         """Note ``position`` as sent; True if it lies among positions routed before and was not one.
 
         Such an entry is one that Canal's first pass did not send. It counts
@@ -62,7 +63,7 @@ class RoutedSinceEnd:
             return False  # from before the window: routed or acked long ago
         return keys[bisect.bisect_left(keys, key)] != key
 
-    def fill(self, position: EntryPosition, channel: str | None) -> None:
+    def fill(self, position: Position, channel: str | None) -> None:
         """A missed entry is applied now: by ``channel``'s open transaction, or by none."""
         if channel is None:
             self._insert(position.sort_key)
@@ -96,7 +97,7 @@ class _Superseded:
     """Canal's first pass, which its second pass replaces: ``left`` entries from ``start`` on, in ``epoch``."""
 
     epoch: int
-    start: EntryPosition
+    start: Position
     left: int
 
 
@@ -118,13 +119,13 @@ class SecondPass:
         self._superseded: _Superseded | None = None
         # Upsert channels applying again, in order, everything through the position they had
         # committed, because their first pass missed an entry before it.
-        self._refilling: dict[str, EntryPosition] = {}
+        self._refilling: dict[str, Position] = {}
         self._filled_here = 0  # missed entries the open transaction applies
         self.filled_in = 0  # missed entries applied behind a commit, ever (for stats)
 
     # -- going back --------------------------------------------------------------------
 
-    def went_back(self, position: EntryPosition, epoch: int, again: int) -> None:
+    def went_back(self, position: Position, epoch: int, again: int) -> None:
         """The replay in ``epoch`` sends ``again`` entries of the first pass from ``position`` on."""
         if again:
             self._superseded = _Superseded(epoch, position, again)
@@ -133,7 +134,7 @@ class SecondPass:
         if self._superseded is not None and self._superseded.epoch != epoch:
             self._superseded = None  # that replay ended early: a new go-back is detected afresh
 
-    def first_pass_entry(self, position: EntryPosition) -> bool:
+    def first_pass_entry(self, position: Position) -> bool:
         """Whether ``position`` is an entry of the first pass that the second pass sends again."""
         skip = self._superseded
         if skip is None or position < skip.start:
@@ -146,11 +147,11 @@ class SecondPass:
 
     # -- entries the first pass missed -------------------------------------------------------
 
-    def missed(self, position: EntryPosition, *, transaction_end: bool) -> bool:
+    def missed(self, position: Position, *, transaction_end: bool) -> bool:
         """Note ``position`` as routed; True if the first pass missed it (see :meth:`RoutedSinceEnd.missed`)."""
         return self._routed.missed(position, transaction_end=transaction_end)
 
-    def fill(self, position: EntryPosition, channel: str | None) -> None:
+    def fill(self, position: Position, channel: str | None) -> None:
         """A missed entry is applied now, by ``channel``'s open transaction or by none."""
         self._routed.fill(position, channel)
 
@@ -159,7 +160,7 @@ class SecondPass:
         """Some channel applies again what it had committed: replayed entries are not skipped as acked."""
         return bool(self._refilling)
 
-    def applies_again(self, source: str, keeps_every_change: bool, position: EntryPosition, done: EntryPosition,
+    def applies_again(self, source: str, keeps_every_change: bool, position: Position, done: Position,
                       missed: bool) -> bool:
         """Whether an entry at or before what channel ``source`` committed (``done``) must be applied."""
         through = self._refilling.get(source)
@@ -179,7 +180,7 @@ class SecondPass:
 
     # -- how transactions end -------------------------------------------------------------------
 
-    def committed(self, cut: EntryPosition, failed: set[str], channels: set[str]) -> None:
+    def committed(self, cut: Position, failed: set[str], channels: set[str]) -> None:
         """A commit through ``cut`` ended: every channel but the ``failed`` ones committed."""
         for source in channels - failed:
             self._routed.committed(source)

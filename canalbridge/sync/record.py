@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from canalbridge.sync.position import Ack, EntryPosition
+from canalbridge.sync.position import Ack, Position
 
 
 class JobState(Enum):
@@ -46,7 +46,7 @@ class ChannelRecord:
 
     source: str
     target: str
-    committed: EntryPosition | None = None
+    committed: Position | None = None
     layout_note: str | None = None  # live only (not in the state store): a layout that slows commits
     maintenance: str | None = None  # live only: the last maintenance run, when, and what it did
 

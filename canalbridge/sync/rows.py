@@ -28,7 +28,7 @@ from canalbridge.sync.changes import (
     SourceColumn,
 )
 from canalbridge.sync.errors import RowMappingError
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 
 EventType = entry_pb.EventType
 _INSERT, _UPDATE, _DELETE = int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)
@@ -64,7 +64,7 @@ class RowMapper:
         self.key_columns = tuple(key_columns) if key_columns else None
         self._columns: tuple[SourceColumn, ...] | None = None
         self._signature: tuple[tuple[str, str], ...] | None = None  # (name, mysqlType) of the rows so far
-        self._last_ddl: tuple[str, EntryPosition] | None = None
+        self._last_ddl: tuple[str, Position] | None = None
         self._key_indexes: tuple[int, ...] | None = None
         self._key_getter: Callable[[tuple[str | None, ...]], object] = lambda values: values
 
@@ -78,7 +78,7 @@ class RowMapper:
         assert self._key_indexes is not None, "no row seen yet"
         return self._key_indexes
 
-    def map(self, change: entry_pb.RowChange, position: EntryPosition) -> list[ChangeRow]:
+    def map(self, change: entry_pb.RowChange, position: Position) -> list[ChangeRow]:
         """The target rows for one RowChange (DDL and non-DML changes give none)."""
         if change.isDdl:
             self._last_ddl = (change.sql, position)  # named if a later row no longer fits
@@ -101,12 +101,12 @@ class RowMapper:
                 rows.append(ChangeRow(_AFTER, after, position))
         return rows
 
-    def _values(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> tuple[str | None, ...]:
+    def _values(self, columns: Sequence[entry_pb.Column], position: Position) -> tuple[str | None, ...]:
         if self._columns is None or len(columns) != len(self._columns):
             self._learn(columns, position)
         return tuple([None if column.isNull else column.value for column in columns])
 
-    def _before(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> tuple[str | None, ...]:
+    def _before(self, columns: Sequence[entry_pb.Column], position: Position) -> tuple[str | None, ...]:
         if not self.key_only_before:
             return self._values(columns, position)
         if self._columns is None or len(columns) != len(self._columns):
@@ -117,7 +117,7 @@ class RowMapper:
             values[index] = None if column.isNull else column.value
         return tuple(values)
 
-    def _check_shape(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> None:
+    def _check_shape(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
         signature = tuple([(c.name, c.mysqlType) for c in columns])
         if signature == self._signature:
             return
@@ -126,7 +126,7 @@ class RowMapper:
         self._learn(columns, position)
         self._signature = signature
 
-    def columns_changed(self, now: str, count: int, position: EntryPosition) -> RowMappingError:
+    def columns_changed(self, now: str, count: int, position: Position) -> RowMappingError:
         """The error for a row whose ``count`` columns (``now``, as :func:`column_signature` gives them)
         are not the earlier rows'."""
         earlier = self._signature or ()
@@ -135,13 +135,13 @@ class RowMapper:
             return self._error(f"row has {count} columns ({now}), earlier rows had {len(earlier)} ({was})", position)
         return self._error(f"the row's columns changed from ({was}) to ({now})", position)
 
-    def _error(self, message: str, position: EntryPosition) -> RowMappingError:
+    def _error(self, message: str, position: Position) -> RowMappingError:
         if self._last_ddl is not None:
             sql, at = self._last_ddl
             message += f", after the DDL {sql!r} at {at} (schema changes are not applied to targets yet)"
         return RowMappingError(self.table, message, position)
 
-    def _learn(self, columns: Sequence[entry_pb.Column], position: EntryPosition) -> None:
+    def _learn(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
         """Check the row's shape against the target and remember its column facts."""
         names = [c.name for c in columns]
         if self.target_columns is not None and len(columns) != len(self.target_columns):

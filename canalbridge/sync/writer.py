@@ -23,14 +23,14 @@ from typing import Protocol
 
 from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import Position
 from canalbridge.sync.settings import MaintenanceSettings
 
 
 class SealedTransaction(Protocol):
     """A transaction whose rows are all staged, waiting to be applied to the target."""
 
-    def apply(self, end_position: EntryPosition) -> None:
+    def apply(self, end_position: Position) -> None:
         """Apply everything staged as one atomic write stamped with ``end_position``; raise on failure.
 
         The staged rows are dropped either way: a failed transaction is replayed from Canal.
@@ -49,7 +49,7 @@ class ChannelWriter(Protocol):
     def before_images(self) -> BeforeImages:
         """How much of the old row images this target needs."""
 
-    def committed_position(self) -> EntryPosition | None:
+    def committed_position(self) -> Position | None:
         """Position of the last committed transaction, read back from the target."""
 
     def layout_note(self) -> str | None:

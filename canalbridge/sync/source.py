@@ -1,0 +1,76 @@
+"""What the Consumer asks of a source, whichever it is: Canal over TCP (CanalLink) or Canal's Kafka topic (KafkaLink).
+
+A link owns the conversation with its source on the Receiver's thread and
+hands the Consumer batches through a bounded queue. Each batch belongs to an
+*epoch*: a rollback or a reconnect starts a new one and voids every batch
+handed out before it. The Consumer asks for acks, oldest batch first, once
+every channel committed through a cut; the link sends them from its own
+thread and records in :attr:`SourceLink.acks` what the source confirmed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from canalbridge.canal import CanalBatch
+from canalbridge.sync.ledger import Outstanding
+from canalbridge.sync.position import AckState, Position
+
+
+@dataclass(frozen=True)
+class TakenBatch:
+    """A batch as the Consumer gets it: its entries, the epoch it belongs to, and its id in the link.
+
+    ``positions`` gives each entry's position when the entries do not carry
+    it (Kafka); None means each entry's header holds its binlog position.
+    """
+
+    batch: CanalBatch
+    epoch: int
+    batch_id: int
+    positions: Sequence[Position] | None = None
+
+
+class SourceLink(Protocol):
+    """The Consumer's side of a link; none of these calls blocks on the network."""
+
+    acks: AckState
+    #: whether one epoch's stream can go back to send entries again (Canal's TCP stream after its
+    #: parser reconnected to MySQL; see the Consumer and first_pass)
+    resends_in_stream: bool
+    #: whether the entries carry transaction ends, so that commits can keep source transactions whole
+    marks_transactions: bool
+
+    @property
+    def epoch(self) -> int: ...
+
+    def is_current(self, epoch: int) -> bool:
+        """Whether ``epoch`` is the link's and no rollback is pending."""
+        ...
+
+    def take(self, timeout_s: float) -> TakenBatch | None:
+        """The oldest batch not yet taken, or None after ``timeout_s`` or once the link is closed."""
+        ...
+
+    def supersede(self, epoch: int, batch_id: int, counts_through: Position | None) -> None:
+        """Only the batch's entries through ``counts_through`` hold back its ack (entries sent again later)."""
+        ...
+
+    def ack_through(self, epoch: int, cut: Position | None) -> int:
+        """Ask to ack every taken batch of ``epoch`` whose entries lie at or before ``cut``; how many."""
+        ...
+
+    def rollback(self) -> int:
+        """Void every batch handed out and go back to what was acked; the new epoch."""
+        ...
+
+    @property
+    def outstanding(self) -> Outstanding:
+        """What was taken and not yet asked to be acked (what keeps Canal's store full)."""
+        ...
+
+    def close(self) -> None:
+        """Wake every waiter for good and drop the connection."""
+        ...
