@@ -22,6 +22,7 @@ from canalbridge.sync.settings import (
     ChannelSettings,
     CommitSettings,
     JobSettings,
+    KafkaSettings,
     MaintenanceSettings,
 )
 from spark_sink.settings import SparkSettings
@@ -128,7 +129,7 @@ SPARK_KEYS = {
     "decoder": Key(str, check=_one_of("auto", "jvm", "python")),
     "conf": Key(dict),
 }
-JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict, required=True),
+JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict), "kafka": Key(dict),
             "commit": Key(dict), "maintenance": Key(dict), "channel": Key(list, required=True)}
 CANAL_KEYS = {
     "host": Key(str, required=True, check=_non_empty),
@@ -147,6 +148,44 @@ CANAL_KEYS = {
     "transaction_size": Key(int, check=_positive),
     "batch_mode": Key(str, check=lambda v: None if v in BATCH_MODES
                       else f"must be one of {', '.join(BATCH_MODES)} like canal.instance.memory.batch.mode, got {v!r}"),
+}
+def _bootstrap(value: str | list) -> str | None:
+    servers = value.split(",") if isinstance(value, str) else value
+    if not servers or not all(isinstance(s, str) and s.strip().rpartition(":")[2].isdigit() for s in servers):
+        return f"must be host:port, or a list of them, got {value!r}"
+    return None
+
+
+KAFKA_KEYS = {
+    "bootstrap_servers": Key((str, list), required=True, check=_bootstrap),
+    "topic": Key(str, required=True, check=_non_empty),
+    "group_id": Key(str, check=_non_empty),
+    "client_id": Key(str, check=_non_empty),
+    "format": Key(str, check=_one_of("flat", "protobuf")),
+    "transaction_markers": Key(bool),
+    "start_from": Key(str, check=_one_of("earliest", "latest")),
+    "poll_timeout_ms": Key(int, check=_positive),
+    "max_poll_records": Key(int, check=_positive),
+    "debug": Key(bool),
+    "security": Key(dict),
+}
+# kafka-python's consumer settings a job may pass (its names); *_password may come from *_password_env.
+KAFKA_SECURITY_KEYS = {
+    "security_protocol": Key(str, check=_one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    "sasl_mechanism": Key(str, check=_one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")),
+    "sasl_plain_username": Key(str),
+    "sasl_plain_password": Key(str),
+    "sasl_plain_password_env": Key(str, check=_non_empty),
+    "sasl_kerberos_service_name": Key(str, check=_non_empty),
+    "sasl_kerberos_domain_name": Key(str, check=_non_empty),
+    "ssl_cafile": Key(str, check=_non_empty),
+    "ssl_certfile": Key(str, check=_non_empty),
+    "ssl_keyfile": Key(str, check=_non_empty),
+    "ssl_password": Key(str),
+    "ssl_password_env": Key(str, check=_non_empty),
+    "ssl_crlfile": Key(str, check=_non_empty),
+    "ssl_check_hostname": Key(bool),
+    "ssl_ciphers": Key(str, check=_non_empty),
 }
 COMMIT_KEYS = {
     "interval_seconds": Key((int, float), check=_positive),
@@ -274,6 +313,10 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
     count = len(problems)
     values = _walk(raw, JOB_KEYS, where, problems)
     canal = _walk(values.get("canal", {}), CANAL_KEYS, f"{where}.canal", problems) if "canal" in values else {}
+    kafka = _kafka(values, where, environ, problems) if "kafka" in values else None
+    if isinstance(raw, dict) and ("canal" in raw) == ("kafka" in raw):
+        problems.append(f"{where}: give it either [job.canal] (Canal's TCP protocol) or [job.kafka] (Canal's "
+                        f"Kafka topic), {'not both' if 'canal' in raw else 'none is set'}")
     commit = _walk(values.get("commit", {}), COMMIT_KEYS, f"{where}.commit", problems)
     maintenance = _walk(values.get("maintenance", {}), MAINTENANCE_KEYS, f"{where}.maintenance", problems)
     channels = []
@@ -329,7 +372,8 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
         canal=CanalSettings(
             host=canal["host"], port=canal["port"], destination=canal["destination"], password=password,
             **_given(canal, "username", "client_id", "batch_size", "poll_timeout_ms", "debug"),
-        ),
+        ) if kafka is None else None,
+        kafka=kafka,
         channels=tuple(
             ChannelSettings(
                 source=c["source"], target=c["target"],
@@ -344,6 +388,38 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
     )
 
 
+def _kafka(values: dict[str, Any], where: str, environ: dict[str, str], problems: list[str]) -> KafkaSettings | None:
+    """``[job.kafka]``: Canal's Kafka topic, and kafka-python's security settings."""
+    where = f"{where}.kafka"
+    count = len(problems)
+    kafka = _walk(values["kafka"], KAFKA_KEYS, where, problems)
+    security = _walk(kafka.get("security", {}), KAFKA_SECURITY_KEYS, f"{where}.security", problems)
+    for secret in ("sasl_plain_password", "ssl_password"):
+        variable = security.pop(f"{secret}_env", None)
+        if variable is None:
+            continue
+        if secret in security:
+            problems.append(f"{where}.security: set {secret} or {secret}_env, not both")
+        elif variable not in environ:
+            problems.append(f"{where}.security.{secret}_env: environment variable {variable} is not set")
+        else:
+            security[secret] = environ[variable]
+    record_format = kafka.get("format", "flat")
+    markers = kafka.get("transaction_markers", record_format == "protobuf")
+    if markers and record_format == "flat":
+        problems.append(f"{where}.transaction_markers: flat messages carry no transaction ends; only protobuf "
+                        "records on an unhashed topic do")
+    if len(problems) > count:
+        return None
+    servers = kafka["bootstrap_servers"]
+    return KafkaSettings(
+        bootstrap_servers=tuple(s.strip() for s in (servers.split(",") if isinstance(servers, str) else servers)),
+        topic=kafka["topic"], group_id=kafka.get("group_id", f"canalbridge-{values.get('name', '')}"),
+        record_format=record_format, transaction_markers=markers, security=security,
+        **_given(kafka, "client_id", "start_from", "poll_timeout_ms", "max_poll_records", "debug"),
+    )
+
+
 def _given(values: dict[str, Any], *names: str) -> dict[str, Any]:
     """The keys among ``names`` that the file set."""
     return {name: values[name] for name in names if name in values}
@@ -351,7 +427,7 @@ def _given(values: dict[str, Any], *names: str) -> dict[str, Any]:
 
 def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> None:
     names: dict[str, int] = {}
-    destinations: dict[tuple[str, int, str], int] = {}
+    destinations: dict[tuple[object, ...], int] = {}
     targets: dict[str, str] = {}
     for index, job in enumerate(jobs):
         if job is None:
@@ -359,12 +435,20 @@ def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> N
         if job.name in names:
             problems.append(f"job[{index}].name: {job.name!r} is already the name of job[{names[job.name]}]")
         names.setdefault(job.name, index)
-        key = (job.canal.host, job.canal.port, job.canal.destination)
-        if key in destinations:
-            problems.append(
-                f"job[{index}].canal: {job.canal.address} destination {job.canal.destination!r} is already read "
-                f"by job[{destinations[key]}]; Canal keeps one ack cursor per destination"
-            )
+        if job.canal is not None:
+            key: tuple[object, ...] = (job.canal.host, job.canal.port, job.canal.destination)
+            if key in destinations:
+                problems.append(
+                    f"job[{index}].canal: {job.canal.address} destination {job.canal.destination!r} is already "
+                    f"read by job[{destinations[key]}]; Canal keeps one ack cursor per destination"
+                )
+        if job.kafka is not None:
+            key = (frozenset(job.kafka.bootstrap_servers), job.kafka.topic, job.kafka.group_id)
+            if key in destinations:
+                problems.append(
+                    f"job[{index}].kafka: topic {job.kafka.topic!r} with group {job.kafka.group_id!r} is already "
+                    f"read by job[{destinations[key]}]; the group keeps one committed offset per partition"
+                )
         destinations.setdefault(key, index)
         for position, channel in enumerate(job.channels):
             where = f"job[{index}].channel[{position}].target"
@@ -374,8 +458,16 @@ def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> N
 
 
 def _has_password(raw: dict) -> bool:
-    return any(isinstance(job, dict) and isinstance(job.get("canal"), dict) and job["canal"].get("password")
-               for job in raw.get("job", []) if isinstance(raw.get("job"), list))
+    def secret(job: object) -> bool:
+        if not isinstance(job, dict):
+            return False
+        canal, kafka = job.get("canal"), job.get("kafka")
+        security = kafka.get("security") if isinstance(kafka, dict) else None
+        return bool((isinstance(canal, dict) and canal.get("password")) or (isinstance(security, dict) and (
+            security.get("sasl_plain_password") or security.get("ssl_password"))))
+
+    jobs = raw.get("job", [])
+    return isinstance(jobs, list) and any(secret(job) for job in jobs)
 
 
 def _world_readable(path: Path) -> bool:

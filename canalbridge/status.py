@@ -30,12 +30,37 @@ def position_json(position: Position | None) -> dict[str, Any] | None:
     return None if position is None else dict(position.to_dict())
 
 
+def source_json(settings: JobSettings) -> dict[str, Any]:
+    """The job's source as configured (``canal`` or ``kafka``), secrets masked."""
+    canal, kafka = settings.canal, settings.kafka
+    if kafka is not None:
+        return {"kafka": {
+            "bootstrap_servers": list(kafka.bootstrap_servers), "topic": kafka.topic, "group_id": kafka.group_id,
+            "client_id": kafka.client_id, "format": kafka.record_format,
+            "transaction_markers": kafka.transaction_markers, "start_from": kafka.start_from, "debug": kafka.debug,
+            "security": {key: MASK if "password" in key else value for key, value in kafka.security.items()},
+        }}
+    assert canal is not None
+    return {"canal": {"host": canal.host, "port": canal.port, "destination": canal.destination,
+                      "username": canal.username, "password": MASK if canal.password else "",
+                      "client_id": canal.client_id, "batch_size": canal.batch_size, "debug": canal.debug}}
+
+
+def source_transactions(settings: JobSettings) -> str:
+    """Whether commits keep source (MySQL) transactions whole, and why, in one line."""
+    kafka = settings.kafka
+    if kafka is None:
+        return "kept whole (a commit waits for the transaction's end, see max_source_txn_wait_seconds)"
+    if kafka.transaction_markers:
+        return "kept whole: the protobuf records carry transaction ends (one partition, no partitionHash)"
+    why = ("flat messages carry no transaction ends" if kafka.record_format == "flat"
+           else "transaction_markers = false (Canal drops transaction ends when it hashes partitions)")
+    return f"not kept whole: {why}; a commit may end inside a source transaction"
+
+
 def job_config_json(settings: JobSettings) -> dict[str, Any]:
-    canal = settings.canal
     return {
-        "canal": {"host": canal.host, "port": canal.port, "destination": canal.destination,
-                  "username": canal.username, "password": MASK if canal.password else "",
-                  "client_id": canal.client_id, "batch_size": canal.batch_size, "debug": canal.debug},
+        **source_json(settings),
         "commit": {k: getattr(settings.commit, k) for k in (
             "interval_seconds", "min_events", "min_bytes", "max_bytes", "max_source_txn_wait_seconds",
             "store_capacity", "retries")},
@@ -64,6 +89,12 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "position_info": format_position_info(ack, ack_time),
         "fail_message": {"kind": record.fail.kind.value, "text": record.fail.text} if record.fail else None,
         "stuck": list(record.stuck),
+        "source_transactions": source_transactions(settings) if settings else None,
+        "partitions": [{"partition": p.partition, "committed_offset": p.committed_offset,
+                        "end_offset": p.end_offset, "lag": p.lag, "binlog_position": p.binlog_position,
+                        "execute_time": _iso(p.execute_time_ms) if p.execute_time_ms else None,
+                        "copies_dropped": p.copies_dropped}
+                       for p in record.partitions],
         "create_time_ms": record.create_time_ms,
         "last_start_time_ms": record.last_start_time_ms,
         "last_stop_time_ms": record.last_stop_time_ms,
@@ -84,19 +115,39 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append(f"  reason: {job['fail_message']['kind']}: {job['fail_message']['text']}")
         if job.get("stuck"):
             lines.append(f"  stuck (a commit hangs in the target): {', '.join(job['stuck'])}")
+        if job.get("source_transactions"):
+            lines.append(f"  source transactions: {job['source_transactions']}")
+        for partition in job.get("partitions") or ():
+            lines.append(f"  partition {partition['partition']}: committed offset {partition['committed_offset']}, "
+                         f"end {partition['end_offset']}, lag {partition['lag']} messages"
+                         + (f", last {partition['binlog_position']}" if partition["binlog_position"] else "")
+                         + (f" executed {partition['execute_time']}" if partition["execute_time"] else ""))
         for channel in job["channels"]:
             committed = channel["committed_position"]
-            where = f"{committed['journal']}:{committed['offset']}" if committed else "nothing committed"
+            where = _where(committed) if committed else "nothing committed"
             lines.append(f"  {channel['source']} -> {channel['target']}  ({where})")
             if channel.get("layout_note"):
                 lines.append(f"    slow commits: {channel['layout_note']}")
             if channel.get("maintenance"):
                 lines.append(f"    last maintenance: {channel['maintenance']}")
-        if job["config"]:
-            canal = job["config"]["canal"]
+        config = job["config"]
+        if config and "canal" in config:
+            canal = config["canal"]
             lines.append(f"  canal {canal['host']}:{canal['port']} destination {canal['destination']} "
                          f"user {canal['username'] or '-'} password {canal['password'] or '-'}")
+        elif config and "kafka" in config:
+            kafka = config["kafka"]
+            lines.append(f"  kafka {','.join(kafka['bootstrap_servers'])} topic {kafka['topic']} group "
+                         f"{kafka['group_id']} format {kafka['format']}")
     return "\n".join(lines)
+
+
+def _where(position: dict[str, Any]) -> str:
+    """A committed position in one line: a binlog position, or each Kafka partition's resume offset."""
+    lanes = position.get("kafka")
+    if lanes:
+        return ", ".join(f"{lane} from offset {mark[3]}" for lane, mark in sorted(lanes.items()))
+    return f"{position['journal']}:{position['offset']}"
 
 
 def _iso(ms: int) -> str:

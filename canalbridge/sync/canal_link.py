@@ -21,7 +21,7 @@ import threading
 
 import structlog
 
-from canalbridge.canal import CanalBatch, CanalConnector
+from canalbridge.canal import CanalBatch, CanalConnector, CanalError
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
 from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Outstanding, Verdict
 from canalbridge.sync.position import AckState, EntryPosition, Position, PositionRange
@@ -50,6 +50,9 @@ class CanalLink:
         self._cond = threading.Condition()
         self._closed = False
         self._log = log.bind(job=job, canal=canal.address, destination=canal.destination)
+        self.description = f"canal {canal.address} destination {canal.destination!r}"
+
+    connection_errors: tuple[type[Exception], ...] = (CanalError,)
 
     # -- the Receiver's side ------------------------------------------------------------
 
@@ -65,6 +68,9 @@ class CanalLink:
     @property
     def connected(self) -> bool:
         return self.connector.connected
+
+    def disconnect(self) -> None:
+        self.connector.disconnect()
 
     def wait_for_room(self, timeout_s: float) -> bool:
         """Wait until the queue can take one more batch (or :meth:`close` was called)."""

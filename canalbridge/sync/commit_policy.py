@@ -58,8 +58,9 @@ class PendingWork:
 class CommitPolicy:
     """Decides, from pending work and time, whether and how to commit."""
 
-    def __init__(self, settings: CommitSettings, batch_size: int) -> None:
+    def __init__(self, settings: CommitSettings, batch_size: int, *, store: bool = True) -> None:
         self.settings = settings
+        self.store = store  # False: the source holds no store that un-acked entries fill (Kafka)
         capacity = settings.store_capacity
         entries = min(capacity - min(settings.store_transaction_size, capacity), capacity // 2)
         self.pressure_bytes: int | None = None
@@ -72,6 +73,8 @@ class CommitPolicy:
         self.pressure_entries = max(1, entries)
 
     def _store_pressure(self, outstanding: Outstanding, committing: Outstanding | None) -> bool:
+        if not self.store:
+            return False
         if committing is not None:
             outstanding = outstanding.less(committing)
         if outstanding.entries >= self.pressure_entries:

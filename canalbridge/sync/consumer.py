@@ -131,7 +131,7 @@ class Consumer(Worker):
         self.channels = {channel.source: channel for channel in channels}
         self.committed = committed
         self.acks = acks
-        self.policy = CommitPolicy(settings.commit, settings.canal.batch_size)
+        self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
         self.stats = stats or ConsumerStats()
         self._on_failure = on_failure
         self._epoch = link.epoch

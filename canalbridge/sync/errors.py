@@ -79,13 +79,32 @@ class ChannelStuckError(SyncError):
 
 
 class ReceiverGaveUp(SyncError):
-    """The receiver could not reach Canal within its reconnect attempts."""
+    """The receiver could not reach its source (Canal, or Kafka) within its reconnect attempts."""
 
-    def __init__(self, address: str, attempts: int, cause: BaseException) -> None:
-        self.address = address
+    def __init__(self, source: str, attempts: int, cause: BaseException) -> None:
+        self.source = source
         self.attempts = attempts
         self.cause = cause
-        super().__init__(f"canal {address}: gave up after {attempts} connection attempts: {cause}")
+        super().__init__(f"{source}: gave up after {attempts} connection attempts: {cause}")
+
+
+class KafkaSourceError(SyncError):
+    """Reading Canal's Kafka topic failed: names the brokers and topic (and partition and offset for a record)."""
+
+    def __init__(self, source: str, message: str, *, transient: bool = True) -> None:
+        self.source = source
+        self.transient = transient
+        super().__init__(f"{source}: {message}")
+
+
+class KafkaRecordError(KafkaSourceError):
+    """A record that is not a Canal message of the configured format: nothing past it is committed."""
+
+    def __init__(self, source: str, partition: int, offset: int, reason: str) -> None:
+        self.partition = partition
+        self.offset = offset
+        super().__init__(source, f"the record at partition {partition} offset {offset} is not a Canal message: "
+                                 f"{reason}", transient=False)
 
 
 class CanalContinuityError(SyncError):

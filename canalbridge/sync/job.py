@@ -22,9 +22,10 @@ from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import ConsumerStats
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.job_run import JobRun
+from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.maintenance import MaintenanceRun
 from canalbridge.sync.position import AckState, CommittedPositions
-from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
+from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
 
@@ -177,7 +178,13 @@ class SyncJob:
             last_commit_time_ms=self.stats.last_commit_time_ms,
             updated_ms=_now_ms(),
             stuck=self.stuck,
+            partitions=self._partitions(),
         )
+
+    def _partitions(self) -> tuple[PartitionRecord, ...]:
+        run = self._run
+        link = run.link if run is not None else None
+        return link.partitions() if isinstance(link, KafkaLink) else ()
 
     def restore(self, record: JobRecord) -> None:
         """Take back what the state store remembers (before start)."""

@@ -1,4 +1,4 @@
-"""One run of a job's threads: channels, CanalLink, Receiver and Consumer, from start to a bounded stop.
+"""One run of a job's threads: channels, the source's link, Receiver and Consumer, from start to a bounded stop.
 
 A job (:mod:`canalbridge.sync.job`) makes a new run each time it starts or
 resumes, and keeps what outlives a run: the writers, the committed
@@ -18,9 +18,11 @@ from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer, ConsumerStats
 from canalbridge.sync.errors import SyncError
+from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.position import AckState, CommittedPositions
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.source import SourceLink
 from canalbridge.sync.worker import Worker
 from canalbridge.sync.writer import ChannelWriter
 
@@ -49,7 +51,7 @@ class JobRun:
         self._on_failure = on_failure
         self._on_commit = on_commit
         self._stop = threading.Event()
-        self._link: CanalLink | None = None
+        self._link: SourceLink | None = None
         self._workers: list[Worker] = []
         self._log = log.bind(job=settings.name)
 
@@ -64,25 +66,38 @@ class JobRun:
             for channel_settings in settings.channels:
                 channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
                                   settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
-                                  debug=settings.canal.debug)
+                                  debug=settings.debug)
                 self.channels.append(channel)
                 channel.start()
                 self._committed.advance(channel.source, channel.committed_position)
         except Exception:
             self.stop(settings.commit.stop_timeout_seconds)
             raise
-        canal = settings.canal
-        connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
-                                   password=canal.password, client_id=canal.client_id)
-        self._link = CanalLink(settings.name, connector, canal, settings.canal_filter, settings.commit.queue_batches,
-                               self._acks)
+        self._link = self._new_link()
         self._workers = [
-            Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure),
+            Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
+                     debug=settings.debug),
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
                      on_commit=self._on_commit, stats=self._stats),
         ]
         for worker in self._workers:
             worker.start()
+
+    def _new_link(self) -> SourceLink:
+        settings = self.settings
+        capacity = settings.commit.queue_batches
+        if settings.kafka is not None:
+            return KafkaLink(settings.name, settings.kafka, capacity, self._acks, self._committed,
+                             [channel.source for channel in settings.channels])
+        canal = settings.canal
+        assert canal is not None, "a job reads Canal or Kafka"
+        connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
+                                   password=canal.password, client_id=canal.client_id)
+        return CanalLink(settings.name, connector, canal, settings.canal_filter, capacity, self._acks)
+
+    @property
+    def link(self) -> SourceLink | None:
+        return self._link
 
     def stop(self, timeout_s: float) -> tuple[str, ...]:
         """Stop every thread, waiting at most ``timeout_s`` in all; the names of those still running.

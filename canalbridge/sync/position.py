@@ -13,7 +13,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
@@ -320,6 +320,11 @@ class AckState:
             if now != known:
                 self.last = Ack(now, int(time.time() * 1000))
             self._changed.notify_all()
+
+    def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``done()`` holds, looking again at each ack the source confirms."""
+        with self._changed:
+            return self._changed.wait_for(done, timeout_s)
 
     def wait_through(self, position: Position, timeout_s: float) -> bool:
         """Wait until Canal confirmed an ack at or after ``position``."""

@@ -1,11 +1,12 @@
-"""The Receiver: the thread that drives the conversation with Canal.
+"""The Receiver: the thread that drives the conversation with the source (Canal over TCP, or Kafka).
 
-It (re)connects with exponential back-off and then runs
-:meth:`CanalLink.exchange` in a loop, which acks, rolls back and gets
-batches (see ``canal_link``). Connection errors anywhere make it disconnect
-and go round again. After ``reconnect_attempts`` failed attempts in a row it
-gives up and reports, as it does when Canal keeps serving batches that
-cannot be proven contiguous.
+It (re)connects with exponential back-off and then runs the link's
+``exchange`` in a loop, which acks, rolls back and reads batches (see
+``canal_link`` and ``kafka_link``). Connection errors anywhere make it
+disconnect and go round again. After ``reconnect_attempts`` failed attempts
+in a row it gives up and reports, as it does at once on an error that
+retrying cannot help (Canal serving batches that cannot be proven
+contiguous, a Kafka record that is not a Canal message, a missing topic).
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from collections.abc import Callable
 import structlog
 from tenacity import RetryError
 
-from canalbridge.canal import CanalError
-from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.errors import ReceiverGaveUp, SyncError
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.settings import RetrySettings
+from canalbridge.sync.source import SourceLink
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.receiver")
@@ -31,13 +31,14 @@ ROOM_WAIT_S = 0.5  # how often a receiver waiting for queue room checks for stop
 class Receiver(Worker):
     """Owns the thread that fills the link's queue."""
 
-    def __init__(self, job: str, link: CanalLink, reconnect: RetrySettings, stop: threading.Event,
-                 on_failure: Callable[[SyncError], None]) -> None:
+    def __init__(self, job: str, link: SourceLink, reconnect: RetrySettings, stop: threading.Event,
+                 on_failure: Callable[[SyncError], None], *, debug: bool = False) -> None:
         super().__init__(f"receiver-{job}", stop)
         self.link = link
         self.reconnect = reconnect
+        self.debug = debug
         self._on_failure = on_failure
-        self._log = log.bind(job=job, canal=link.canal.address, destination=link.canal.destination)
+        self._log = log.bind(job=job, source=link.description)
         self.batches_received = 0
 
     def _run(self) -> None:
@@ -53,22 +54,25 @@ class Receiver(Worker):
         except SyncError as exc:
             self._log.error("receiver.gave_up", error=str(exc))
             self._on_failure(exc)
+        finally:
+            self.link.disconnect()
         self._log.info("receiver.stopped", batches=self.batches_received)
 
     def _exchange(self) -> None:
         try:
-            batch = self.link.exchange()
-        except CanalError as exc:
+            received = self.link.exchange()
+        except self.link.connection_errors as exc:
+            if not getattr(exc, "transient", True):
+                raise  # a SyncError retrying cannot help
             if self._stop.is_set():
                 raise Stopping() from exc
             self._log.warning("receiver.connection_failed", error=str(exc))
-            self.link.connector.disconnect()
+            self.link.disconnect()
             return
-        if batch is not None:
+        if received:
             self.batches_received += 1
-            if self.link.canal.debug:
-                self._log.debug("receiver.batch", batch=batch.batch_id, entries=len(batch.entries),
-                                bytes=batch.raw_size)
+            if self.debug:
+                self._log.debug("receiver.batch", received=str(received))
         # An empty batch needs no back-off of our own: the server already
         # waited poll_timeout_ms for data before answering.
 
@@ -78,8 +82,11 @@ class Receiver(Worker):
                 raise Stopping()
             self.link.open()
 
+        def retried(exc: BaseException) -> bool:
+            return isinstance(exc, self.link.connection_errors) and getattr(exc, "transient", True)
+
         try:
-            retrying(self.reconnect, CanalError, self._stop, self._log, "receiver.reconnect_failed")(attempt)
+            retrying(self.reconnect, retried, self._stop, self._log, "receiver.reconnect_failed")(attempt)
         except RetryError as exc:
             cause = exc.last_attempt.exception()
-            raise ReceiverGaveUp(self.link.canal.address, self.reconnect.attempts, cause or exc) from cause
+            raise ReceiverGaveUp(self.link.description, self.reconnect.attempts, cause or exc) from cause

@@ -52,6 +52,25 @@ class ChannelRecord:
 
 
 @dataclass(frozen=True)
+class PartitionRecord:
+    """One partition of a Kafka source (live only): committed and end offsets, and its last committed entry."""
+
+    partition: int
+    committed_offset: int | None
+    end_offset: int | None
+    binlog_position: str | None = None  # "journal:offset" of protobuf records; flat ones carry none
+    execute_time_ms: int | None = None
+    copies_dropped: int = 0  # entries Canal sent twice, dropped (protobuf records only)
+
+    @property
+    def lag(self) -> int | None:
+        """Messages in the partition after the committed offset."""
+        if self.end_offset is None:
+            return None
+        return max(self.end_offset - (self.committed_offset or 0), 0)
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """A job's persistent facts, plus (live only) the threads that did not stop when asked."""
 
@@ -68,3 +87,5 @@ class JobRecord:
     updated_ms: int | None = None
     #: threads of an earlier run still busy after their stop bound (a hung commit)
     stuck: tuple[str, ...] = ()
+    #: live only: each partition of a Kafka source
+    partitions: tuple[PartitionRecord, ...] = ()

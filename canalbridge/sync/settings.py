@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from canalbridge.canal.server_defaults import (
@@ -31,6 +32,41 @@ class CanalSettings:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Where a job reads Canal's Kafka topic (``canal.serverMode = kafka``), as kafka-python takes it.
+
+    ``record_format`` is Canal's ``canal.mq.flatMessage``: "flat" (true, its
+    default) or "protobuf". ``transaction_markers``: whether the records carry
+    transaction ends, which lets commits keep source transactions whole; only
+    protobuf records on one partition do (Canal drops them when it hashes
+    partitions, and flat messages never have them). ``security`` goes to
+    kafka-python's consumer as given (``security_protocol``, ``sasl_*``,
+    ``ssl_*``); it is never logged or shown.
+    """
+
+    bootstrap_servers: tuple[str, ...]
+    topic: str
+    group_id: str
+    client_id: str = "canalbridge"
+    record_format: str = "flat"
+    transaction_markers: bool = False
+    start_from: str = "earliest"  # with no committed offsets anywhere: "earliest" or "latest"
+    poll_timeout_ms: int = 1000
+    max_poll_records: int = 500
+    security: Mapping[str, object] = field(default_factory=dict, repr=False)
+    debug: bool = False
+
+    @property
+    def address(self) -> str:
+        return ",".join(self.bootstrap_servers)
+
+    @property
+    def description(self) -> str:
+        """How logs and errors name this source (never with credentials)."""
+        return f"kafka {self.address} topic {self.topic}"
 
 
 @dataclass(frozen=True)
@@ -122,13 +158,28 @@ class MaintenanceSettings:
 
 @dataclass(frozen=True)
 class JobSettings:
-    """A whole job: one Canal destination and its channels."""
+    """A whole job: one source (a Canal destination over TCP, or Canal's Kafka topic) and its channels."""
 
     name: str
-    canal: CanalSettings
+    canal: CanalSettings | None
     channels: tuple[ChannelSettings, ...]
     commit: CommitSettings = CommitSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    kafka: KafkaSettings | None = None
+
+    def __post_init__(self) -> None:
+        if (self.canal is None) == (self.kafka is None):
+            raise ValueError(f"job {self.name}: give it either a Canal destination or a Kafka topic")
+
+    @property
+    def debug(self) -> bool:
+        source = self.canal or self.kafka
+        return source is not None and source.debug
+
+    @property
+    def fetch_size(self) -> int:
+        """How much one read takes from the source (Canal's store counts it against its capacity)."""
+        return self.canal.batch_size if self.canal is not None else 0
 
     @property
     def canal_filter(self) -> str:

@@ -34,7 +34,7 @@ class TakenBatch:
 
 
 class SourceLink(Protocol):
-    """The Consumer's side of a link; none of these calls blocks on the network."""
+    """The Consumer's side of a link (none of these calls blocks on the network), and the Receiver's."""
 
     acks: AckState
     #: whether one epoch's stream can go back to send entries again (Canal's TCP stream after its
@@ -73,4 +73,28 @@ class SourceLink(Protocol):
 
     def close(self) -> None:
         """Wake every waiter for good and drop the connection."""
+        ...
+
+    # -- the Receiver's side: only its thread calls these ---------------------------------
+
+    #: how logs and errors name the source (never with credentials)
+    description: str
+    #: what a failed conversation raises: the Receiver reconnects (with back-off) when one is transient
+    connection_errors: tuple[type[Exception], ...]
+
+    @property
+    def connected(self) -> bool: ...
+
+    def open(self) -> None:
+        """(Re)connect; everything handed out before is void, and the source goes back to what was acked."""
+        ...
+
+    def disconnect(self) -> None: ...
+
+    def wait_for_room(self, timeout_s: float) -> bool:
+        """Wait until the queue can take one more batch (or the link is closed)."""
+        ...
+
+    def exchange(self) -> object:
+        """Send due acks (and a rollback), then one read; what was read (falsy: nothing)."""
         ...

@@ -1,0 +1,38 @@
+"""A real Kafka broker (KRaft, loopback) for the whole run; each test makes its own topic."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from canalbridge.devkit.kafka_broker import KafkaBroker
+from canalbridge.logs import configure_logging
+
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def topic(kafka_broker: KafkaBroker) -> Callable[[int], str]:
+    """Make a fresh topic with N partitions; returns its name."""
+
+    def make(partitions: int = 1) -> str:
+        name = f"canal-{next(_names)}"
+        kafka_broker.create_topic(name, partitions)
+        return name
+
+    return make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def quiet_logs() -> Iterator[None]:
+    configure_logging("warning")
+    yield

@@ -1,0 +1,215 @@
+"""A job reading Canal's Kafka topic from a real broker into in-memory targets: no Spark, no Canal.
+
+The records are what Canal 1.1.7 writes (canalbridge.devkit.kafka_feed, which
+follows what tests/real/test_canal_kafka_mode.py pins of the real Canal).
+Every test ends with the targets equal to the workload's tables and each row
+change applied once, and the group's offsets committed through the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from canalbridge.devkit.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
+from canalbridge.devkit.memory_writer import InMemoryWriter
+from canalbridge.devkit.workload import Workload, WorkloadSpec
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.job import JobState, SyncJob
+from canalbridge.sync.position import KafkaPosition
+from canalbridge.sync.record import PartitionRecord
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from tests.sync.harness import expected_row_writes
+
+pytestmark = pytest.mark.kafka
+
+COMMITS = CommitSettings(interval_seconds=0.2, min_events=300, min_bytes=1, max_bytes=1 << 30, retries=3,
+                         retry_initial_seconds=0.01, retry_max_seconds=0.05, reconnect_attempts=5,
+                         max_source_txn_wait_seconds=30.0)
+
+
+class KafkaJob:
+    """A job over one topic, in-memory writers, and the checks every test wants."""
+
+    def __init__(self, bootstrap: str, topic: str, workload: Workload, *, record_format: str = "protobuf",
+                 markers: bool | None = None, group: str | None = None) -> None:
+        self.bootstrap, self.topic, self.workload = bootstrap, topic, workload
+        self.group = group or f"group-{topic}"
+        kafka = KafkaSettings((bootstrap,), topic, self.group, record_format=record_format,
+                              transaction_markers=record_format == "protobuf" if markers is None else markers,
+                              poll_timeout_ms=100, max_poll_records=50)
+        channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
+        self.settings = JobSettings("kjob", None, channels, COMMITS, kafka=kafka)
+        self.writers: dict[str, InMemoryWriter] = {}
+        self.job = SyncJob(self.settings, self._writer)
+        self.partitions: tuple[PartitionRecord, ...] = ()  # as the last run left them
+
+    def _writer(self, channel: ChannelSettings) -> InMemoryWriter:
+        writer = self.writers[channel.source] = InMemoryWriter(channel.source)
+        return writer
+
+    def group_offsets(self) -> dict[int, int | None]:
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False)
+        try:
+            partitions = sorted(consumer.partitions_for_topic(self.topic) or ())
+            return {p: consumer.committed(TopicPartition(self.topic, p)) for p in partitions}
+        finally:
+            consumer.close()
+
+    def set_group_offsets(self, offsets: dict[int, int]) -> None:
+        """Commit ``offsets`` for the job's group, as if the job's own commits had been lost."""
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        finally:
+            consumer.close()
+
+    def wait_committed(self, ends: dict[int, int], timeout_s: float = 60) -> None:
+        """Until the link committed every partition through ``ends`` (its record of what Kafka confirmed)."""
+        def done() -> bool:
+            committed = {p.partition: p.committed_offset for p in self.job.record().partitions}
+            return all((committed.get(p) or 0) >= end for p, end in ends.items())
+
+        assert self.job.acks.wait_until(done, timeout_s), (
+            f"not committed through {ends} in {timeout_s} s: {self.job.state} {self.job.fail_message} "
+            f"{self.job.record().partitions}")
+
+    def applied(self) -> Counter:
+        return Counter({name: sum(c.rows for c in w.commits) for name, w in self.writers.items()})
+
+    def assert_tables(self) -> None:
+        for name, expected in self.workload.expected.items():
+            assert self.writers[name].rows == expected.canal_rows(), name
+
+
+def workload(changes: int = 1500, seed: int = 7, *, key_changes: bool = True) -> tuple[Workload, list[entry_pb.Entry]]:
+    """A workload; without ``key_changes`` for topics hashed by key, where Canal sends an update that
+    changes a key with the new key, so it can overtake the old key's earlier changes (README)."""
+    load = Workload(WorkloadSpec(row_changes=changes, seed=seed, pk_change_ratio=0.1 if key_changes else 0.0))
+    return load, list(load)
+
+
+def run(job: KafkaJob, ends: dict[int, int], *, resume: bool = False) -> None:
+    job.job.resume() if resume else job.job.start()
+    try:
+        job.wait_committed(ends)
+    finally:
+        job.partitions = job.job.record().partitions
+        if job.job.state is JobState.RUNNING:
+            job.job.pause()
+
+
+def transaction_ends(entries: Sequence[entry_pb.Entry]) -> set[tuple[str, int]]:
+    return {(e.header.logfileName, e.header.logfileOffset) for e in entries
+            if e.entryType == entry_pb.EntryType.TRANSACTIONEND}
+
+
+def test_a_protobuf_topic_is_applied_once_and_commits_keep_source_transactions_whole(kafka_broker, topic):
+    name = topic(1)
+    load, entries = workload()
+    ends = publish(kafka_broker.bootstrap, name, {0: protobuf_records(entries, batch_entries=37)})
+    job = KafkaJob(kafka_broker.bootstrap, name, load)
+    run(job, ends)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries)
+    assert job.group_offsets() == ends
+    cuts = {(c.end_position.journal, c.end_position.offset) for w in job.writers.values() for c in w.commits}
+    assert cuts and cuts <= transaction_ends(entries), "a commit ended inside a source transaction"
+    assert job.job.stats.split_source_txns == 0
+
+
+def test_a_flat_topic_is_applied_once(kafka_broker, topic):
+    name = topic(1)
+    load, entries = workload(seed=8)
+    ends = publish(kafka_broker.bootstrap, name, {0: flat_records(entries)})
+    job = KafkaJob(kafka_broker.bootstrap, name, load, record_format="flat")
+    run(job, ends)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries)
+    assert job.group_offsets() == ends
+    position = next(iter(job.writers.values())).committed_position()
+    assert isinstance(position, KafkaPosition) and position.journal == f"{name}:0"
+
+
+def test_three_partitions_hashed_by_key_are_applied_once(kafka_broker, topic):
+    name = topic(3)
+    load, entries = workload(seed=9, key_changes=False)
+    records = hashed_protobuf_records(entries, 3, batch_entries=40)
+    assert all(records.values()), "every partition gets rows"
+    ends = publish(kafka_broker.bootstrap, name, records)
+    job = KafkaJob(kafka_broker.bootstrap, name, load, markers=False)
+    run(job, ends)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries)
+    assert job.group_offsets() == ends
+    position = next(iter(job.writers.values())).committed_position()
+    assert isinstance(position, KafkaPosition) and set(position.marks()) == {f"{name}:{p}" for p in range(3)}
+
+
+def test_batches_canal_sent_twice_are_dropped(kafka_broker, topic):
+    """Canal sends a whole batch again when a send failed: the copies carry the same binlog positions."""
+    name = topic(1)
+    load, entries = workload(seed=10)
+    records = protobuf_records(entries, batch_entries=40)
+    resent = records[:6] + records[3:9] + records[5:]  # two re-sends, overlapping what came before
+    ends = publish(kafka_broker.bootstrap, name, {0: resent})
+    job = KafkaJob(kafka_broker.bootstrap, name, load)
+    run(job, ends)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries), "a copy was applied"
+    (partition,) = job.partitions
+    assert partition.copies_dropped == 3 * 40 + 4 * 40
+
+
+def test_a_restart_after_a_lost_offset_commit_resumes_from_what_the_targets_hold(kafka_broker, topic):
+    name = topic(2)
+    load, entries = workload(seed=11, key_changes=False)
+    halves = hashed_protobuf_records(entries, 2, batch_entries=25)
+    first = {p: records[: len(records) // 2] for p, records in halves.items()}
+    ends = publish(kafka_broker.bootstrap, name, first)
+    job = KafkaJob(kafka_broker.bootstrap, name, load, markers=False)
+    run(job, ends)
+    assert job.group_offsets() == ends
+    job.set_group_offsets({p: 0 for p in ends})  # the offset commits are lost
+    rest = {p: records[len(records) // 2:] for p, records in halves.items()}
+    ends = publish(kafka_broker.bootstrap, name, rest)
+    routed = job.job.stats.rows_routed
+    run(job, ends, resume=True)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries), "a row change was applied twice or lost"
+    # The job resumed where the targets were, not from the group's offsets: nothing was read twice.
+    assert job.job.stats.skipped == 0
+    assert job.job.stats.rows_routed - routed == sum(expected_row_writes(entries).values()) - routed
+
+
+def test_a_record_that_is_not_a_canal_message_pauses_the_job_and_names_it(kafka_broker, topic):
+    name = topic(1)
+    load, entries = workload(changes=600, seed=12)
+    good = protobuf_records(entries, batch_entries=30)
+    ends = publish(kafka_broker.bootstrap, name, {0: [*good[:10], b"not a canal packet", *good[10:]]})
+    job = KafkaJob(kafka_broker.bootstrap, name, load)
+    job.job.start()
+    assert job.job.wait_state(JobState.PAUSED, 60), job.job.state
+    message = str(job.job.fail_message)
+    assert f"topic {name}" in message and "partition 0 offset 10" in message and "not a Canal message" in message
+    assert (job.group_offsets()[0] or 0) <= 10, "an offset past the record was committed"
+    before = [e for record in good[:10] for e in _entries(record)]
+    assert sum(job.applied().values()) <= sum(expected_row_writes(before).values()), "applied past the record"
+    assert ends[0] == len(good) + 1
+
+
+def _entries(record: bytes) -> list[entry_pb.Entry]:
+    from canalbridge.canal.kafka_records import RecordFormat, decode_record
+
+    return list(decode_record(record, RecordFormat.PROTOBUF).entries)
+
+
+def test_settings_name_the_source_without_secrets():
+    settings = KafkaSettings(("127.0.0.1:9092",), "t", "g", security={"sasl_plain_password": "hunter2"})
+    assert "hunter2" not in repr(settings) and "hunter2" not in settings.description
+    assert dataclasses.replace(settings, topic="u").description == "kafka 127.0.0.1:9092 topic u"
