@@ -166,6 +166,7 @@ KAFKA_KEYS = {
     "start_from": Key(str, check=_one_of("earliest", "latest")),
     "poll_timeout_ms": Key(int, check=_positive),
     "max_poll_records": Key(int, check=_positive),
+    "request_timeout_ms": Key(int, check=_positive),
     "debug": Key(bool),
     "security": Key(dict),
 }
@@ -416,7 +417,8 @@ def _kafka(values: dict[str, Any], where: str, environ: dict[str, str], problems
         bootstrap_servers=tuple(s.strip() for s in (servers.split(",") if isinstance(servers, str) else servers)),
         topic=kafka["topic"], group_id=kafka.get("group_id", f"canalbridge-{values.get('name', '')}"),
         record_format=record_format, transaction_markers=markers, security=security,
-        **_given(kafka, "client_id", "start_from", "poll_timeout_ms", "max_poll_records", "debug"),
+        **_given(kafka, "client_id", "start_from", "poll_timeout_ms", "max_poll_records", "request_timeout_ms",
+                 "debug"),
     )
 
 

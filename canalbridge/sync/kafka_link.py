@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -46,6 +47,10 @@ from canalbridge.sync.settings import KafkaSettings
 from canalbridge.sync.source import TakenBatch
 
 log = structlog.get_logger("canalbridge.kafka_link")
+
+# How often the end offsets are read (for the lag in status); it also notices brokers that went away,
+# which kafka-python's poll does not report (it returns nothing and keeps reconnecting).
+END_OFFSETS_EVERY_S = 5.0
 
 
 @dataclass
@@ -95,6 +100,8 @@ class KafkaLink:
         self._sources = tuple(sources)
         self._consumer_factory = consumer_factory
         self._consumer: Any = None
+        self._assigned: list[Any] = []  # TopicPartitions
+        self._ends_read_at = 0.0
         self._lanes: dict[int, _Lane] = {}
         self._queue: collections.deque[TakenBatch] = collections.deque()
         self._unacked: collections.deque[_Chunk] = collections.deque()
@@ -139,6 +146,8 @@ class KafkaLink:
             assigned = [TopicPartition(settings.topic, partition) for partition in partitions]
             consumer.assign(assigned)
             starts = self._start_offsets(consumer, assigned)
+            self._assigned = assigned
+            self._ends_read_at = time.monotonic()
         except KafkaError as exc:
             consumer.close()
             raise KafkaSourceError(self.description, f"cannot read the topic's offsets: {_describe(exc)}") from exc
@@ -165,16 +174,17 @@ class KafkaLink:
         return factory(
             bootstrap_servers=list(settings.bootstrap_servers), group_id=settings.group_id,
             client_id=settings.client_id, enable_auto_commit=False, auto_offset_reset=settings.start_from,
-            max_poll_records=settings.max_poll_records, **dict(settings.security),
+            max_poll_records=settings.max_poll_records, bootstrap_timeout_ms=settings.request_timeout_ms,
+            **dict(settings.security),
         )
 
     def _start_offsets(self, consumer: Any, assigned: Sequence[Any]) -> dict[int, int]:
         """Each partition's start: the group's offset, or the targets' when every target is further."""
-        beginning = consumer.beginning_offsets(assigned)
-        end = consumer.end_offsets(assigned)
+        beginning = consumer.beginning_offsets(assigned, timeout_ms=self.settings.request_timeout_ms)
+        end = consumer.end_offsets(assigned, timeout_ms=self.settings.request_timeout_ms)
         starts = {}
         for tp in assigned:
-            group = consumer.committed(tp)
+            group = consumer.committed(tp, timeout_ms=self.settings.request_timeout_ms)
             held = self._held_by_targets(f"{tp.topic}:{tp.partition}")
             known = [offset for offset in (group, held) if offset is not None]
             if not known:
@@ -209,7 +219,7 @@ class KafkaLink:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             try:
-                consumer.close(autocommit=False)
+                consumer.close(autocommit=False, timeout_ms=self.settings.request_timeout_ms)
             except Exception as exc:  # closing a consumer whose brokers went away
                 self._log.debug("kafka.close_failed", error=str(exc))
 
@@ -239,7 +249,7 @@ class KafkaLink:
             if commits:
                 offsets = {partition: offset for asked, _ in commits for partition, offset in asked.items()}
                 consumer.commit({TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
-                                 for partition, offset in offsets.items()})
+                                 for partition, offset in offsets.items()}, timeout_ms=self.settings.request_timeout_ms)
                 with self._cond:
                     for partition, offset in offsets.items():
                         self._lanes[partition].committed = offset
@@ -258,9 +268,14 @@ class KafkaLink:
                             lane.mark = lane.acked_entry.mark if lane.acked_entry is not None else None
                     epoch = self._epoch
             polled = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
+            ends = {tp: consumer.highwater(tp) for tp in polled}
+            if time.monotonic() - self._ends_read_at >= END_OFFSETS_EVERY_S:
+                ends = consumer.end_offsets(self._assigned, timeout_ms=self.settings.request_timeout_ms)
+                self._ends_read_at = time.monotonic()
             with self._cond:
-                for tp in polled:
-                    self._lanes[tp.partition].end = consumer.highwater(tp)
+                for tp, end in ends.items():
+                    if end is not None:
+                        self._lanes[tp.partition].end = end
         except (KafkaError, OSError) as exc:
             with self._cond:
                 self._to_commit = commits + self._to_commit  # all channels committed them: sent after the reconnect

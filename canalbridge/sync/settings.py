@@ -56,6 +56,8 @@ class KafkaSettings:
     start_from: str = "earliest"  # with no committed offsets anywhere: "earliest" or "latest"
     poll_timeout_ms: int = 1000
     max_poll_records: int = 500
+    # One bootstrap, offset request or offset commit; past it the link reconnects (with back-off).
+    request_timeout_ms: int = 10_000
     security: Mapping[str, object] = field(default_factory=dict, repr=False)
     debug: bool = False
 

@@ -173,3 +173,79 @@ def test_validate_exits_2_with_the_key_path(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert str(path) in result.stderr and "job[0].canal.port" in result.stderr
+
+
+KAFKA = """
+[daemon]
+state_dir = "state"
+
+[[job]]
+name = "k"
+[job.kafka]
+bootstrap_servers = "127.0.0.1:9092, 127.0.0.1:9093"
+topic = "example"
+format = "protobuf"
+[job.kafka.security]
+security_protocol = "SASL_PLAINTEXT"
+sasl_mechanism = "PLAIN"
+sasl_plain_username = "bridge"
+sasl_plain_password_env = "KAFKA_PASSWORD"
+[[job.channel]]
+source = "db.t"
+target = "lake.db.t"
+"""
+
+
+def test_a_kafka_job_loads_with_its_defaults_and_a_password_from_the_environment(tmp_path):
+    job = load_config(write(tmp_path, KAFKA), {"KAFKA_PASSWORD": "from-env"}).jobs[0]
+    assert job.canal is None and job.kafka is not None
+    kafka = job.kafka
+    assert kafka.bootstrap_servers == ("127.0.0.1:9092", "127.0.0.1:9093") and kafka.group_id == "canalbridge-k"
+    assert kafka.record_format == "protobuf" and kafka.transaction_markers and kafka.start_from == "earliest"
+    assert kafka.security == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                              "sasl_plain_username": "bridge", "sasl_plain_password": "from-env"}
+    flat = load_config(write(tmp_path, KAFKA.replace('format = "protobuf"', "")), {"KAFKA_PASSWORD": "x"})
+    assert flat.jobs[0].kafka.record_format == "flat" and not flat.jobs[0].kafka.transaction_markers
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (('format = "protobuf"', 'format = "avro"'), "job[0].kafka.format: must be one of flat, protobuf"),
+    (('format = "protobuf"', 'format = "flat"\ntransaction_markers = true'),
+     "job[0].kafka.transaction_markers: flat messages carry no transaction ends"),
+    (('bootstrap_servers = "127.0.0.1:9092, 127.0.0.1:9093"', 'bootstrap_servers = "localhost"'),
+     "job[0].kafka.bootstrap_servers: must be host:port"),
+    (('topic = "example"\n', ''), "job[0].kafka.topic: missing required key"),
+    (('sasl_mechanism = "PLAIN"', 'sasl_mechanism = "PLAIN"\nsasl_plain_password = "in-file"'),
+     "job[0].kafka.security: set sasl_plain_password or sasl_plain_password_env, not both"),
+    (('security_protocol = "SASL_PLAINTEXT"', 'security_protocol = "SASL_PLAINTEXT"\nbootstrap = 1'),
+     "job[0].kafka.security.bootstrap: unknown key"),
+    (('[job.kafka]', '[job.canal]\nhost = "h"\nport = 1\ndestination = "d"\n[job.kafka]'),
+     "job[0]: give it either [job.canal] (Canal's TCP protocol) or [job.kafka] (Canal's Kafka topic), not both"),
+])
+def test_a_broken_kafka_source_is_named(tmp_path, change, says):
+    found = problems(tmp_path, KAFKA.replace(*change), {"KAFKA_PASSWORD": "from-env"})
+    assert any(problem.startswith(says) for problem in found), found
+
+
+def test_a_job_without_a_source_is_named(tmp_path):
+    text = VALID.replace('[job.canal]\nhost = "127.0.0.1"\nport = 11111\ndestination = "example"\n'
+                         'password = "secret-in-file"\n', "")
+    assert any("none is set" in problem for problem in problems(tmp_path, text))
+
+
+def test_a_missing_kafka_password_variable_is_named_and_no_secret_shows(tmp_path):
+    assert "job[0].kafka.security.sasl_plain_password_env: environment variable KAFKA_PASSWORD is not set" in \
+        problems(tmp_path, KAFKA, {})
+    both = problems(tmp_path, KAFKA.replace('sasl_mechanism = "PLAIN"', 'sasl_mechanism = "PLAIN"\n'
+                                            'sasl_plain_password = "in-file-secret"'), {})
+    assert any("not both" in problem for problem in both)
+    assert not any("in-file-secret" in problem for problem in both)
+
+
+def test_two_jobs_on_one_topic_and_group(tmp_path):
+    second = KAFKA[KAFKA.index("[[job]]"):].replace('name = "k"', 'name = "k2"\n').replace(
+        'target = "lake.db.t"', 'target = "lake.db.u"')
+    text = KAFKA.replace("[job.kafka]", '[job.kafka]\ngroup_id = "g"') + second.replace(
+        "[job.kafka]", '[job.kafka]\ngroup_id = "g"')
+    found = problems(tmp_path, text, {"KAFKA_PASSWORD": "x"})
+    assert any("job[1].kafka: topic 'example' with group 'g' is already read by job[0]" in p for p in found), found

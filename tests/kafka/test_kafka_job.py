@@ -16,6 +16,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from canalbridge.devkit.kafka_broker import KafkaBroker
 from canalbridge.devkit.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
 from canalbridge.devkit.memory_writer import InMemoryWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
@@ -37,14 +38,14 @@ class KafkaJob:
     """A job over one topic, in-memory writers, and the checks every test wants."""
 
     def __init__(self, bootstrap: str, topic: str, workload: Workload, *, record_format: str = "protobuf",
-                 markers: bool | None = None, group: str | None = None) -> None:
+                 markers: bool | None = None, group: str | None = None, commit: CommitSettings = COMMITS) -> None:
         self.bootstrap, self.topic, self.workload = bootstrap, topic, workload
         self.group = group or f"group-{topic}"
         kafka = KafkaSettings((bootstrap,), topic, self.group, record_format=record_format,
                               transaction_markers=record_format == "protobuf" if markers is None else markers,
-                              poll_timeout_ms=100, max_poll_records=50)
+                              poll_timeout_ms=100, max_poll_records=50, request_timeout_ms=2000)
         channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
-        self.settings = JobSettings("kjob", None, channels, COMMITS, kafka=kafka)
+        self.settings = JobSettings("kjob", None, channels, commit, kafka=kafka)
         self.writers: dict[str, InMemoryWriter] = {}
         self.job = SyncJob(self.settings, self._writer)
         self.partitions: tuple[PartitionRecord, ...] = ()  # as the last run left them
@@ -213,3 +214,46 @@ def test_settings_name_the_source_without_secrets():
     settings = KafkaSettings(("127.0.0.1:9092",), "t", "g", security={"sasl_plain_password": "hunter2"})
     assert "hunter2" not in repr(settings) and "hunter2" not in settings.description
     assert dataclasses.replace(settings, topic="u").description == "kafka 127.0.0.1:9092 topic u"
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    """A broker of this test's own, to stop and start."""
+    broker = KafkaBroker(tmp_path / "kafka").start()
+    yield broker
+    broker.stop()
+
+
+def test_a_broker_that_goes_away_and_comes_back_loses_nothing(own_broker):
+    own_broker.create_topic("outage", 1)
+    load, entries = workload(seed=13)
+    records = protobuf_records(entries, batch_entries=30)
+    ends = publish(own_broker.bootstrap, "outage", {0: records[:20]})
+    job = KafkaJob(own_broker.bootstrap, "outage", load, commit=dataclasses.replace(
+        COMMITS, reconnect_attempts=60, retry_initial_seconds=0.1, retry_max_seconds=1.0))
+    job.job.start()
+    try:
+        job.wait_committed(ends)
+        own_broker.stop()
+        own_broker.start()
+        ends = publish(own_broker.bootstrap, "outage", {0: records[20:]})
+        job.wait_committed(ends, timeout_s=120)
+        assert job.job.state is JobState.RUNNING
+    finally:
+        job.job.pause()
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries)
+
+
+def test_a_broker_that_stays_away_pauses_the_job_naming_it(own_broker):
+    own_broker.create_topic("gone", 1)
+    load, entries = workload(changes=200, seed=14)
+    ends = publish(own_broker.bootstrap, "gone", {0: protobuf_records(entries)})
+    job = KafkaJob(own_broker.bootstrap, "gone", load)  # 5 attempts, waits of at most 0.05 s
+    job.job.start()
+    job.wait_committed(ends)
+    own_broker.stop()
+    assert job.job.wait_state(JobState.PAUSED, 120), job.job.state
+    message = str(job.job.fail_message)
+    assert f"kafka {own_broker.bootstrap} topic gone: gave up after 5 connection attempts" in message, message
+    job.assert_tables()
