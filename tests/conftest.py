@@ -11,6 +11,15 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from canalbridge.devkit import DestinationConfig, DevServer
+from canalbridge.devkit.kafka_broker import KafkaBroker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory) -> Iterator[KafkaBroker]:
+    """One real Kafka broker (KRaft, loopback) for the run; each test makes its own topics."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture

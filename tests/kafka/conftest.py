@@ -1,4 +1,4 @@
-"""A real Kafka broker (KRaft, loopback) for the whole run; each test makes its own topic."""
+"""Kafka tests share the run's broker (tests/conftest.py); each makes its own topic."""
 
 from __future__ import annotations
 
@@ -11,13 +11,6 @@ from canalbridge.devkit.kafka_broker import KafkaBroker
 from canalbridge.logs import configure_logging
 
 _names = itertools.count(1)
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
-    yield broker
-    broker.stop()
 
 
 @pytest.fixture

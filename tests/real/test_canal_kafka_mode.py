@@ -84,12 +84,13 @@ def _row_changes(entries: list[entry_pb.Entry]) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory, mariadb: MariaDBServer) -> Iterator[dict[str, dict[int, list[bytes]]]]:
+def published(tmp_path_factory, mariadb: MariaDBServer,
+              kafka_broker: KafkaBroker) -> Iterator[dict[str, dict[int, list[bytes]]]]:
     """The workload as each Canal published it: topic -> partition -> record values."""
     root: Path = tmp_path_factory.mktemp("kafka-mode")
     mariadb.create_database(DATABASE)
     mariadb.execute(*SETUP, database=DATABASE)
-    broker = KafkaBroker(root / "kafka").start()
+    broker = kafka_broker
     servers = []
     try:
         layouts = {"kproto": (False, 1, {}), "kflat": (True, 1, {}),
@@ -112,7 +113,6 @@ def published(tmp_path_factory, mariadb: MariaDBServer) -> Iterator[dict[str, di
     finally:
         for server in servers:
             server.stop()
-        broker.stop()
 
 
 def test_both_formats_carry_the_same_row_changes(published):

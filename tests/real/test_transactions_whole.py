@@ -54,9 +54,9 @@ def amounts_at(writer: SnapshottingWriter, cut: EntryPosition) -> dict[str, int]
     return state
 
 
-def transfer_workload(mariadb, rng: random.Random, transactions: int) -> None:
+def transfer_workload(mariadb, rng: random.Random, transactions: int, database: str = DB) -> None:
     """Move amounts between accounts of both tables, in many shapes of transaction."""
-    with mariadb.connection(DB, autocommit=False) as conn, conn.cursor() as cursor:
+    with mariadb.connection(database, autocommit=False) as conn, conn.cursor() as cursor:
         for table in TABLES:
             cursor.executemany(f"INSERT INTO {table} VALUES (%s, %s)",
                                [(i, START_AMOUNT) for i in range(ACCOUNTS)])
