@@ -32,8 +32,22 @@ class JobCollector(Collector):
         lag = GaugeMetricFamily("canalbridge_lag_seconds", "Now minus the execute time of the ack position",
                                 labels=["job"])
         state = GaugeMetricFamily("canalbridge_job_state", "1 for the job's current state", labels=["job", "state"])
+        kafka = {name: GaugeMetricFamily(f"canalbridge_kafka_{name}", help_text, labels=["job", "partition"])
+                 for name, help_text in (
+                     ("committed_offset", "The offset committed for the job's group, per partition"),
+                     ("end_offset", "The partition's end offset when last read"),
+                     ("lag_messages", "Messages in the partition after the committed offset"))}
+        copies = CounterMetricFamily("canalbridge_kafka_copies_dropped", "Entries Canal sent twice, dropped",
+                                     labels=["job", "partition"])
         now_ms = time.time() * 1000
         for job in self._jobs():
+            for partition in job.record().partitions:
+                labels = [job.name, str(partition.partition)]
+                for name, value in (("committed_offset", partition.committed_offset),
+                                    ("end_offset", partition.end_offset), ("lag_messages", partition.lag)):
+                    if value is not None:
+                        kafka[name].add_metric(labels, value)
+                copies.add_metric(labels, partition.copies_dropped)
             for channel in job.channels:
                 received.add_metric([job.name, channel.source], channel.entries_received)
                 written.add_metric([job.name, channel.source], channel.rows_written)
@@ -45,7 +59,7 @@ class JobCollector(Collector):
                 lag.add_metric([job.name], max(now_ms - ack.execute_time_ms, 0) / 1000)
             for candidate in JobState:
                 state.add_metric([job.name, candidate.value], 1.0 if job.state is candidate else 0.0)
-        yield from (received, written, *counters.values(), lag, state)
+        yield from (received, written, *counters.values(), lag, state, *kafka.values(), copies)
 
 
 class Metrics:

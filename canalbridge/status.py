@@ -10,7 +10,9 @@ null, or why the target's layout makes commits slow, live only;
 ``text``) or null, ``stuck`` (threads of a stopped run still busy: a
 commit hanging in the target), the four timestamps, and ``config`` with
 the password masked. A position is ``{"journal", "offset", "gtid",
-"execute_time_ms"}``.
+"execute_time_ms"}``, a Kafka source's with ``lane`` and ``kafka`` (every
+partition's mark). A Kafka job adds ``source_transactions`` and, live,
+``partitions`` (offsets, lag, last committed entry).
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def test_example_config_validates(tmp_path):
         capture_output=True, text=True, env={"CANAL_PASSWORD": "x", "PATH": "/usr/bin:/bin"}, timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert "valid (1 job(s), 2 channel(s))" in result.stdout
+    assert "valid (2 job(s), 3 channel(s))" in result.stdout
 
 
 def test_validate_exits_2_with_the_key_path(tmp_path):

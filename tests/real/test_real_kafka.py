@@ -32,7 +32,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import KafkaPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
-from tests.daemon_process import daemon_log, daemon_sections, job_status, running_daemon, stop
+from tests.daemon_process import cli, daemon_log, daemon_sections, job_status, metrics_text, running_daemon, stop
 from tests.faults.checks import assert_changelog_once, changelog_config
 from tests.helpers import eventually
 from tests.real.daemon_run import assert_target_equals_source
@@ -260,6 +260,13 @@ def test_flat_messages_hashed_over_three_partitions_land_equal_to_mariadb(kafka_
         status = job_status(config, "real")
         assert status["source_transactions"].startswith("not kept whole: flat messages")
         assert len(status["partitions"]) == 3 and all(p["lag"] == 0 for p in status["partitions"])
+        metrics = metrics_text(config)
+        for partition in range(3):
+            assert f'canalbridge_kafka_lag_messages{{job="real",partition="{partition}"}} 0.0' in metrics
+            assert f'canalbridge_kafka_committed_offset{{job="real",partition="{partition}"}} ' \
+                   f'{float(ends[partition])}' in metrics
+        text = cli("status", "-c", str(config)).stdout
+        assert "partition 2: committed offset" in text and "source transactions: not kept whole" in text
         stop(daemon, config)
     for table in (orders, accounts):
         assert_target_equals_source(spark, source, table, f"lake.kafka_{db}.{table.name}")
