@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real \
+.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar decoder-jar mariadb-server real-stack clean-cache
 
@@ -152,7 +152,11 @@ bench-sustained: venv check-java decoder-jar
 bench-real: venv check-java real-stack decoder-jar
 	$(PY) -m bench.real_stack $(BENCH_ARGS)
 
-bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real
+# Canal's Kafka mode: a Kafka 3.9 broker's topic (both record formats) into Iceberg.
+bench-kafka: venv check-java kafka-jars decoder-jar
+	$(PY) -m bench.kafka $(BENCH_ARGS)
+
+bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

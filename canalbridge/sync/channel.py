@@ -44,7 +44,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import RawChange
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
-from canalbridge.sync.position import Position
+from canalbridge.sync.position import Position, later
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
@@ -370,9 +370,8 @@ class Channel:
     def _apply(self, item: _Apply) -> None:
         # A commit that fills in what Canal's first pass missed can end before the table's
         # position (see the Consumer): the table still holds everything through that.
-        position = item.commit.end_position
-        if self.committed_position is not None and self.committed_position > position:
-            position = self.committed_position
+        # A Kafka cut carries each partition's mark: the two merge lane by lane.
+        position = later(self.committed_position, item.commit.end_position)
         try:
             item.sealed.apply(position)
         except Exception as exc:

@@ -122,6 +122,17 @@ class CanalContinuityError(SyncError):
         )
 
 
+class TargetSourceMismatchError(SyncError):
+    """A target holds a position of the other kind of source (Canal over TCP, or Kafka): they do not compare."""
+
+    transient = False
+
+    def __init__(self, job: str, target: str, message: str) -> None:
+        self.job = job
+        self.target = target
+        super().__init__(f"job {job}: target {target} {message}")
+
+
 class SourceChangedError(SyncError):
     """Canal sent an entry from another binlog than the one acked: a MySQL failover or a reset binlog."""
 

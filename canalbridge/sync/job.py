@@ -24,7 +24,7 @@ from canalbridge.sync.errors import SyncError
 from canalbridge.sync.job_run import JobRun
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.maintenance import MaintenanceRun
-from canalbridge.sync.position import AckState, CommittedPositions
+from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
@@ -192,7 +192,10 @@ class SyncJob:
             # Not the committed positions: the targets' snapshots are read at start and
             # win (a table rolled back by its owner must be written again).
             self._record = replace(record, channels=self._channel_records(), stuck=())
-            self.acks.last = record.ack
+            ack = record.ack
+            if ack is not None and isinstance(ack.position, KafkaPosition) != (self.settings.kafka is not None):
+                ack = None  # the job's source changed kind since: that ack says nothing about this one
+            self.acks.last = ack
             self.stats.last_commit_time_ms = record.last_commit_time_ms
 
     # -- internals -------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from canalbridge.canal import CanalConnector
 from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer, ConsumerStats
-from canalbridge.sync.errors import SyncError
+from canalbridge.sync.errors import SyncError, TargetSourceMismatchError
 from canalbridge.sync.kafka_link import KafkaLink
-from canalbridge.sync.position import AckState, CommittedPositions
+from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import SourceLink
@@ -27,6 +27,18 @@ from canalbridge.sync.worker import Worker
 from canalbridge.sync.writer import ChannelWriter
 
 log = structlog.get_logger("canalbridge.job")
+
+
+def _check_source(settings: JobSettings, target: str, position: Position | None) -> None:
+    """A target written through one kind of source cannot go on through the other: positions do not compare."""
+    kafka = settings.kafka is not None
+    if position is None or isinstance(position, KafkaPosition) == kafka:
+        return
+    held = "Canal's TCP protocol (a binlog position)" if kafka else "a Kafka topic (partition offsets)"
+    raise TargetSourceMismatchError(
+        settings.name, target,
+        f"was written through {held} at {position}; this job reads {'Kafka' if kafka else 'Canal over TCP'}, "
+        "and the two positions do not compare. Keep the job's source, or write into new targets")
 
 
 class JobRun:
@@ -69,6 +81,7 @@ class JobRun:
                                   debug=settings.debug)
                 self.channels.append(channel)
                 channel.start()
+                _check_source(settings, channel_settings.target, channel.committed_position)
                 self._committed.advance(channel.source, channel.committed_position)
         except Exception:
             self.stop(settings.commit.stop_timeout_seconds)

@@ -30,7 +30,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -41,7 +41,7 @@ from canalbridge.canal.kafka_records import RecordDecodeError, RecordFormat, dec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import KafkaRecordError, KafkaSourceError
 from canalbridge.sync.ledger import Outstanding
-from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, LaneMark, Position
+from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, KafkaPosition, LaneMark, Position
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import KafkaSettings
 from canalbridge.sync.source import TakenBatch
@@ -66,6 +66,37 @@ class _Chunk:
     raw_size: int = 0
 
 
+class _Window:
+    """The order keys of the entries a protobuf partition delivered last, oldest first.
+
+    An entry at or before the partition's mark is one Canal sent again (a
+    failed send, or its parser reconnecting to MySQL) if its key is here; one
+    that is not, but falls among them, is an entry Canal had not sent before,
+    behind ones it had: a gap in its first pass. Canal sends again at most a
+    batch or the transaction its parser was in, far fewer than ``SIZE``.
+    """
+
+    SIZE = 65_536
+
+    def __init__(self) -> None:
+        self._keys: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._held: set[tuple[Any, ...]] = set()
+
+    def add(self, key: tuple[Any, ...]) -> None:
+        self._keys.append(key)
+        self._held.add(key)
+        if len(self._keys) > self.SIZE:
+            self._held.discard(self._keys.popleft())
+
+    def sent_before(self, key: tuple[Any, ...]) -> bool:
+        """Whether an entry at ``key`` (at or before the mark) was delivered, as far as the window tells."""
+        return key in self._held or not self._keys or key < self._keys[0]
+
+    def clear(self) -> None:
+        self._keys.clear()
+        self._held.clear()
+
+
 @dataclass
 class _Lane:
     """What the link knows of one partition."""
@@ -78,6 +109,7 @@ class _Lane:
     mark: LaneMark | None = None  # the last entry delivered in this epoch
     acked_entry: KafkaPosition | None = None  # the last entry of the last acked chunk
     copies: int = 0  # entries dropped as copies of ones delivered before
+    window: _Window = field(default_factory=_Window)  # protobuf: the keys delivered last (the Receiver's)
 
 
 class KafkaLink:
@@ -106,7 +138,8 @@ class KafkaLink:
         self._queue: collections.deque[TakenBatch] = collections.deque()
         self._unacked: collections.deque[_Chunk] = collections.deque()
         self._chunks: dict[int, _Chunk] = {}  # by batch id, until the Consumer takes it
-        self._to_commit: list[tuple[dict[int, int], Position]] = []  # offsets asked for, and the cut
+        # Offsets asked for, and the cut that acks them (None: a start the targets held, ahead of the group).
+        self._to_commit: list[tuple[dict[int, int], Position | None]] = []
         self._epoch = 0
         self._rollback_due = False
         self._closed = False
@@ -134,7 +167,7 @@ class KafkaLink:
         settings = self.settings
         try:
             consumer = self._new_consumer()
-        except KafkaConfigurationError as exc:
+        except (KafkaConfigurationError, ValueError, OSError) as exc:  # OSError: an SSL file that cannot be read
             raise KafkaSourceError(self.description, f"the consumer settings are wrong: {_describe(exc)}",
                                    transient=False) from exc
         except KafkaError as exc:
@@ -143,6 +176,10 @@ class KafkaLink:
             if settings.topic not in consumer.topics():
                 raise KafkaSourceError(self.description, "the topic does not exist", transient=False)
             partitions = sorted(consumer.partitions_for_topic(settings.topic) or ())
+            if len(partitions) > 1 and self.marks_transactions:
+                self._log.warning("kafka.markers_on_many_partitions", partitions=len(partitions),
+                                  note="Canal drops transaction ends when it hashes partitions: set "
+                                       "transaction_markers = false, or each commit waits max_source_txn_wait_seconds")
             assigned = [TopicPartition(settings.topic, partition) for partition in partitions]
             consumer.assign(assigned)
             starts = self._start_offsets(consumer, assigned)
@@ -159,10 +196,17 @@ class KafkaLink:
             for partition in partitions:
                 lane = self._lanes.setdefault(partition, _Lane(partition, f"{settings.topic}:{partition}"))
                 lane.acked_next = starts[partition]
-                lane.mark = None  # the channels' positions skip what their targets hold
+                # Read from the start offset on: every cut then carries every partition, so a target's
+                # snapshot says where each one resumes even if it had no rows there (the channels'
+                # positions skip what their targets hold).
+                lane.mark = LaneMark.before(starts[partition])
+                lane.window.clear()
             self._reset_locked()
             self._rollback_due = False
             epoch = self._epoch
+            ahead = {p: starts[p] for p in partitions if starts[p] > (self._lanes[p].committed or 0)}
+            if ahead:  # the targets hold more than the group says: bring the group up to them
+                self._to_commit.append((ahead, None))
         self._log.info("kafka.connected", epoch=epoch, partitions=len(partitions),
                        start={partition: starts[partition] for partition in partitions})
 
@@ -173,7 +217,8 @@ class KafkaLink:
         factory = self._consumer_factory or KafkaConsumer
         return factory(
             bootstrap_servers=list(settings.bootstrap_servers), group_id=settings.group_id,
-            client_id=settings.client_id, enable_auto_commit=False, auto_offset_reset=settings.start_from,
+            # "none": an offset out of range raises instead of jumping (every seek here is explicit).
+            client_id=settings.client_id, enable_auto_commit=False, auto_offset_reset="none",
             max_poll_records=settings.max_poll_records, bootstrap_timeout_ms=settings.request_timeout_ms,
             **dict(settings.security),
         )
@@ -188,7 +233,11 @@ class KafkaLink:
             held = self._held_by_targets(f"{tp.topic}:{tp.partition}")
             known = [offset for offset in (group, held) if offset is not None]
             if not known:
-                start = beginning[tp] if self.settings.start_from == "earliest" else end[tp]
+                # With no group offset, a target that holds any Kafka position means the job ran before:
+                # read from the beginning (replays are skipped) rather than jump to the end.
+                earliest = self.settings.start_from == "earliest" or any(
+                    isinstance(self._committed.get(source), KafkaPosition) for source in self._sources)
+                start = beginning[tp] if earliest else end[tp]
             else:
                 start = max(known)
                 if start < beginning[tp]:
@@ -199,8 +248,9 @@ class KafkaLink:
                         transient=False)
             consumer.seek(tp, start)
             starts[tp.partition] = start
-            lane = self._lanes.setdefault(tp.partition, _Lane(tp.partition, f"{tp.topic}:{tp.partition}"))
-            lane.committed, lane.end = group, end[tp]
+            with self._cond:
+                lane = self._lanes.setdefault(tp.partition, _Lane(tp.partition, f"{tp.topic}:{tp.partition}"))
+                lane.committed, lane.end = group, end[tp]
         return starts
 
     def _held_by_targets(self, lane: str) -> int | None:
@@ -218,6 +268,14 @@ class KafkaLink:
         """Close the consumer (on the Receiver's thread)."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
+            with self._cond:
+                # Stopping (not a failed conversation): every channel committed these, one last try.
+                commits, self._to_commit = (self._to_commit, []) if self._closed else ([], self._to_commit)
+            try:
+                if commits:
+                    self._commit(consumer, commits)
+            except Exception as exc:
+                self._log.warning("kafka.last_offset_commit_failed", error=_describe(exc))
             try:
                 consumer.close(autocommit=False, timeout_ms=self.settings.request_timeout_ms)
             except Exception as exc:  # closing a consumer whose brokers went away
@@ -237,7 +295,6 @@ class KafkaLink:
         """
         from kafka import TopicPartition
         from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata
 
         consumer = self._consumer
         topic = self.settings.topic
@@ -247,14 +304,7 @@ class KafkaLink:
             epoch = self._epoch
         try:
             if commits:
-                offsets = {partition: offset for asked, _ in commits for partition, offset in asked.items()}
-                consumer.commit({TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
-                                 for partition, offset in offsets.items()}, timeout_ms=self.settings.request_timeout_ms)
-                with self._cond:
-                    for partition, offset in offsets.items():
-                        self._lanes[partition].committed = offset
-                for _, cut in commits:
-                    self.acks.record(cut)
+                self._commit(consumer, commits)
             if rollback:
                 with self._cond:
                     seeks = {lane.partition: lane.acked_next for lane in self._lanes.values()}
@@ -265,7 +315,8 @@ class KafkaLink:
                         self._rollback_due = False
                         for lane in self._lanes.values():
                             # Read again from what was acked: copies of what came before still drop.
-                            lane.mark = lane.acked_entry.mark if lane.acked_entry is not None else None
+                            lane.mark = (lane.acked_entry.mark if lane.acked_entry is not None
+                                         else LaneMark.before(lane.acked_next))
                     epoch = self._epoch
             polled = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
             ends = {tp: consumer.highwater(tp) for tp in polled}
@@ -284,6 +335,21 @@ class KafkaLink:
         for tp, records in polled.items():
             queued += self._receive(epoch, tp.partition, records)
         return queued
+
+    def _commit(self, consumer: Any, commits: list[tuple[dict[int, int], Position | None]]) -> None:
+        """Commit the offsets asked for (the later of each partition's), then record the acks."""
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        offsets = {partition: offset for asked, _ in commits for partition, offset in asked.items()}
+        consumer.commit({TopicPartition(self.settings.topic, partition): OffsetAndMetadata(offset, "", -1)
+                         for partition, offset in offsets.items()}, timeout_ms=self.settings.request_timeout_ms)
+        with self._cond:
+            for partition, offset in offsets.items():
+                self._lanes[partition].committed = offset
+        for _, cut in commits:
+            if cut is not None:
+                self.acks.record(cut)
 
     def _receive(self, epoch: int, partition: int, records: Sequence[Any]) -> int:
         """Decode one partition's records, drop copies, give positions, and queue them as one batch."""
@@ -312,9 +378,20 @@ class KafkaLink:
                 break
             raw_size += batch.raw_size
             for position, entry in zip(self._positions(lane.name, record.offset, batch, others), batch.entries):
-                if mark is not None and position.mark.sort_key <= mark.sort_key:
+                key = position.mark.sort_key
+                if mark is not None and self._format is RecordFormat.PROTOBUF and mark.journal and \
+                        EntryPosition(position.journal, 0).from_another_binlog_than(EntryPosition(mark.journal, 0)):
+                    raise KafkaSourceError(
+                        self.description, f"partition {partition} offset {record.offset}: an entry of binlog "
+                        f"{position.journal} after {mark.journal}:{mark.offset}: MySQL failed over or its binlog was "
+                        "reset, and positions no longer compare; the job pauses rather than guess", transient=False)
+                if mark is not None and key <= mark.sort_key:
+                    if not lane.window.sent_before(key):
+                        raise self._gap(partition, record.offset, position)
                     copies += 1  # Canal sent its batch again: this partition has it already
                     continue
+                if self._format is RecordFormat.PROTOBUF:
+                    lane.window.add(key)
                 mark = position.mark
                 last = position
                 entries.append(entry)
@@ -346,6 +423,14 @@ class KafkaLink:
         if poison is not None:
             raise poison
         return len(entries)
+
+    def _gap(self, partition: int, offset: int, position: KafkaPosition) -> KafkaSourceError:
+        return KafkaSourceError(
+            self.description,
+            f"partition {partition} offset {offset}: Canal sent an entry at {position.journal}:{position.offset} "
+            "behind entries it had sent, without having sent it before (its first pass skipped it, as it can "
+            "when its MySQL connection breaks); applied now it could undo later changes, so the job pauses. "
+            "README, \"Canal's Kafka mode\"", transient=False)
 
     def _last_delivered(self, lane: _Lane) -> KafkaPosition | None:
         mark = lane.mark

@@ -157,6 +157,10 @@ class KafkaPosition(NamedTuple):
     resume: int = 0  # the Kafka offset a restart reads this lane from
     lanes: Mapping[str, LaneMark] = MappingProxyType({})  # the other lanes' marks (never this one's)
 
+    def __hash__(self) -> int:
+        # The lanes (a mapping) cannot be hashed; equal positions still hash alike.
+        return hash((self.lane, self.journal, self.offset, self.occurrence))
+
     @property
     def mark(self) -> LaneMark:
         return LaneMark(self.journal, self.offset, self.occurrence, self.resume)
@@ -253,6 +257,8 @@ def later(known: Position | None, position: Position) -> Position:
         return position
     if isinstance(known, KafkaPosition) and isinstance(position, KafkaPosition):
         return known.merged(position)
+    if isinstance(known, KafkaPosition) or isinstance(position, KafkaPosition):
+        return position  # positions of another source (a job moved to Kafka) do not compare
     return position if position > known else known
 
 

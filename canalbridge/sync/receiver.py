@@ -71,8 +71,11 @@ class Receiver(Worker):
             return
         if received:
             self.batches_received += 1
-            if self.debug:
-                self._log.debug("receiver.batch", received=str(received))
+            if self.debug:  # a Canal batch, or how many entries a Kafka poll queued
+                entries = getattr(received, "entries", None)
+                self._log.debug("receiver.batch", batch=getattr(received, "batch_id", None),
+                                entries=len(entries) if entries is not None else received,
+                                bytes=getattr(received, "raw_size", None))
         # An empty batch needs no back-off of our own: the server already
         # waited poll_timeout_ms for data before answering.
 

@@ -75,3 +75,17 @@ def test_target_size_bench_commits_exactly_into_each_size():
     assert summary["exact"] is True
     assert set(summary["median_commit_s_by_table_rows"]) == {"2000", "6000"}
     assert summary["largest_over_smallest"] > 0
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_kafka_bench_reports_both_formats_backlog_and_lag():
+    *runs, summary = run_bench("bench.kafka", "--rows", "3000", "--interval", "1")
+    assert [run["run"] for run in runs] == ["protobuf_backlog", "protobuf_live", "flat_backlog", "flat_live"]
+    assert all(run["rows_committed"] > 0 for run in runs)
+    assert summary["protobuf_exact"] is True and summary["flat_exact"] is True
+    assert runs[0]["table_rows"] == runs[2]["table_rows"]
+    for record_format in ("protobuf", "flat"):
+        assert summary[f"{record_format}_backlog_rows_per_s"] > 0
+        assert summary[f"{record_format}_backlog_broker_cpu_us_per_row"] >= 0
+        assert 0 <= summary[f"{record_format}_lag_p50_s"] <= summary[f"{record_format}_lag_p99_s"]

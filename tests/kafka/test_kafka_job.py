@@ -18,11 +18,12 @@ from kafka.structs import OffsetAndMetadata
 
 from canalbridge.devkit.kafka_broker import KafkaBroker
 from canalbridge.devkit.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
-from canalbridge.devkit.memory_writer import InMemoryWriter
+from canalbridge.devkit.memory_writer import CommitRecord, InMemoryWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.errors import TargetSourceMismatchError
 from canalbridge.sync.job import JobState, SyncJob
-from canalbridge.sync.position import KafkaPosition
+from canalbridge.sync.position import EntryPosition, KafkaPosition
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
 from tests.sync.harness import expected_row_writes
@@ -257,3 +258,66 @@ def test_a_broker_that_stays_away_pauses_the_job_naming_it(own_broker):
     message = str(job.job.fail_message)
     assert f"kafka {own_broker.bootstrap} topic gone: gave up after 5 connection attempts" in message, message
     job.assert_tables()
+
+
+def test_a_quiet_partition_and_lost_offsets_still_apply_each_change_once(kafka_broker, topic):
+    """Every cut carries every partition, even one that had nothing since the job started."""
+    name = topic(2)
+    load, entries = workload(seed=15, key_changes=False)
+    records = hashed_protobuf_records(entries, 2, batch_entries=25)
+    half = {p: len(values) // 2 for p, values in records.items()}
+    job = KafkaJob(kafka_broker.bootstrap, name, load, markers=False)
+    first = publish(kafka_broker.bootstrap, name, {p: values[: half[p]] for p, values in records.items()})
+    run(job, first)
+    run(job, publish(kafka_broker.bootstrap, name, {1: records[1][half[1]:]}), resume=True)  # partition 0 quiet
+    job.set_group_offsets(first)  # the last run's offset commits are lost
+    ends = publish(kafka_broker.bootstrap, name, {0: records[0][half[0]:]})
+    run(job, {0: ends[0], 1: len(records[1])}, resume=True)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries), "a row change was applied twice or lost"
+
+
+def test_an_entry_canal_skipped_and_sends_later_pauses_the_job(kafka_broker, topic):
+    """A gap in Canal's first pass, filled by its second: applying it late could undo later changes."""
+    name = topic(1)
+    load, entries = workload(changes=600, seed=16)
+    rows = [i for i, e in enumerate(entries) if e.entryType == entry_pb.EntryType.ROWDATA]
+    missing = rows[len(rows) // 2]
+    first = protobuf_records(entries[:missing] + entries[missing + 1:missing + 20], batch_entries=20)
+    second = protobuf_records(entries[missing - 5:], batch_entries=20)  # sent again from before the gap
+    publish(kafka_broker.bootstrap, name, {0: first + second})
+    job = KafkaJob(kafka_broker.bootstrap, name, load)
+    job.job.start()
+    assert job.job.wait_state(JobState.PAUSED, 60), job.job.state
+    message = str(job.job.fail_message)
+    header = entries[missing].header
+    assert f"Canal sent an entry at {header.logfileName}:{header.logfileOffset} behind entries it had sent" in message
+
+
+def test_an_entry_of_another_binlog_pauses_the_job(kafka_broker, topic):
+    name = topic(1)
+    load, entries = workload(changes=300, seed=17)
+    moved = [entry_pb.Entry.FromString(e.SerializeToString()) for e in entries[len(entries) // 2:]]
+    for entry in moved:
+        entry.header.logfileName = "mariadb-bin.000001"  # a failed-over server's binlog
+    publish(kafka_broker.bootstrap, name, {0: protobuf_records(entries[: len(entries) // 2] + moved, 20)})
+    job = KafkaJob(kafka_broker.bootstrap, name, load)
+    job.job.start()
+    assert job.job.wait_state(JobState.PAUSED, 60), job.job.state
+    assert "an entry of binlog mariadb-bin.000001 after mysql-bin." in str(job.job.fail_message)
+
+
+def test_a_target_written_through_canal_tcp_is_not_read_through_kafka(kafka_broker, topic):
+    name = topic(1)
+    load, _ = workload(changes=100, seed=18)
+    job = KafkaJob(kafka_broker.bootstrap, name, load)
+
+    def tcp_writer(channel: ChannelSettings) -> InMemoryWriter:
+        writer = job.writers[channel.source] = InMemoryWriter(channel.source)
+        writer.commits.append(CommitRecord("old", EntryPosition("mysql-bin.000003", 4521), 0))
+        return writer
+
+    job.job = SyncJob(job.settings, tcp_writer)
+    with pytest.raises(TargetSourceMismatchError, match="was written through Canal's TCP protocol"):
+        job.job.start()
+    assert job.job.state is JobState.CANCELLED

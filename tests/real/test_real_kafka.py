@@ -236,7 +236,7 @@ def topic_entries(broker: KafkaBroker, topic: str, partitions: int, record_forma
 @pytest.mark.timeout(900)
 def test_flat_messages_hashed_over_three_partitions_land_equal_to_mariadb(kafka_canal, kafka_broker, mariadb, spark,
                                                                           spark_settings, tmp_path):
-    db = "kflat"
+    db = "khashedflat"  # (also its topic's name: topics are per broker, the run's)
     orders, accounts = TableDef(db, "orders", ORDERS_COLUMNS), TableDef(db, "accounts", ACCOUNTS_COLUMNS)
     create(mariadb, db, (orders, accounts))
     kafka_canal(db, flat=True, partitions=3, hash_rule=rf"{db}\.orders:id,{db}\.accounts:tenant^id")

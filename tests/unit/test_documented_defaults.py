@@ -10,7 +10,20 @@ from canalbridge.sync.settings import MB
 from tests.daemon.test_config import VALID  # sets nothing with a default
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-NOT_A_VALUE = ("(required)", "none", "empty", "by position", "source primary key", "state_dir/")
+NOT_A_VALUE = ("(required)", "none", "empty", "by position", "source primary key", "state_dir/", "canalbridge-<",
+               "true for")
+# README names a few keys by their config name where the settings class has another.
+ATTRIBUTES = {"job.kafka.format": "record_format"}
+KAFKA_JOB = """
+[[job]]
+name = "k"
+[job.kafka]
+bootstrap_servers = "127.0.0.1:9092"
+topic = "t"
+[[job.channel]]
+source = "db.k"
+target = "lake.db.k"
+"""
 
 
 def documented_defaults() -> dict[str, str]:
@@ -43,16 +56,17 @@ def parse(cell: str) -> object:
 
 def test_readme_states_the_defaults_the_code_has(tmp_path):
     path = tmp_path / "canalbridge.toml"
-    path.write_text(VALID)
+    path.write_text(VALID + KAFKA_JOB)
     config = load_config(path, {})
-    job = config.jobs[0]
+    job, kafka_job = config.jobs
     owners = {"daemon": config.daemon, "spark": config.spark, "job.canal": job.canal, "job.commit": job.commit,
-              "job.maintenance": job.maintenance, "job.channel": job.channels[0]}
+              "job.maintenance": job.maintenance, "job.channel": job.channels[0], "job.kafka": kafka_job.kafka}
     documented = documented_defaults()
     assert len(documented) >= 20, sorted(documented)  # the table was found and read
     for key, cell in documented.items():
         section, _, name = key.rpartition(".")
         owner = owners[section]
+        name = ATTRIBUTES.get(key, name)
         if not hasattr(owner, name):  # Canal's store settings are kept with the commit settings
             owner = job.commit
             name = name if hasattr(owner, name) else f"store_{name}"

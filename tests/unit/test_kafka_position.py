@@ -81,6 +81,11 @@ def test_positions_read_back_from_the_state_store_form_and_a_snapshot_summary(po
     assert position_from_summary(summary) == position
 
 
+def test_kafka_positions_can_be_counted_by_position():
+    a, b = flat("t:0", 5, t_1=LaneMark.before(3)), flat("t:0", 5, t_1=LaneMark.before(3))
+    assert len({a, b, flat("t:0", 6)}) == 2
+
+
 def test_a_kafka_position_names_its_partition_and_offset():
     assert str(flat("orders:2", 41)) == "orders:2 from offset 42"
     assert str(KafkaPosition("mysql-bin.000003", 2412, lane="t:0", resume=17)) == \
