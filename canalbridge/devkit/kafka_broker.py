@@ -11,6 +11,7 @@ so a typo in a topic name fails instead of creating an empty topic.
 from __future__ import annotations
 
 import base64
+import secrets
 import subprocess
 import uuid
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ class KafkaBroker(ServiceProcess):
         heap: str = "512m",
         properties: Mapping[str, str] | None = None,
         start_timeout_s: float = 90.0,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self.root_dir = Path(root_dir).resolve()
         self.host = LOOPBACK
@@ -57,10 +59,21 @@ class KafkaBroker(ServiceProcess):
         self.heap = heap
         self.properties = dict(properties or {})
         self.start_timeout_s = start_timeout_s
+        # With users, clients must log in with SASL/PLAIN (user -> password); an admin user is added.
+        self._users = dict(sasl_users or {})
+        if self._users:
+            self._users.setdefault("admin", secrets.token_hex(8))
         self._process: subprocess.Popen[bytes] | None = None
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never shows a password
         return f"KafkaBroker({self.bootstrap})"
+
+    def client_security(self, user: str = "admin", password: str | None = None) -> dict[str, str]:
+        """kafka-python settings to log in as ``user`` (its own password unless one is given); none without SASL."""
+        if not self._users:
+            return {}
+        return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": user,
+                "sasl_plain_password": self._users[user] if password is None else password}
 
     @property
     def bootstrap(self) -> str:
@@ -111,12 +124,13 @@ class KafkaBroker(ServiceProcess):
         from kafka import KafkaAdminClient, KafkaConsumer
         from kafka.admin import NewTopic
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit")
+        security = self.client_security()
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit", **security)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
         finally:
             admin.close()
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit")
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit", **security)
         try:
             if not wait_for(lambda: len(consumer.partitions_for_topic(name) or ()) == partitions, 30.0):
                 raise ServiceError(f"topic {name} on {self.bootstrap} has no leaders for its {partitions} partitions")
@@ -132,15 +146,16 @@ class KafkaBroker(ServiceProcess):
     def _write_configuration(self) -> None:
         conf = self._server_properties.parent
         conf.mkdir(parents=True, exist_ok=True)
+        clients = "SASL_PLAINTEXT" if self._users else "PLAINTEXT"
         server = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"{clients}://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"{clients}://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": f"{clients}:{clients},CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": clients,
             "log.dirs": str(self.data_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -149,10 +164,12 @@ class KafkaBroker(ServiceProcess):
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            **self._sasl_properties(),
             **self.properties,
         }
         text = "".join(f"{key}={value}\n" for key, value in server.items())
         self._server_properties.write_text("# written by canalbridge.devkit.kafka_broker\n" + text, encoding="utf-8")
+        self._server_properties.chmod(0o600)  # holds the SASL passwords
         (conf / "log4j.properties").write_text(
             "log4j.rootLogger=INFO, file\n"
             "log4j.appender.file=org.apache.log4j.FileAppender\n"
@@ -161,6 +178,18 @@ class KafkaBroker(ServiceProcess):
             "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n",
             encoding="utf-8",
         )
+
+    def _sasl_properties(self) -> dict[str, str]:
+        if not self._users:
+            return {}
+        users = " ".join(f'user_{user}="{password}"' for user, password in self._users.items())
+        return {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="admin" password="{self._users["admin"]}" {users};',
+        }
 
     def _format(self, home: Path, java: str) -> None:
         self._launch(home, java, "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c",

@@ -118,12 +118,15 @@ def _values(columns: Iterable[entry_pb.Column]) -> dict[str, str | None]:
     return {column.name: None if column.isNull else column.value for column in columns}
 
 
-def publish(bootstrap: str, topic: str, records: Mapping[int, Sequence[bytes]]) -> dict[int, int]:
-    """Write each partition's record values in order (null keys, as Canal); the end offset of each partition."""
+def publish(bootstrap: str, topic: str, records: Mapping[int, Sequence[bytes]], **security: str) -> dict[int, int]:
+    """Write each partition's record values in order (null keys, as Canal); the end offset of each partition.
+
+    ``security``: kafka-python's settings to log in (KafkaBroker.client_security).
+    """
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_in_flight_requests_per_connection=1,
-                             linger_ms=5, max_request_size=16 * 1024 * 1024)
+                             linger_ms=5, max_request_size=16 * 1024 * 1024, **security)
     try:
         ends = {}
         for partition, values in records.items():

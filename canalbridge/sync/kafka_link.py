@@ -27,6 +27,7 @@ changes twice). See README, "Canal's Kafka mode".
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -165,13 +166,17 @@ class KafkaLink:
 
         self.disconnect()
         settings = self.settings
-        try:
-            consumer = self._new_consumer()
-        except (KafkaConfigurationError, ValueError, OSError) as exc:  # OSError: an SSL file that cannot be read
-            raise KafkaSourceError(self.description, f"the consumer settings are wrong: {_describe(exc)}",
-                                   transient=False) from exc
-        except KafkaError as exc:
-            raise KafkaSourceError(self.description, f"cannot connect: {_describe(exc)}") from exc
+        with _RefusedLogins(settings.bootstrap_servers) as refused:
+            try:
+                consumer = self._new_consumer()
+            except (KafkaConfigurationError, ValueError, OSError) as exc:  # OSError: an unreadable SSL file
+                raise KafkaSourceError(self.description, f"the consumer settings are wrong: {_describe(exc)}",
+                                       transient=False) from exc
+            except KafkaError as exc:
+                if refused.reason is not None:  # retrying the same credentials cannot help
+                    raise KafkaSourceError(self.description, f"the brokers refused the credentials: {refused.reason}",
+                                           transient=False) from exc
+                raise KafkaSourceError(self.description, f"cannot connect: {_describe(exc)}") from exc
         try:
             if settings.topic not in consumer.topics():
                 raise KafkaSourceError(self.description, "the topic does not exist", transient=False)
@@ -546,6 +551,36 @@ class KafkaLink:
         self._rollback_due = True
         self._cond.notify_all()
         return self._epoch
+
+
+class _RefusedLogins(logging.Handler):
+    """While a consumer bootstraps, the brokers' refusal of its login, as kafka-python logs it.
+
+    kafka-python does not raise a refused SASL login: it retries the bootstrap
+    until it times out and raises "Unable to bootstrap", logging each refusal
+    (without the password). This keeps the last refusal that names one of the
+    job's brokers, so the job can say why it cannot connect.
+    """
+
+    def __init__(self, servers: Sequence[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._servers = tuple(servers)
+        self.reason: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "AuthenticationFailed" in message and (
+                record.name.startswith("kafka.net.manager") or any(server in message for server in self._servers)):
+            start = message.find("Authentication failed")
+            reason = message[start:] if start >= 0 else message[message.index("AuthenticationFailed") - 4:]
+            self.reason = reason.split("(backoff")[0].strip(" ()[")
+
+    def __enter__(self) -> _RefusedLogins:
+        logging.getLogger("kafka").addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logging.getLogger("kafka").removeHandler(self)
 
 
 def _describe(exc: BaseException) -> str:

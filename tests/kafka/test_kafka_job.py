@@ -39,12 +39,14 @@ class KafkaJob:
     """A job over one topic, in-memory writers, and the checks every test wants."""
 
     def __init__(self, bootstrap: str, topic: str, workload: Workload, *, record_format: str = "protobuf",
-                 markers: bool | None = None, group: str | None = None, commit: CommitSettings = COMMITS) -> None:
+                 markers: bool | None = None, group: str | None = None, commit: CommitSettings = COMMITS,
+                 security: dict[str, str] | None = None) -> None:
         self.bootstrap, self.topic, self.workload = bootstrap, topic, workload
         self.group = group or f"group-{topic}"
         kafka = KafkaSettings((bootstrap,), topic, self.group, record_format=record_format,
                               transaction_markers=record_format == "protobuf" if markers is None else markers,
-                              poll_timeout_ms=100, max_poll_records=50, request_timeout_ms=2000)
+                              poll_timeout_ms=100, max_poll_records=50, request_timeout_ms=2000,
+                              security=security or {})
         channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
         self.settings = JobSettings("kjob", None, channels, commit, kafka=kafka)
         self.writers: dict[str, InMemoryWriter] = {}
@@ -321,3 +323,31 @@ def test_a_target_written_through_canal_tcp_is_not_read_through_kafka(kafka_brok
     with pytest.raises(TargetSourceMismatchError, match="was written through Canal's TCP protocol"):
         job.job.start()
     assert job.job.state is JobState.CANCELLED
+
+
+def test_a_topic_that_does_not_exist_pauses_the_job_at_once(kafka_broker):
+    load, _ = workload(changes=50, seed=19)
+    job = KafkaJob(kafka_broker.bootstrap, "no-such-topic", load)
+    job.job.start()
+    assert job.job.wait_state(JobState.PAUSED, 60), job.job.state
+    assert str(job.job.fail_message).endswith(
+        f"kafka {kafka_broker.bootstrap} topic no-such-topic: the topic does not exist")
+
+
+def test_sasl_credentials_are_used_and_refused_ones_pause_the_job_without_showing_them(tmp_path):
+    broker = KafkaBroker(tmp_path / "kafka", sasl_users={"bridge": "bridge-secret-1"}).start()
+    try:
+        broker.create_topic("secured", 1)
+        load, entries = workload(changes=300, seed=20)
+        ends = publish(broker.bootstrap, "secured", {0: protobuf_records(entries)}, **broker.client_security())
+        wrong = KafkaJob(broker.bootstrap, "secured", load, security=broker.client_security("bridge", "not-it-42"))
+        wrong.job.start()
+        assert wrong.job.wait_state(JobState.PAUSED, 60), wrong.job.state  # at once: not retried
+        message = str(wrong.job.fail_message)
+        assert "the brokers refused the credentials: Authentication failed" in message, message
+        assert "not-it-42" not in message
+        right = KafkaJob(broker.bootstrap, "secured", load, security=broker.client_security("bridge"))
+        run(right, ends)
+        right.assert_tables()
+    finally:
+        broker.stop()
