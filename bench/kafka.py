@@ -89,7 +89,7 @@ def publish(bootstrap: str, topic: str, path: Path, record_format: str, batch_en
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=1 << 20,
-                             max_request_size=16 << 20, buffer_memory=256 << 20)
+                             max_request_size=16 << 20)
     started, sent_rows, count = time.perf_counter(), 0, 0
     pace = threading.Event()  # never set: paces the live release
     try:
