@@ -18,10 +18,13 @@ mark, so a replay skips what a target holds.
 Canal delivers at least once: when a send fails it sends the whole batch
 again, into partitions that already had it too. In protobuf records the
 entries carry their binlog positions, so an entry at or before what its
-partition already delivered in this epoch is such a copy and is dropped
-here. Flat messages carry no binlog position: a batch Canal sent twice is
-applied twice (an upsert target ends the same; a changelog target holds the
-changes twice). See README, "Canal's Kafka mode".
+partition already delivered, and among the keys it delivered last
+(:class:`_Window`), is such a copy and is dropped here. One that was not
+delivered before (a gap in Canal's first pass, filled late) and one of
+another binlog (a failover) pause the job instead. Flat messages carry no
+binlog position: a batch Canal sent twice is applied twice (an upsert
+target ends the same; a changelog target holds the changes twice). See
+README, "Canal's Kafka mode".
 """
 
 from __future__ import annotations
