@@ -179,7 +179,10 @@ class KafkaLink:
                 if refused.reason is not None:  # retrying the same credentials cannot help
                     raise KafkaSourceError(self.description, f"the brokers refused the credentials: {refused.reason}",
                                            transient=False) from exc
-                raise KafkaSourceError(self.description, f"cannot connect: {_describe(exc)}") from exc
+                # The broker closes a refused login's connection; kafka-python sees the refusal only
+                # when it reads the reply first, else a lost connection, the same as a network fault.
+                hint = " (with SASL: check the credentials too)" if "sasl_mechanism" in settings.security else ""
+                raise KafkaSourceError(self.description, f"cannot connect: {_describe(exc)}{hint}") from exc
         try:
             if settings.topic not in consumer.topics():
                 raise KafkaSourceError(self.description, "the topic does not exist", transient=False)
