@@ -119,9 +119,13 @@ def test_transactions_spanning_batches_are_never_split(dev_server_factory, flavo
         for e in harness.workload_entries
         if e.entryType == entry_pb.EntryType.TRANSACTIONEND
     }
+    # A DDL on a synced table is a clean cut point too. While a commit is in flight the next one
+    # waits past a transaction's end, so the rows before a DDL can still be open when it comes.
+    ends |= {EntryPosition.of(e).sort_key for e in harness.workload_entries
+             if e.entryType == entry_pb.EntryType.ROWDATA and entry_pb.RowChange.FromString(e.storeValue).isDdl}
     commits = [c for w in harness.writers.values() for c in w.commits]
     assert len(commits) > 10
-    assert all(c.end_position.sort_key in ends for c in commits)
+    assert [c.end_position for c in commits if c.end_position.sort_key not in ends] == []
     assert harness.job.stats.split_source_txns == 0
 
 
