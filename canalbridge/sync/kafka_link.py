@@ -146,6 +146,9 @@ class KafkaLink:
         self._to_commit: list[tuple[dict[int, int], Position | None]] = []
         self._epoch = 0
         self._rollback_due = False
+        # A record that is not a Canal message: nothing past it is read; the job pauses on it once
+        # every channel committed what came before it and Kafka has those offsets.
+        self._poison: KafkaRecordError | None = None
         self._closed = False
         self._next_batch_id = 0
         self._cond = threading.Condition()
@@ -329,6 +332,13 @@ class KafkaLink:
                             lane.mark = (lane.acked_entry.mark if lane.acked_entry is not None
                                          else LaneMark.before(lane.acked_next))
                     epoch = self._epoch
+            with self._cond:
+                poison = self._poison
+                if poison is not None:
+                    if not any(chunk.entries for chunk in self._unacked) and not self._to_commit:
+                        raise poison
+                    self._cond.wait(self.settings.poll_timeout_ms / 1000)  # for the commit of what came before
+                    return 0
             polled = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
             ends = {tp: consumer.highwater(tp) for tp in polled}
             if time.monotonic() - self._ends_read_at >= END_OFFSETS_EVERY_S:
@@ -383,7 +393,7 @@ class KafkaLink:
             try:
                 batch = decode_record(record.value, self._format)
             except RecordDecodeError as exc:
-                # What came before it is queued; the job stops at it, nothing past it is committed.
+                # What came before it is queued and committed; the job then pauses at it (exchange).
                 poison = KafkaRecordError(self.description, partition, record.offset, str(exc))
                 records = records[:index]
                 break
@@ -409,7 +419,8 @@ class KafkaLink:
                 positions.append(position)
         if not records:
             assert poison is not None
-            raise poison
+            self._poisoned(epoch, poison)
+            return 0
         next_offset = records[-1].offset + 1
         with self._cond:
             if epoch != self._epoch or self._rollback_due:
@@ -432,8 +443,15 @@ class KafkaLink:
             self._log.info("kafka.copies_dropped", partition=partition, copies=copies,
                            offsets=f"{records[0].offset}-{records[-1].offset}")
         if poison is not None:
-            raise poison
+            self._poisoned(epoch, poison)
         return len(entries)
+
+    def _poisoned(self, epoch: int, poison: KafkaRecordError) -> None:
+        with self._cond:
+            if epoch == self._epoch and not self._rollback_due and self._poison is None:
+                self._poison = poison
+                self._log.warning("kafka.record_not_canal", partition=poison.partition, offset=poison.offset,
+                                  note="committing what came before it, then pausing")
 
     def _gap(self, partition: int, offset: int, position: KafkaPosition) -> KafkaSourceError:
         return KafkaSourceError(
@@ -551,6 +569,7 @@ class KafkaLink:
 
     def _reset_locked(self) -> int:
         self._epoch += 1
+        self._poison = None  # read again after the seek, if it is still there
         self._queue.clear()
         self._unacked.clear()
         self._chunks.clear()
