@@ -24,6 +24,7 @@ from canalbridge.sync.settings import (
     JobSettings,
     KafkaSettings,
     MaintenanceSettings,
+    SchemaSettings,
 )
 from spark_sink.settings import SparkSettings
 
@@ -130,7 +131,8 @@ SPARK_KEYS = {
     "conf": Key(dict),
 }
 JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict), "kafka": Key(dict),
-            "commit": Key(dict), "maintenance": Key(dict), "channel": Key(list, required=True)}
+            "commit": Key(dict), "maintenance": Key(dict), "schema": Key(dict), "channel": Key(list, required=True)}
+SCHEMA_KEYS = {"drop_column": Key(str, check=_one_of("keep", "drop"))}
 CANAL_KEYS = {
     "host": Key(str, required=True, check=_non_empty),
     "port": Key(int, required=True, check=_port),
@@ -320,6 +322,7 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
                         f"Kafka topic), {'not both' if 'canal' in raw else 'none is set'}")
     commit = _walk(values.get("commit", {}), COMMIT_KEYS, f"{where}.commit", problems)
     maintenance = _walk(values.get("maintenance", {}), MAINTENANCE_KEYS, f"{where}.maintenance", problems)
+    schema = _walk(values.get("schema", {}), SCHEMA_KEYS, f"{where}.schema", problems)
     channels = []
     for position, raw_channel in enumerate(values.get("channel", [])):
         channel_where = f"{where}.channel[{position}]"
@@ -386,6 +389,7 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
         ),
         commit=commit_settings,
         maintenance=MaintenanceSettings(**maintenance),
+        schema=SchemaSettings(**schema),
     )
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from canalbridge.sync.ddl import Place
 from canalbridge.sync.position import Position, position_from_dict
+from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
 from spark_sink.identifiers import quote, quote_table, split_table, sql_string
 
 if TYPE_CHECKING:
@@ -105,6 +107,65 @@ class TargetTable:
         if identifier_fields:
             fields = ", ".join(quote(name) for name in identifier_fields)
             self.spark.sql(f"ALTER TABLE {self.identifier} SET IDENTIFIER FIELDS {fields}")
+
+    def schema(self) -> list[Column]:
+        """The table's columns with their Spark types (the table must exist)."""
+        return [Column(f.name, f.dataType.simpleString(), f.nullable)
+                for f in self.spark.table(self.identifier).schema.fields]
+
+    def evolve(self, operations: Sequence[Operation], summary: Mapping[str, str] | None,
+               properties: Mapping[str, str] | None = None) -> None:
+        """Carry ``operations`` out, set ``properties`` and (with a ``summary``) add a snapshot of no files
+        whose summary it is, all in one Iceberg transaction: the schema change and the position it
+        carries land together or not at all."""
+        spark = self.spark
+        jvm = spark._jvm
+        assert jvm is not None, "the SparkSession has no JVM"
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.target)
+        transaction = table.newTransaction()
+        for operation in operations:  # one update each: every one sees the names the one before left
+            update = transaction.updateSchema().caseSensitive(False)
+            if isinstance(operation, Add):
+                update.addColumn(operation.name, self._iceberg_type(operation.spark_type))
+                self._place(transaction, update, operation.name, operation.place)
+            elif isinstance(operation, Rename):
+                update.renameColumn(operation.name, operation.new_name)
+            elif isinstance(operation, Widen):
+                update.updateColumn(operation.name, self._iceberg_type(operation.spark_type))
+            elif isinstance(operation, Move):
+                self._place(transaction, update, operation.name, operation.place)
+            elif isinstance(operation, Drop):
+                update.deleteColumn(operation.name)
+            elif isinstance(operation, MakeNullable):
+                update.makeColumnOptional(operation.name)
+            update.commit()
+        if properties:
+            update_properties = transaction.updateProperties()
+            for key, value in properties.items():
+                update_properties.set(key, value)
+            update_properties.commit()
+        if summary is not None:
+            append = transaction.newAppend()  # no files: a snapshot for the position alone
+            for key, value in summary.items():
+                append.set(key, value)
+            append.commit()
+        transaction.commitTransaction()
+        spark.sql(f"REFRESH TABLE {self.identifier}")
+
+    def _iceberg_type(self, spark_type: str) -> Any:
+        jvm = self.spark._jvm
+        assert jvm is not None
+        return jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(
+            jvm.org.apache.spark.sql.types.DataType.fromDDL(spark_type))
+
+    @staticmethod
+    def _place(transaction: Any, update: Any, name: str, place: Place) -> None:
+        if place.first:
+            update.moveFirst(name)
+        elif place.after is not None:
+            after = transaction.table().schema().caseInsensitiveFindField(place.after)
+            if after is not None:  # (a column the target never had: the new one goes last)
+                update.moveAfter(name, after.name())
 
     def branch(self, name: str) -> str:
         """The SQL identifier that reads and writes the table's branch ``name``."""

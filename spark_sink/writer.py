@@ -12,6 +12,7 @@ channel's end position (:mod:`spark_sink.commit_properties`), so that
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import time
@@ -24,18 +25,22 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.errors import SyncError
+from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.ddl import renamed
+from canalbridge.sync.errors import SchemaChangeError, SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register, removes
+from spark_sink.evolve import Column as TargetSchemaColumn
+from spark_sink.evolve import EvolutionRefused, plan, widening
 from spark_sink.identifiers import quote
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Staging
 from spark_sink.table import (
+    PROP_PRIMARY_KEY,
     TargetColumn,
     TargetTable,
     TargetTableError,
@@ -114,6 +119,8 @@ class _IcebergWriter:
         shutil.rmtree(self._spill_dir, ignore_errors=True)  # what a daemon that died mid-transaction left
         self._view = f"canalbridge_staged_{next(_view_ids)}"
         self._ready = False
+        self._prepared_for: tuple[str, ...] = ()  # the columns the table was last checked for
+        self._unmapped: list[TargetSchemaColumn] = []  # target columns the mapping does not fill
         self._open = self._new_transaction("")
         self._layout_note: str | None = None  # read from the table by the channel thread, for status
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
@@ -144,8 +151,6 @@ class _IcebergWriter:
     def send(self, batch: RowBatch) -> None:
         txn = self._open
         assert not txn.raw_staging.count, "decoded rows and RowChange bytes in one transaction"
-        if not self._ready:
-            self._prepare_table(batch)
         txn.batch = batch
         txn.staging.add(self._stage(batch))
         txn.staged_rows += len(batch.rows)
@@ -157,8 +162,6 @@ class _IcebergWriter:
         assert self._decodes, "RowChange bytes sent to a writer that does not decode them"
         txn = self._open
         assert not txn.staging.count, "decoded rows and RowChange bytes in one transaction"
-        if not self._ready:
-            self._prepare_table(batch)
         txn.batch = batch
         changes = batch.changes
         positions = [c.position for c in changes]
@@ -184,6 +187,10 @@ class _IcebergWriter:
         if batch is None:
             return
         self._reconnect_if_lost()  # (and this thread's active session: ANSI casts)
+        if not self._ready or batch.target_columns != self._prepared_for:
+            # Here, not while staging: the table is as the transactions before this one left it
+            # (a DDL among them may have changed its columns).
+            self._prepare_table(batch)
         properties = position_properties(self.job, txn.label, end_position)
         try:
             if txn.raw_staging.count:
@@ -210,6 +217,25 @@ class _IcebergWriter:
     def abort(self, reason: str) -> None:
         self._open.clear()
         self._open = self._new_transaction("")
+
+    def alter(self, alteration: Alteration, stamp: Position) -> None:
+        self._reconnect_if_lost()
+        if self.table.columns() is None:
+            return  # the table is created from the first rows, with their columns
+        own = set(self._own_columns())
+        columns = [c for c in self.table.schema() if c.name not in own]
+        properties = self.table.properties()
+        key = json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
+        try:
+            operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns, key=key)
+        except EvolutionRefused as exc:
+            raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
+        new_key = list(renamed(tuple(key), alteration.changes))
+        table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else None
+        self.table.evolve(operations, position_properties(self.job, f"ddl at {alteration.position}", stamp),
+                          table_properties)
+        self._ready = False  # the next commit checks its columns against the new schema
+        self._log.info("spark.schema_changed", sql=alteration.sql, operations=[repr(o) for o in operations])
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         self._reconnect_if_lost()
@@ -266,6 +292,19 @@ class _IcebergWriter:
                               identifier_fields=self._identifier_fields(key_names))
             self._log.info("spark.table_created", columns=len(columns))
         self.table.validate(wanted + [c.name for c in self._own_target_columns()])
+        schema = {c.name.lower(): c for c in self.table.schema()}
+        # A column a DDL added with a narrower type than its rows have (MySQL's REAL is a DOUBLE, sqlglot
+        # reads a FLOAT): widened where Iceberg can, so no value is narrowed on the way in.
+        widen = [w for name, source in zip(wanted, batch.columns)
+                 if (w := widening(schema[name.lower()], spark_type(source.mysql_type))) is not None]
+        if widen:
+            self.table.evolve(widen, None)
+            self._log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
+            schema = {c.name.lower(): c for c in self.table.schema()}
+        mapped = {name.lower() for name in wanted} | {name.lower() for name in self._own_columns()}
+        # Target columns the rows do not fill: a column a DDL dropped and the target kept, or one the user added.
+        self._unmapped = [c for name, c in schema.items() if name not in mapped]
+        self._prepared_for = batch.target_columns
         self._ready = True
 
     def _own_target_columns(self) -> list[TargetColumn]:
@@ -329,15 +368,12 @@ class IcebergUpsertWriter(_IcebergWriter):
     def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
         super().__init__(spark, channel, job, settings)
         self._branch = f"canalbridge-staging-{job}"
-        self._unmapped: list[str] = []  # target columns the mapping does not fill
 
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
 
     def _prepare_table(self, batch: RowBatch | RawBatch) -> None:
         super()._prepare_table(batch)
-        mapped = {name.lower() for name in batch.target_columns}
-        self._unmapped = [name for name in self.table.columns() or () if name.lower() not in mapped]
         mode = "write.merge.mode" if self._unmapped else "write.delete.mode"
         self._layout_note = slow_layout_note(self.table.properties(), mode)
         if self._layout_note:
@@ -449,8 +485,9 @@ class IcebergChangelogWriter(_IcebergWriter):
         from pyspark.sql import functions as F
 
         execute_time = F.timestamp_millis(F.col("_execute_time_ms")).alias("_execute_time")
+        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self._unmapped]  # NULL in new rows
         return staged.select(
-            *self._converted(batch), F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
+            *self._converted(batch), *unfilled, F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
             F.col("_seq"),
         )
 

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.ddl import DropColumn, columns_after, renamed
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -44,7 +45,9 @@ class InMemoryWriter:
     brought, as a changelog would hold them. With ``decode_raw`` it takes
     RowChange bytes (:meth:`send_raw`) as the Spark writer does with its JVM
     decoder, and fails the commit the same way on a RowChange whose columns
-    changed.
+    changed. :meth:`alter` renames and drops the columns of the rows it
+    holds as a DDL says (``fail_alter_at`` names the 1-based call that
+    raises instead) and records each DDL applied in ``alterations``.
     """
 
     table: str
@@ -52,6 +55,7 @@ class InMemoryWriter:
     fail_send_at: set[int] = field(default_factory=set)
     fail_commit_at: set[int] = field(default_factory=set)
     fail_after_commit_at: set[int] = field(default_factory=set)
+    fail_alter_at: set[int] = field(default_factory=set)
     before_commit: Callable[[InMemoryWriter, Position], None] | None = None
     maintenance: Callable[[InMemoryWriter], None] | None = None
     maintenance_runs: int = 0
@@ -67,6 +71,8 @@ class InMemoryWriter:
     aborts: list[str] = field(default_factory=list)
     sends: int = 0
     commit_calls: int = 0
+    alter_calls: int = 0
+    alterations: list[tuple[str, Position]] = field(default_factory=list)  # (DDL, stamp) as applied
     _label: str | None = None
     _staged: list[RowBatch] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,6 +173,21 @@ class InMemoryWriter:
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
+    def alter(self, alteration: Alteration, stamp: Position) -> None:
+        with self._lock:
+            self.alter_calls += 1
+            if self.alter_calls in self.fail_alter_at:
+                raise InjectedFailure(f"injected failure on alter #{self.alter_calls} of {self.table}")
+            last = self.commits[-1].end_position if self.commits else None
+            if last is not None and stamp < last:
+                raise AssertionError(f"{self.table}: DDL stamped {stamp} is before {last}")
+            if self.columns is not None:
+                self.columns = columns_after(self.columns, alteration.changes, drop=alteration.drop_columns)
+            for key, (names, values) in list(self._table.items()):
+                self._table[key] = _altered(names, values, alteration)
+            self.alterations.append((alteration.sql, stamp))
+            self.commits.append(CommitRecord(f"ddl at {alteration.position}", stamp, 0))
+
     def _dropped(self, reason: str) -> None:
         with self._lock:
             self.aborts.append(reason)
@@ -201,3 +222,13 @@ class SealedInMemory:
 
     def discard(self, reason: str) -> None:
         self.writer._dropped(reason)
+
+
+def _altered(names: tuple[str, ...], values: tuple[str | None, ...],
+             alteration: Alteration) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+    """A stored row's names and values after a DDL: renamed, and dropped if the DDL's target drops."""
+    current = renamed(names, alteration.changes)
+    dropped = {c.name.lower() for c in alteration.changes if isinstance(c, DropColumn)} \
+        if alteration.drop_columns else set()
+    kept = [name.lower() not in dropped for name in current]
+    return (tuple(n for n, k in zip(current, kept) if k), tuple(v for v, k in zip(values, kept) if k))

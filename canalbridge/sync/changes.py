@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from canalbridge.sync.ddl import SchemaChange
 from canalbridge.sync.position import Position
 
 
@@ -96,3 +97,18 @@ class RowBatch:
     columns: tuple[SourceColumn, ...]
     key_indexes: tuple[int, ...]
     rows: tuple[ChangeRow, ...]
+
+
+@dataclass(frozen=True)
+class Alteration:
+    """A DDL's changes to one source table's columns, for its writer to apply where the stream has it.
+
+    ``position`` is the DDL's. With ``drop_columns`` a ``DROP COLUMN`` drops
+    the target's column; without, the column stays, NULL in new rows.
+    """
+
+    table: str
+    sql: str
+    changes: tuple[SchemaChange, ...]
+    position: Position
+    drop_columns: bool = False

@@ -20,6 +20,16 @@ raises :class:`ChannelStuckError`; it stops waiting at once when the job
 stops. The thread itself ends when the job stops, after the item in hand:
 a commit that hangs in the target keeps it, and the job reports it stuck.
 
+A DDL on the channel's table that changes its columns splits the
+transaction's work into steps, applied in stream order by the committer
+thread: the rows before it (stamped with the last of their positions), the
+schema change (stamped with the DDL's), the rows after it. Each step is
+atomic in the target, so a crash between two leaves a position that the
+replay resumes from exactly. DDLs that change no column, and those about
+the table as a whole (TRUNCATE, RENAME, DROP, CREATE), are logged and
+skipped; so are column changes on a channel with an explicit ``columns``
+list, whose next row must then fit the list.
+
 After a commit, once its schedule says so, the committer thread runs the
 target's maintenance (:mod:`canalbridge.sync.maintenance`) before it applies
 the next transaction. Waits on the channel are then bounded by the maintenance's own
@@ -41,13 +51,14 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import RawChange
+from canalbridge.sync.changes import Alteration, ChangeRow, RawChange
+from canalbridge.sync.ddl import changes_columns, parse_ddl
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import Position, later
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
-from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
+from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings, SchemaSettings
 from canalbridge.sync.writer import ChannelWriter, SealedTransaction
 
 log = structlog.get_logger("canalbridge.channel")
@@ -96,10 +107,21 @@ class _ReadPosition:
 
 
 @dataclass(frozen=True)
-class _Apply:
-    """A sealed transaction for the committer thread."""
+class _Rows:
+    """Rows of a transaction sealed before a DDL (``last`` their last position), or at its end (``last`` None)."""
 
     sealed: SealedTransaction
+    last: Position | None
+
+
+_Step = _Rows | Alteration
+
+
+@dataclass(frozen=True)
+class _Apply:
+    """A sealed transaction for the committer thread: its steps, in stream order."""
+
+    steps: tuple[_Step, ...]
     label: str
     rows: int
     commit: _Commit
@@ -110,7 +132,7 @@ class Channel:
 
     def __init__(self, job: str, settings: ChannelSettings, writer: ChannelWriter, stop: threading.Event,
                  stall_timeout_s: float, *, maintenance: MaintenanceSettings | None = None,
-                 debug: bool = False) -> None:
+                 schema: SchemaSettings | None = None, debug: bool = False) -> None:
         self.job = job
         self.settings = settings
         self.source = settings.source
@@ -118,6 +140,7 @@ class Channel:
         self.debug = debug
         self.committed_position: Position | None = None  # written by the committer thread after start
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
+        self.schema = schema or SchemaSettings()
         self.last_maintenance: MaintenanceRun | None = None  # written by the committer thread, for status
         # Counters for metrics (each written by one thread, read anywhere).
         self.entries_received = 0
@@ -137,10 +160,13 @@ class Channel:
         self._log = log.bind(job=job, channel=settings.source)
         # Owned by the channel (staging) thread:
         self._mapper: RowMapper | None = None
+        self._mapper_stale = False
         self._raw = False  # the writer decodes RowChange bytes itself (set at start)
         self._label = ""
         self._rows_sent = 0
         self._begun = False  # the writer has an open transaction
+        self._steps: list[_Step] = []  # what a DDL in this transaction sealed before it
+        self._last_row: Position | None = None  # of the rows sent since the writer's transaction began
         self._failure: BaseException | None = None
         self._schedule = MaintenanceSchedule(self.maintenance, time.monotonic())  # the committer thread's
 
@@ -149,8 +175,7 @@ class Channel:
     def start(self) -> None:
         """Read the committed position back from the target and start the threads."""
         self.committed_position = self.writer.committed_position()
-        self._mapper = RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
-                                 before_images=self.writer.before_images(), by_name=self.settings.columns is None)
+        self._mapper = self._new_mapper()
         self._raw = self.writer.decodes_row_changes()
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
         self._committer = threading.Thread(target=self._run_committer, name=f"committer-{self.job}-{self.source}",
@@ -158,6 +183,11 @@ class Channel:
         self._thread.start()
         self._committer.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
+
+    def _new_mapper(self) -> RowMapper:
+        """A mapper that knows the target as it is now: at start, and after an abort (see :meth:`_forget`)."""
+        return RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
+                         before_images=self.writer.before_images(), by_name=self.settings.columns is None)
 
     def join(self, timeout_s: float) -> bool:
         """Wait (after the job's stop event was set) for the threads to end; False if one is still busy."""
@@ -279,6 +309,7 @@ class Channel:
             if isinstance(item, _Begin):
                 self._label, self._rows_sent, self._failure = item.label, 0, None
                 self._begun = False
+                self._discard_steps("a new transaction began")
             elif isinstance(item, _Send):
                 if self._failure is None:
                     try:
@@ -294,40 +325,85 @@ class Channel:
                 self._sealed.put(item)
         if self._begun:
             self._abort_writer("job stopping")
+        self._discard_steps("job stopping")
 
     def _send(self, changes: list[_Pending]) -> None:
-        assert self._mapper is not None
-        if self._raw:
-            self._send_raw(changes)
-            return
-        rows = []
-        for position, raw, _, _ in changes:
-            mapped = self._mapper.map(self._decode(position, raw), position)
-            if self.debug:
-                for row in mapped:
-                    self._log.debug("channel.row", op=row.kind.value, position=str(position), values=row.values)
-            rows.extend(mapped)
-        if not rows:
-            return
-        self._begin_once()
-        self.writer.send(self._mapper.batch(rows))
-        self._rows_sent += len(rows)
+        """Map (or, for a writer that decodes, pass on) a chunk of entries; a DDL in it is a step of its own.
 
-    def _send_raw(self, changes: list[_Pending]) -> None:
-        """Hand the writer the RowChange bytes: Python reads only DDLs and the rows that teach it the columns."""
-        assert self._mapper is not None
+        A writer that decodes RowChange bytes itself gets them as they are:
+        Python then reads only DDLs and the rows that teach it the columns.
+        """
+        if self._mapper_stale:  # (it reads the target's columns: a failure here fails the commit, retried)
+            self._mapper = self._new_mapper()
+            self._mapper_stale = False
+        mapper = self._mapper
+        assert mapper is not None
+        rows: list[ChangeRow] = []
         raw: list[RawChange] = []
-        for position, data, dml, rows in changes:
-            if not dml or self._mapper.columns is None:
-                mapped = self._mapper.map(self._decode(position, data), position)
-                if not dml or not mapped:
-                    continue
-            raw.append(RawChange(position, data, rows))
-            self._rows_sent += rows
-        if not raw:
+        for position, data, dml, count in changes:
+            if not dml:
+                self._send_rows(rows, raw)  # what came before the DDL lands before it
+                rows, raw = [], []
+                change = self._decode(position, data)
+                mapper.map(change, position)  # the mapper names the last DDL if a later row does not fit
+                if change.isDdl:
+                    self._ddl(change.sql, position)
+                continue
+            if self._raw and mapper.columns is not None:
+                raw.append(RawChange(position, data, count))
+            else:
+                mapped = mapper.map(self._decode(position, data), position)
+                if self._raw:
+                    if mapped:
+                        raw.append(RawChange(position, data, count))
+                else:
+                    if self.debug:
+                        for row in mapped:
+                            self._log.debug("channel.row", op=row.kind.value, position=str(position),
+                                            values=row.values)
+                    rows.extend(mapped)
+            self._last_row = position
+        self._send_rows(rows, raw)
+
+    def _send_rows(self, rows: list[ChangeRow], raw: list[RawChange]) -> None:
+        assert self._mapper is not None
+        if rows:
+            self._begin_once()
+            self.writer.send(self._mapper.batch(rows))
+            self._rows_sent += len(rows)
+        elif raw:
+            self._begin_once()
+            self.writer.send_raw(self._mapper.raw_batch(raw))
+            self._rows_sent += sum(change.rows for change in raw)
+
+    def _ddl(self, sql: str, position: Position) -> None:
+        """A DDL on this table: one that changes the columns becomes a step; the others are logged."""
+        assert self._mapper is not None
+        ddl = parse_ddl(sql)
+        schema, _, table = self.source.partition(".")
+        if not ddl.understood:
+            assert ddl.not_understood is not None
+            self._mapper.unread_ddl(ddl.not_understood)
+            self._log.warning("channel.ddl_not_understood", sql=sql, position=str(position),
+                              reason=ddl.not_understood, note="the next row must keep the columns as they were")
             return
-        self._begin_once()
-        self.writer.send_raw(self._mapper.raw_batch(raw))
+        changes = ddl.changes_for(schema, table)
+        if not changes_columns(changes):
+            self._log.info("channel.ddl_skipped", sql=sql, position=str(position),
+                           changes=[type(c).__name__ for c in changes] or "none to the columns")
+            return
+        if self.settings.columns is not None:
+            # The target's names are the list's, not the source's: the next row is checked against the
+            # list (and the job pauses, naming this DDL, if it no longer fits).
+            self._log.warning("channel.ddl_not_applied", sql=sql, position=str(position),
+                              reason="the channel maps columns by an explicit list")
+            return
+        alteration = Alteration(self.source, sql, changes, position, self.schema.drop_columns)
+        self._mapper.alter(alteration)
+        if self._begun:
+            self._begun = False
+            self._steps.append(_Rows(self.writer.seal(), self._last_row))
+        self._steps.append(alteration)
 
     def _begin_once(self) -> None:
         """Open the writer's transaction before the first rows of this one are sent."""
@@ -345,13 +421,32 @@ class Channel:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             self._abort_writer(f"send failed: {failure}")
+            self._discard_steps(f"send failed: {failure}")
+            self._forget()
             item.result.set_exception(ChannelCommitError(self.source, self._label, failure))
             return
-        if not self._begun:
+        if self._begun:
+            self._begun = False
+            self._steps.append(_Rows(self.writer.seal(), None))
+        if not self._steps:
             item.result.set_result(False)
             return
-        self._begun = False
-        self._sealed.put(_Apply(self.writer.seal(), self._label, self._rows_sent, item))
+        steps, self._steps = tuple(self._steps), []
+        self._sealed.put(_Apply(steps, self._label, self._rows_sent, item))
+
+    def _discard_steps(self, reason: str) -> None:
+        for step in self._steps:
+            if isinstance(step, _Rows):
+                step.sealed.discard(reason)
+        self._steps = []
+
+    def _forget(self) -> None:
+        """After an abort: what the mapper learnt from the dropped entries (a DDL's columns among them) goes.
+
+        The replay starts where the target stands, which may be before a DDL
+        the mapper had already taken in.
+        """
+        self._mapper_stale = True  # built again before the next entry is mapped
 
     # -- the committer thread ---------------------------------------------------------------------
 
@@ -368,21 +463,35 @@ class Channel:
                 break
 
     def _apply(self, item: _Apply) -> None:
-        # A commit that fills in what Canal's first pass missed can end before the table's
-        # position (see the Consumer): the table still holds everything through that.
-        # A Kafka cut carries each partition's mark: the two merge lane by lane.
-        position = later(self.committed_position, item.commit.end_position)
-        try:
-            item.sealed.apply(position)
-        except Exception as exc:
-            if isinstance(exc, ColumnsChangedError) and self._mapper is not None:
-                exc = self._mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
-            self._log.warning("channel.commit_failed", label=item.label, error=_brief(exc))
-            item.commit.result.set_exception(ChannelCommitError(self.source, item.label, exc))
-            return
-        self.committed_position = position
+        for index, step in enumerate(item.steps):
+            # Each step is stamped with the last position it holds: the transaction's end for the last
+            # one. A commit that fills in what Canal's first pass missed can end before the table's
+            # position (see the Consumer): the table still holds everything through that. A Kafka
+            # cut carries each partition's mark: the two merge lane by lane.
+            last = index == len(item.steps) - 1
+            through = item.commit.end_position if last else _through(step)
+            position = later(self.committed_position, through)
+            try:
+                if isinstance(step, _Rows):
+                    step.sealed.apply(position)
+                elif self.committed_position is not None and not step.position > self.committed_position:
+                    # Routed again (Canal's second pass refills up to what the table holds): applied before.
+                    self._log.info("channel.ddl_applied_before", sql=step.sql, position=str(step.position))
+                else:
+                    self.writer.alter(step, position)
+                    self._log.info("channel.schema_changed", label=item.label, sql=step.sql,
+                                   position=str(step.position))
+            except Exception as exc:
+                for rest in item.steps[index + 1:]:
+                    _discard(rest, "an earlier step failed")
+                if isinstance(exc, ColumnsChangedError) and self._mapper is not None:
+                    exc = self._mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
+                self._log.warning("channel.commit_failed", label=item.label, error=_brief(exc))
+                item.commit.result.set_exception(ChannelCommitError(self.source, item.label, exc))
+                return
+            self.committed_position = position
         self.rows_written += item.rows
-        self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(position))
+        self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(self.committed_position))
         item.commit.result.set_result(True)
         if self._schedule.due(time.monotonic()) and not self._stop.is_set():
             self._maintain()
@@ -422,6 +531,8 @@ class Channel:
         self._failure = None
         if self._begun:
             self._abort_writer(item.reason)
+        self._discard_steps(item.reason)
+        self._forget()
         item.result.set_result(None)
 
     def _abort_writer(self, reason: str) -> None:
@@ -435,7 +546,21 @@ class Channel:
 def _drop(item: object) -> None:
     """Let go of an item the job stopped before handling: a sealed transaction's staged rows go."""
     if isinstance(item, _Apply):
-        item.sealed.discard("job stopping")
+        for step in item.steps:
+            _discard(step, "job stopping")
+
+
+def _discard(step: _Step, reason: str) -> None:
+    if isinstance(step, _Rows):
+        step.sealed.discard(reason)
+
+
+def _through(step: _Step) -> Position:
+    """The last position a step that is not its transaction's last holds."""
+    if isinstance(step, _Rows):
+        assert step.last is not None, "rows sealed before a DDL know their last position"
+        return step.last
+    return step.position
 
 
 def _brief(exc: BaseException) -> str:

@@ -305,7 +305,7 @@ class Consumer(Worker):
                         self._cut_after(entries, positions, index, batch_id)
                         return True
                     continue
-                # A DDL on this table: its channel names it if a later row no longer fits.
+                # A DDL on this table: its channel applies what it changes (and names it if a later row no longer fits).
                 self._add(channel, position, entry, missed)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
@@ -320,7 +320,7 @@ class Consumer(Worker):
                     work.cut_due = "ddl"  # what came before a table's DDL lands under the old schema
                 self.stats.ddl += 1
                 self._log.info(
-                    "consumer.ddl_skipped", table=f"{header.schemaName}.{header.tableName}",
+                    "consumer.ddl", table=f"{header.schemaName}.{header.tableName}", synced=channel is not None,
                     event_type=EventType.Name(header.eventType), position=str(position),
                 )
             else:

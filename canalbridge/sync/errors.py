@@ -49,6 +49,18 @@ class ColumnsChangedError(SyncError):
         super().__init__(f"table {table}: the row's columns changed to ({columns}) at {position}")
 
 
+class SchemaChangeError(SyncError):
+    """A DDL the target cannot follow (a narrowing type change, say): names the table, the DDL and its position."""
+
+    transient = False
+
+    def __init__(self, table: str, sql: str, position: Position, reason: str) -> None:
+        self.table = table
+        self.sql = sql
+        self.position = position
+        super().__init__(f"table {table}: cannot apply the DDL {sql!r} at {position}: {reason}")
+
+
 class ChannelCommitError(SyncError):
     """A channel could not send or commit its part of a transaction."""
 

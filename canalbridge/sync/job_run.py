@@ -78,7 +78,7 @@ class JobRun:
             for channel_settings in settings.channels:
                 channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
                                   settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
-                                  debug=settings.debug)
+                                  schema=settings.schema, debug=settings.debug)
                 self.channels.append(channel)
                 channel.start()
                 _check_source(settings, channel_settings.target, channel.committed_position)

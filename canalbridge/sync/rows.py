@@ -5,11 +5,14 @@ image; DELETE its before image; UPDATE an UPDATE_BEFORE and an
 UPDATE_AFTER, the before image always when the primary key changed (Doris
 wrote only the after image and left the old row behind) and otherwise only
 when the writer wants every before image. Source columns map onto target
-columns by an explicit list, or else by name onto the target's own columns.
-Schema changes are not applied yet, so a row that does not fit is a
-:class:`RowMappingError` naming the table, the position and the last DDL
-seen for the table: a column count or names that differ from the target,
-or columns (names or MySQL types) that differ from the rows before it.
+columns by an explicit list, or else by name onto the target's own columns
+(the target may have more: columns a DDL dropped and the target kept).
+A DDL that changes the columns (:meth:`RowMapper.alter`) makes the mapper
+learn the next row afresh, and that row must have the columns the DDL
+leaves. A row that does not fit is a :class:`RowMappingError` naming the
+table, the position and the last DDL seen for the table: a column count or
+names that differ from the target, or columns (names or MySQL types) that
+differ from the rows before it with no DDL that says so.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import (
+    Alteration,
     BeforeImages,
     ChangeKind,
     ChangeRow,
@@ -27,6 +31,7 @@ from canalbridge.sync.changes import (
     RowBatch,
     SourceColumn,
 )
+from canalbridge.sync.ddl import columns_after
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import Position
 
@@ -41,7 +46,7 @@ class RowMapper:
 
     ``target_columns`` is the explicit mapping (target names, one per source
     column, in source order) or, without one (``by_name``), the target
-    table's columns in order, which the source's names must then equal.
+    table's columns, which must include every source column's name.
     ``key_columns`` overrides the source's primary key when given.
     ``before_images`` is what the writer asked for: with ``KEY_CHANGES``
     only the key columns of before images are read (the others left None)
@@ -65,7 +70,11 @@ class RowMapper:
         self._columns: tuple[SourceColumn, ...] | None = None
         self._signature: tuple[tuple[str, str], ...] | None = None  # (name, mysqlType) of the rows so far
         self._last_ddl: tuple[str, Position] | None = None
+        self._ddl_unread: str | None = None  # why the last DDL could not be read, if it could not
+        self._expected: tuple[str, ...] | None = None  # the columns the last DDLs leave, for the next row
+        self._source_names: tuple[str, ...] | None = None  # the source's columns, as rows and DDLs told them
         self._key_indexes: tuple[int, ...] | None = None
+        self._names: tuple[str, ...] | None = None  # the rows' column names, as the target spells them
         self._key_getter: Callable[[tuple[str | None, ...]], object] = lambda values: values
 
     @property
@@ -82,6 +91,7 @@ class RowMapper:
         """The target rows for one RowChange (DDL and non-DML changes give none)."""
         if change.isDdl:
             self._last_ddl = (change.sql, position)  # named if a later row no longer fits
+            self._ddl_unread = None
             return []
         event_type = change.eventType
         rows: list[ChangeRow] = []
@@ -117,12 +127,31 @@ class RowMapper:
             values[index] = None if column.isNull else column.value
         return tuple(values)
 
+    def alter(self, alteration: Alteration) -> None:
+        """The DDL just mapped changes the columns: learn the next row afresh, which must have what it leaves."""
+        if self._source_names is not None:  # (several DDLs in a row each take the last one's result)
+            self._source_names = self._expected = columns_after(self._source_names, alteration.changes)
+        if self.by_name and self.target_columns is not None:
+            self.target_columns = columns_after(self.target_columns, alteration.changes,
+                                                drop=alteration.drop_columns)
+        self._columns = self._signature = None
+
+    def unread_ddl(self, reason: str) -> None:
+        """The DDL just mapped could not be read: a later row whose columns differ names why."""
+        self._ddl_unread = reason
+
     def _check_shape(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
         signature = tuple([(c.name, c.mysqlType) for c in columns])
         if signature == self._signature:
             return
         if self._signature is not None:
             raise self.columns_changed(column_signature(signature), len(signature), position)
+        if self._expected is not None:
+            names = [name for name, _ in signature]
+            if [n.lower() for n in names] != [n.lower() for n in self._expected]:
+                raise self._error(f"the row's columns ({', '.join(names)}) are not the ones the DDL leaves "
+                                  f"({', '.join(self._expected)})", position)
+            self._expected = None
         self._learn(columns, position)
         self._signature = signature
 
@@ -138,28 +167,36 @@ class RowMapper:
     def _error(self, message: str, position: Position) -> RowMappingError:
         if self._last_ddl is not None:
             sql, at = self._last_ddl
-            message += f", after the DDL {sql!r} at {at} (schema changes are not applied to targets yet)"
+            message += f", after the DDL {sql!r} at {at}"
+            if self._ddl_unread is not None:
+                message += f" (canalbridge could not read that DDL: {self._ddl_unread})"
         return RowMappingError(self.table, message, position)
 
     def _learn(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
         """Check the row's shape against the target and remember its column facts."""
         names = [c.name for c in columns]
-        if self.target_columns is not None and len(columns) != len(self.target_columns):
+        if self.target_columns is not None and not self.by_name and len(columns) != len(self.target_columns):
             raise self._error(
                 f"row has {len(columns)} columns but the target has {len(self.target_columns)} "
                 f"({', '.join(self.target_columns)}); the row's: {', '.join(names)}",
                 position,
             )
         if self.by_name and self.target_columns is not None:
-            if [n.lower() for n in names] != [n.lower() for n in self.target_columns]:
+            spelled = {n.lower(): n for n in self.target_columns}
+            missing = [n for n in names if n.lower() not in spelled]
+            if missing:
                 raise self._error(
-                    f"row columns ({', '.join(names)}) are not the target's ({', '.join(self.target_columns)})",
+                    f"row columns ({', '.join(names)}) are not the target's ({', '.join(self.target_columns)}): "
+                    f"the target has no {', '.join(missing)}",
                     position,
                 )
+            names = [spelled[n.lower()] for n in names]  # as the target spells them
         if self._columns is not None and len(columns) != len(self._columns):
             raise self._error(f"row has {len(columns)} columns, earlier rows had {len(self._columns)}", position)
         self._columns = tuple(SourceColumn(c.name, c.mysqlType, c.sqlType, c.isKey) for c in columns)
-        target_names = self.target_columns or tuple(names)
+        self._source_names = tuple(c.name for c in columns)
+        self._names = tuple(names)
+        target_names = self.output_columns()
         if self.key_columns:
             missing = [k for k in self.key_columns if k not in target_names]
             if missing:
@@ -175,10 +212,10 @@ class RowMapper:
 
     def output_columns(self) -> tuple[str, ...]:
         """Target column names in the order of :attr:`ChangeRow.values`."""
-        if self.target_columns is not None:
+        if self.target_columns is not None and not self.by_name:
             return self.target_columns
-        assert self._columns is not None
-        return tuple(c.name for c in self._columns)
+        assert self._names is not None, "no row seen yet"
+        return self._names
 
     def batch(self, rows: list[ChangeRow]) -> RowBatch:
         """Wrap mapped rows with the column facts a writer needs."""

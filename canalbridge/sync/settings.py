@@ -159,6 +159,18 @@ class MaintenanceSettings:
 
 
 @dataclass(frozen=True)
+class SchemaSettings:
+    """How a job follows the source's DDL (README, "Schema changes")."""
+
+    # DROP COLUMN: "drop" the target's column too (its data goes), or "keep" it, NULL in new rows.
+    drop_column: str = "keep"
+
+    @property
+    def drop_columns(self) -> bool:
+        return self.drop_column == "drop"
+
+
+@dataclass(frozen=True)
 class JobSettings:
     """A whole job: one source (a Canal destination over TCP, or Canal's Kafka topic) and its channels."""
 
@@ -168,6 +180,7 @@ class JobSettings:
     commit: CommitSettings = CommitSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
     kafka: KafkaSettings | None = None
+    schema: SchemaSettings = SchemaSettings()
 
     def __post_init__(self) -> None:
         if (self.canal is None) == (self.kafka is None):

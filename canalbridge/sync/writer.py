@@ -13,7 +13,10 @@ maintenance. ``committed_position()`` reads the position of the last commit
 back from the target, so a restarted channel resumes exactly where its table
 stands. ``maintain(settings)`` compacts the target and expires old
 snapshots, keeping the one that carries the position; the channel calls it
-between two applies, never during one. The Spark/Iceberg writer in
+between two applies, never during one. ``alter(alteration, stamp)`` applies
+a DDL's column changes to the target, stamped with ``stamp`` in the same
+atomic step, on the same thread and also between two applies: the channel
+applies the rows before a DDL, then the DDL, then the rows after it. The Spark/Iceberg writer in
 ``spark_sink`` implements the same protocol; the dev kit has an in-memory one.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import MaintenanceSettings
@@ -80,3 +83,11 @@ class ChannelWriter(Protocol):
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         """Compact the target and expire snapshots older than ``keep_snapshots_hours``, never the one
         that carries the committed position; raise on failure."""
+
+    def alter(self, alteration: Alteration, stamp: Position) -> None:
+        """Apply a DDL's column changes to the target, with ``stamp`` as its position, in one atomic step.
+
+        Raise :class:`~canalbridge.sync.errors.SchemaChangeError` for a change
+        the target cannot follow; a column the target already has as the DDL
+        leaves it is no error.
+        """

@@ -112,6 +112,14 @@ def test_maintenance_is_on_by_default_and_its_section_is_checked(tmp_path):
                                        "job[0].maintenance.interval_minutes: must be positive, got 0"]
 
 
+def test_dropped_columns_are_kept_by_default_and_the_choice_is_checked(tmp_path):
+    assert not load_config(write(tmp_path, VALID), {}).jobs[0].schema.drop_columns
+    drop = VALID.replace("[[job.channel]]", '[job.schema]\ndrop_column = "drop"\n[[job.channel]]')
+    assert load_config(write(tmp_path, drop), {}).jobs[0].schema.drop_columns
+    assert problems(tmp_path, drop.replace('"drop"', '"delete"')) == [
+        "job[0].schema.drop_column: must be one of keep, drop, got 'delete'"]
+
+
 def test_missing_required_key(tmp_path):
     assert "job[0].canal.destination: missing required key" in problems(
         tmp_path, VALID.replace('destination = "example"\n', ""))

@@ -1,62 +1,124 @@
-"""DDL mid-stream through real Canal: never wrong data, and a named pause where rows stop fitting.
+"""DDL mid-stream through real Canal: the targets follow the source's columns, or the job pauses naming why.
 
-Schema changes are not applied to targets yet (a later issue). Rows written
-before the DDL land (a subscribed table's DDL is a cut); the first row after
-it no longer fits its target, so the job pauses with the table, the DDL and
-the position named, and nothing after the DDL is acked to Canal.
+Each DDL kind is applied to an Iceberg target in stream order, in the middle
+of a workload, with rows before and after it in the same Canal batch and one
+ALTER issued inside an open transaction (MariaDB commits it first); the
+target then equals MariaDB, cell by cell (the column the source dropped is
+kept in the target, as by default, and left out of the comparison).
 
 With ``canal.instance.tsdb.enable=false`` Canal reads a table's columns from
-the live database when it first meets the table (and again after each DDL),
-so rows it parses after an ALTER ran carry the new columns even if they were
-written before it: the last test shows that this pauses the job too.
+the live database when it first meets the table and again after each DDL,
+so the tests let Canal catch up (the job acks what was written) before the
+next DDL runs; the last test shows what happens when it cannot.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from canalbridge.devkit.entries import ColumnDef, TableDef
 from canalbridge.devkit.memory_writer import InMemoryWriter
+from canalbridge.devkit.sql_source import Source
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from spark_sink.identifiers import quote_table
+from spark_sink.writer import make_writer
+from tests.real.daemon_run import assert_target_equals_source
 
 pytestmark = pytest.mark.real
 
+COMMIT = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
 
-@pytest.mark.parametrize("ddl", ["ADD COLUMN extra INT", "DROP COLUMN note", "CHANGE note remark VARCHAR(20)"],
-                         ids=["add", "drop", "rename"])
-def test_rows_that_no_longer_fit_after_a_ddl_pause_the_job_naming_it(real_destination, canal, mariadb, ddl):
-    db = "ddl_" + ddl.split()[0].lower()
-    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, amount INT, note VARCHAR(20))"])
-    writers: dict[str, InMemoryWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> InMemoryWriter:
-        # A target that exists with the table's columns as they were.
-        writer = writers[channel.source] = InMemoryWriter(channel.source, columns=("id", "amount", "note"))
-        return writer
+def iceberg_job(spark, spark_settings, canal, db: str) -> SyncJob:
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
+                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), COMMIT)
+    return SyncJob(settings, lambda channel: make_writer(spark, channel, db, spark_settings))
 
-    commit = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
-    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
-                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), commit)
-    job = SyncJob(settings, writer_for)
+
+def caught_up(job: SyncJob, mariadb) -> None:
+    """Until the job acked the newest transaction (Canal has read, and the target holds, all of it)."""
+    assert job.acks.wait_through(EntryPosition(*mariadb.last_event_start("Xid")), 120), (
+        f"{job.state} {job.fail_message} {job.stats}")
+
+
+@pytest.mark.spark
+def test_every_kind_of_column_change_reaches_the_target_in_stream_order(real_destination, canal, mariadb, spark,
+                                                                        spark_settings):
+    db = "ddl_evolve"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), qty INT, "
+                                "price DECIMAL(10,2), note VARCHAR(20))"])
+    source = Source(mariadb, db, (), seed=1)
+    job = iceberg_job(spark, spark_settings, canal, db)
     job.start()
     try:
-        mariadb.execute(*(f"INSERT INTO t VALUES ({key}, {key * 10}, 'n{key}')" for key in range(1, 6)), database=db)
-        # Canal has read the rows under the old columns before the DDL runs (see the module docstring).
-        assert job.acks.wait_through(EntryPosition(*mariadb.last_event_start("Xid")), 60)
-        mariadb.execute(f"ALTER TABLE t {ddl}", database=db)
-        at = EntryPosition(*mariadb.last_event_start("Query"))
-        mariadb.execute("INSERT INTO t (id, amount) VALUES (6, 60)", database=db)
-        assert job.wait_state(JobState.PAUSED, 120), f"{job.state} {job.stats}"
-        message = job.fail_message.text
-        assert f"table {db}.t at binlog position" in message, message
-        assert f"after the DDL 'ALTER TABLE t {ddl}' at {at}" in message, message
-        assert job.acks.position is not None and job.acks.position <= at, message  # nothing after the DDL acked
+        source.sql("INSERT INTO t VALUES (1, 'a', 1, 1.50, 'n1'), (2, 'b', 2, 2.00, 'n2'), (3, 'c', 3, 3.25, 'n3')")
+        source.commit()
+        caught_up(job, mariadb)
+        steps = [
+            # (the DDL, then rows in the columns it leaves, written right after it: one Canal batch)
+            ("ALTER TABLE t ADD COLUMN extra INT",
+             ["INSERT INTO t (id, name, qty, price, note, extra) VALUES (4, 'd', 4, 4.00, 'n4', 40)",
+              "UPDATE t SET extra = 10 WHERE id = 1"]),
+            ("ALTER TABLE t ADD COLUMN first_col VARCHAR(5) FIRST",
+             ["INSERT INTO t (first_col, id, name) VALUES ('f5', 5, 'e')", "DELETE FROM t WHERE id = 2"]),
+            ("ALTER TABLE t ADD COLUMN mid INT AFTER name", ["UPDATE t SET mid = id * 100 WHERE id <= 3"]),
+            ("ALTER TABLE t DROP COLUMN note", ["INSERT INTO t (id, name, qty) VALUES (6, 'f', 6)"]),
+            ("ALTER TABLE t RENAME COLUMN name TO label", ["UPDATE t SET label = 'A' WHERE id = 1"]),
+            ("ALTER TABLE t CHANGE qty quantity BIGINT", ["UPDATE t SET quantity = 5000000000 WHERE id = 3"]),
+            ("ALTER TABLE t MODIFY price DECIMAL(14,2)", ["INSERT INTO t (id, price) VALUES (7, 123456789012.34)"]),
+            ("ALTER TABLE t ADD INDEX by_label (label)", ["UPDATE t SET label = 'E' WHERE id = 5"]),
+        ]
+        for index, (ddl, rows) in enumerate(steps):
+            source.sql("INSERT INTO t (id) VALUES (%s)", 100 + index)  # a row before it, in the same batch
+            if ddl.startswith("ALTER TABLE t DROP"):
+                source.sql(ddl)  # inside the open transaction: MariaDB commits the INSERT first
+            else:
+                source.commit()
+                source.sql(ddl)
+            for statement in rows:
+                source.sql(statement)
+            source.commit()
+            caught_up(job, mariadb)
+        assert job.state is JobState.RUNNING
     finally:
         job.shutdown()
-    rows = writers[f"{db}.t"].rows
-    assert sorted(int(key[0]) for key in rows) == [1, 2, 3, 4, 5]  # the rows before the DDL, as they were
-    assert rows[("3",)] == {"id": "3", "amount": "30", "note": "n3"}
+    final = TableDef(db, "t", (
+        ColumnDef.of("first_col", "varchar(5)"), ColumnDef.of("id", "int(11)", is_key=True),
+        ColumnDef.of("label", "varchar(20)"), ColumnDef.of("mid", "int(11)"), ColumnDef.of("quantity", "bigint(20)"),
+        ColumnDef.of("price", "decimal(14,2)"), ColumnDef.of("extra", "int(11)")))
+    assert_target_equals_source(spark, source, final, f"lake.{db}.t")
+    frame = spark.table(quote_table(f"lake.{db}.t"))
+    # The kept column stays where it was; every other one where MariaDB has it.
+    assert frame.columns == ["first_col", "id", "label", "mid", "quantity", "price", "note", "extra"]
+    assert {f.name: f.dataType.simpleString() for f in frame.schema.fields}["quantity"] == "bigint"
+    kept = dict(spark.sql(f"SELECT id, note FROM {quote_table(f'lake.{db}.t')}").collect())
+    assert kept[1] == "n1" and kept[6] is None  # older rows keep it, rows after the DROP leave it NULL
+
+
+@pytest.mark.spark
+def test_a_type_change_iceberg_cannot_follow_pauses_naming_table_ddl_and_position(real_destination, canal, mariadb,
+                                                                                 spark, spark_settings):
+    db = "ddl_narrow"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, qty INT)"])
+    job = iceberg_job(spark, spark_settings, canal, db)
+    job.start()
+    try:
+        mariadb.execute("INSERT INTO t VALUES (1, 10)", database=db)
+        caught_up(job, mariadb)
+        mariadb.execute("ALTER TABLE t MODIFY qty VARCHAR(10)", database=db)
+        at = EntryPosition(*mariadb.last_event_start("Query"))
+        mariadb.execute("INSERT INTO t VALUES (2, 'twenty')", database=db)
+        assert job.wait_state(JobState.PAUSED, 120), f"{job.state} {job.stats}"
+        message = job.fail_message.text
+        assert f"table {db}.t: cannot apply the DDL 'ALTER TABLE t MODIFY qty VARCHAR(10)' at {at}" in message, message
+        assert "column qty is int in the target and would become string" in message, message
+        assert job.acks.position is not None and job.acks.position < at  # nothing from the DDL on acked
+    finally:
+        job.shutdown()
+    rows = spark.table(quote_table(f"lake.{db}.t")).collect()
+    assert [tuple(row) for row in rows] == [(1, 10)]
 
 
 def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(real_destination, canal, mariadb):

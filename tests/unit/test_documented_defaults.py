@@ -10,7 +10,7 @@ from canalbridge.sync.settings import MB
 from tests.daemon.test_config import VALID  # sets nothing with a default
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-NOT_A_VALUE = ("(required)", "none", "empty", "by position", "source primary key", "state_dir/", "canalbridge-<",
+NOT_A_VALUE = ("(required)", "none", "empty", "by name", "source primary key", "state_dir/", "canalbridge-<",
                "true for")
 # README names a few keys by their config name where the settings class has another.
 ATTRIBUTES = {"job.kafka.format": "record_format"}
@@ -60,7 +60,8 @@ def test_readme_states_the_defaults_the_code_has(tmp_path):
     config = load_config(path, {})
     job, kafka_job = config.jobs
     owners = {"daemon": config.daemon, "spark": config.spark, "job.canal": job.canal, "job.commit": job.commit,
-              "job.maintenance": job.maintenance, "job.channel": job.channels[0], "job.kafka": kafka_job.kafka}
+              "job.maintenance": job.maintenance, "job.schema": job.schema, "job.channel": job.channels[0],
+              "job.kafka": kafka_job.kafka}
     documented = documented_defaults()
     assert len(documented) >= 20, sorted(documented)  # the table was found and read
     for key, cell in documented.items():
