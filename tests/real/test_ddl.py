@@ -4,7 +4,9 @@ Each DDL kind is applied to an Iceberg target in stream order, in the middle
 of a workload, with rows before and after it in the same Canal batch and one
 ALTER issued inside an open transaction (MariaDB commits it first); the
 target then equals MariaDB, cell by cell (the column the source dropped is
-kept in the target, as by default, and left out of the comparison).
+kept in the target, as by default, and left out of the comparison). A type
+change Iceberg cannot follow pauses the job; a daemon SIGKILLed as soon as a
+DDL is in the target resumes exact.
 
 With ``canal.instance.tsdb.enable=false`` Canal reads a table's columns from
 the live database when it first meets the table and again after each DDL,
@@ -13,6 +15,8 @@ next DDL runs; the last test shows what happens when it cannot.
 """
 
 from __future__ import annotations
+
+import signal
 
 import pytest
 
@@ -24,7 +28,9 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.writer import make_writer
-from tests.real.daemon_run import assert_target_equals_source
+from tests.daemon_process import daemon_log, running_daemon, stop
+from tests.helpers import eventually
+from tests.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
 
 pytestmark = pytest.mark.real
 
@@ -142,3 +148,46 @@ def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(
         job.shutdown()
     assert "row columns (id, remark) are not the target's (id, note)" in message, message
     assert writer.rows == {} and job.acks.position is None  # row 1, written as `note`, was not mapped by position
+
+
+@pytest.mark.spark
+@pytest.mark.faults
+@pytest.mark.timeout(900)
+def test_a_daemon_killed_once_a_ddl_is_in_the_target_resumes_exact(real_destination, canal, mariadb, spark,
+                                                                   spark_settings, tmp_path):
+    """SIGKILL as soon as the DDL's commit shows in the target: mostly before its ack, which then replays it."""
+    db = "ddl_kill"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"])
+    target = f"lake.{db}.t"
+    config = write_daemon_config(tmp_path / "canalbridge.toml", canal, db, spark_settings.warehouse,
+                                 f'[[job.channel]]\nsource = "{db}.t"\ntarget = "{target}"')
+    source = Source(mariadb, db, (), seed=2)
+
+    def acked_all() -> bool:
+        return acked_through(config, EntryPosition(*mariadb.last_event_start("Xid")))
+
+    def columns() -> list[str]:
+        spark.sql(f"REFRESH TABLE {quote_table(target)}")  # the daemon, not this session, writes it
+        return spark.table(quote_table(target)).columns
+
+    with running_daemon(config) as daemon:
+        source.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        source.commit()
+        assert eventually(lambda: daemon.poll() is not None or acked_all(), 300), daemon_log(config)[-3000:]
+        source.sql("ALTER TABLE t ADD COLUMN qty INT AFTER id")
+        source.sql("INSERT INTO t VALUES (3, 30, 'c')")
+        source.commit()
+        assert eventually(lambda: daemon.poll() is not None or "qty" in columns(), 300), daemon_log(config)[-3000:]
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait(60)
+    with running_daemon(config) as daemon:
+        source.sql("UPDATE t SET qty = 10 WHERE id = 1")
+        source.sql("ALTER TABLE t CHANGE name label VARCHAR(40)")
+        source.sql("INSERT INTO t VALUES (4, 40, 'd')")
+        source.commit()
+        assert eventually(lambda: daemon.poll() is not None or acked_all(), 300), daemon_log(config)[-3000:]
+        stop(daemon, config)
+    assert columns() == ["id", "qty", "label"]
+    final = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("qty", "int(11)"),
+                               ColumnDef.of("label", "varchar(40)")))
+    assert_target_equals_source(spark, source, final, target)
