@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import renamed
+from canalbridge.sync.ddl import TruncateTable, renamed
 from canalbridge.sync.errors import SchemaChangeError, SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -222,6 +222,10 @@ class _IcebergWriter:
         self._reconnect_if_lost()
         if self.table.columns() is None:
             return  # the table is created from the first rows, with their columns
+        summary = position_properties(self.job, f"ddl at {alteration.position}", stamp)
+        if any(isinstance(c, TruncateTable) for c in alteration.changes):
+            self._truncate(summary)
+            return
         own = set(self._own_columns())
         columns = [c for c in self.table.schema() if c.name not in own]
         properties = self.table.properties()
@@ -232,8 +236,7 @@ class _IcebergWriter:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
         new_key = list(renamed(tuple(key), alteration.changes))
         table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else None
-        self.table.evolve(operations, position_properties(self.job, f"ddl at {alteration.position}", stamp),
-                          table_properties)
+        self.table.evolve(operations, summary, table_properties)
         self._ready = False  # the next commit checks its columns against the new schema
         self._log.info("spark.schema_changed", sql=alteration.sql, operations=[repr(o) for o in operations])
 
@@ -310,6 +313,10 @@ class _IcebergWriter:
     def _own_target_columns(self) -> list[TargetColumn]:
         return []
 
+    def _truncate(self, summary: dict[str, str]) -> None:
+        """A source's TRUNCATE TABLE (``job.schema.truncate = "apply"``), stamped with ``summary``."""
+        raise NotImplementedError
+
     def _identifier_fields(self, key_names: list[str]) -> list[str]:
         return key_names  # one row per key
 
@@ -378,6 +385,15 @@ class IcebergUpsertWriter(_IcebergWriter):
         self._layout_note = slow_layout_note(self.table.properties(), mode)
         if self._layout_note:
             self._log.warning("spark.slow_layout", note=self._layout_note)
+
+    def _truncate(self, summary: dict[str, str]) -> None:
+        # Every row goes in one commit (Iceberg drops whole files: no delete files are written). On an
+        # empty table Iceberg may commit nothing: the DDL is then met again after a restart, to no effect.
+        def delete_all() -> None:
+            self.spark.sql(f"DELETE FROM {self.table.identifier}")
+
+        with_commit_properties(self.spark, summary, delete_all)
+        self._log.info("spark.truncated")
 
     def _stage(self, batch: RowBatch) -> list[tuple]:
         # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.
@@ -463,6 +479,10 @@ class IcebergChangelogWriter(_IcebergWriter):
 
     def _identifier_fields(self, key_names: list[str]) -> list[str]:
         return []  # a key appears once per change
+
+    def _truncate(self, summary: dict[str, str]) -> None:
+        # A changelog keeps what happened; a TRUNCATE's rows are not in Canal's stream to record.
+        self._log.warning("spark.truncate_not_applied", reason="a changelog target keeps its history")
 
     def _own_target_columns(self) -> list[TargetColumn]:
         return [

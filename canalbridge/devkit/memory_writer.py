@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import DropColumn, columns_after, renamed
+from canalbridge.sync.ddl import DropColumn, TruncateTable, columns_after, renamed
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -181,6 +181,8 @@ class InMemoryWriter:
             last = self.commits[-1].end_position if self.commits else None
             if last is not None and stamp < last:
                 raise AssertionError(f"{self.table}: DDL stamped {stamp} is before {last}")
+            if any(isinstance(c, TruncateTable) for c in alteration.changes):
+                self._table.clear()
             if self.columns is not None:
                 self.columns = columns_after(self.columns, alteration.changes, drop=alteration.drop_columns)
             for key, (names, values) in list(self._table.items()):

@@ -25,10 +25,11 @@ transaction's work into steps, applied in stream order by the committer
 thread: the rows before it (stamped with the last of their positions), the
 schema change (stamped with the DDL's), the rows after it. Each step is
 atomic in the target, so a crash between two leaves a position that the
-replay resumes from exactly. DDLs that change no column, and those about
-the table as a whole (TRUNCATE, RENAME, DROP, CREATE), are logged and
-skipped; so are column changes on a channel with an explicit ``columns``
-list, whose next row must then fit the list.
+replay resumes from exactly; so is a TRUNCATE when the job applies them.
+DDLs that change no column, and those about the table as a whole (TRUNCATE
+by default, RENAME, DROP, CREATE), are logged and skipped; so are column
+changes on a channel with an explicit ``columns`` list, whose next row must
+then fit the list.
 
 After a commit, once its schedule says so, the committer thread runs the
 target's maintenance (:mod:`canalbridge.sync.maintenance`) before it applies
@@ -52,7 +53,7 @@ from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, ChangeRow, RawChange
-from canalbridge.sync.ddl import changes_columns, parse_ddl
+from canalbridge.sync.ddl import SchemaChange, TruncateTable, changes_columns, parse_ddl
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import Position, later
@@ -377,7 +378,7 @@ class Channel:
             self._rows_sent += sum(change.rows for change in raw)
 
     def _ddl(self, sql: str, position: Position) -> None:
-        """A DDL on this table: one that changes the columns becomes a step; the others are logged."""
+        """A DDL on this table: one that changes the columns (or a TRUNCATE the job applies) becomes a step."""
         assert self._mapper is not None
         ddl = parse_ddl(sql)
         schema, _, table = self.source.partition(".")
@@ -388,17 +389,22 @@ class Channel:
                               reason=ddl.not_understood, note="the next row must keep the columns as they were")
             return
         changes = ddl.changes_for(schema, table)
-        if not changes_columns(changes):
+        applied: tuple[SchemaChange, ...] = tuple(
+            c for c in changes if isinstance(c, TruncateTable) and self.schema.applies_truncate)
+        if changes_columns(changes):
+            if self.settings.columns is None:
+                applied = changes
+            else:
+                # The target's names are the list's, not the source's: the next row is checked against
+                # the list (and the job pauses, naming this DDL, if it no longer fits).
+                self._log.warning("channel.ddl_not_applied", sql=sql, position=str(position),
+                                  reason="the channel maps columns by an explicit list")
+                return
+        if not applied:
             self._log.info("channel.ddl_skipped", sql=sql, position=str(position),
                            changes=[type(c).__name__ for c in changes] or "none to the columns")
             return
-        if self.settings.columns is not None:
-            # The target's names are the list's, not the source's: the next row is checked against the
-            # list (and the job pauses, naming this DDL, if it no longer fits).
-            self._log.warning("channel.ddl_not_applied", sql=sql, position=str(position),
-                              reason="the channel maps columns by an explicit list")
-            return
-        alteration = Alteration(self.source, sql, changes, position, self.schema.drop_columns)
+        alteration = Alteration(self.source, sql, applied, position, self.schema.drop_columns)
         self._mapper.alter(alteration)
         if self._begun:
             self._begun = False

@@ -164,10 +164,16 @@ class SchemaSettings:
 
     # DROP COLUMN: "drop" the target's column too (its data goes), or "keep" it, NULL in new rows.
     drop_column: str = "keep"
+    # TRUNCATE TABLE: "apply" it (an upsert target loses every row, in one commit) or "ignore" it.
+    truncate: str = "ignore"
 
     @property
     def drop_columns(self) -> bool:
         return self.drop_column == "drop"
+
+    @property
+    def applies_truncate(self) -> bool:
+        return self.truncate == "apply"
 
 
 @dataclass(frozen=True)

@@ -112,12 +112,15 @@ def test_maintenance_is_on_by_default_and_its_section_is_checked(tmp_path):
                                        "job[0].maintenance.interval_minutes: must be positive, got 0"]
 
 
-def test_dropped_columns_are_kept_by_default_and_the_choice_is_checked(tmp_path):
+def test_dropped_columns_are_kept_and_truncates_ignored_by_default_and_the_choices_are_checked(tmp_path):
     assert not load_config(write(tmp_path, VALID), {}).jobs[0].schema.drop_columns
     drop = VALID.replace("[[job.channel]]", '[job.schema]\ndrop_column = "drop"\n[[job.channel]]')
     assert load_config(write(tmp_path, drop), {}).jobs[0].schema.drop_columns
     assert problems(tmp_path, drop.replace('"drop"', '"delete"')) == [
         "job[0].schema.drop_column: must be one of keep, drop, got 'delete'"]
+    assert load_config(write(tmp_path, VALID), {}).jobs[0].schema.truncate == "ignore"
+    truncate = VALID.replace("[[job.channel]]", '[job.schema]\ntruncate = "apply"\n[[job.channel]]')
+    assert load_config(write(tmp_path, truncate), {}).jobs[0].schema.applies_truncate
 
 
 def test_missing_required_key(tmp_path):

@@ -5,8 +5,8 @@ of a workload, with rows before and after it in the same Canal batch and one
 ALTER issued inside an open transaction (MariaDB commits it first); the
 target then equals MariaDB, cell by cell (the column the source dropped is
 kept in the target, as by default, and left out of the comparison). A type
-change Iceberg cannot follow pauses the job; a daemon SIGKILLed as soon as a
-DDL is in the target resumes exact.
+change Iceberg cannot follow pauses the job; a TRUNCATE applies when the job
+says so; a daemon SIGKILLed as soon as a DDL is in the target resumes exact.
 
 With ``canal.instance.tsdb.enable=false`` Canal reads a table's columns from
 the live database when it first meets the table and again after each DDL,
@@ -25,7 +25,7 @@ from canalbridge.devkit.memory_writer import InMemoryWriter
 from canalbridge.devkit.sql_source import Source
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.writer import make_writer
 from tests.daemon_process import daemon_log, running_daemon, stop
@@ -37,9 +37,9 @@ pytestmark = pytest.mark.real
 COMMIT = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
 
 
-def iceberg_job(spark, spark_settings, canal, db: str) -> SyncJob:
+def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | None = None) -> SyncJob:
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
-                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), COMMIT)
+                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), COMMIT, schema=schema or SchemaSettings())
     return SyncJob(settings, lambda channel: make_writer(spark, channel, db, spark_settings))
 
 
@@ -148,6 +148,30 @@ def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(
         job.shutdown()
     assert "row columns (id, remark) are not the target's (id, note)" in message, message
     assert writer.rows == {} and job.acks.position is None  # row 1, written as `note`, was not mapped by position
+
+
+@pytest.mark.spark
+def test_a_truncate_the_job_applies_empties_the_target_between_the_rows_around_it(real_destination, canal, mariadb,
+                                                                                 spark, spark_settings):
+    db = "ddl_truncate"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"])
+    source = Source(mariadb, db, (), seed=3)
+    job = iceberg_job(spark, spark_settings, canal, db, SchemaSettings(truncate="apply"))
+    job.start()
+    try:
+        source.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        source.commit()
+        caught_up(job, mariadb)
+        source.sql("INSERT INTO t VALUES (3, 'c')")  # in the same Canal batch as the TRUNCATE
+        source.sql("TRUNCATE TABLE t")
+        source.sql("INSERT INTO t VALUES (4, 'd')")
+        source.commit()
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    table = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(20)")))
+    assert_target_equals_source(spark, source, table, f"lake.{db}.t")
+    assert [row[0] for row in spark.table(quote_table(f"lake.{db}.t")).collect()] == [4]
 
 
 @pytest.mark.spark

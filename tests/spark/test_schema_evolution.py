@@ -122,3 +122,18 @@ def test_adding_a_column_the_target_kept_after_a_drop_is_refused(spark, spark_se
     with pytest.raises(SchemaChangeError, match="the target has a column name already"):
         alter(writer, "ALTER TABLE t ADD name VARCHAR(8)", position(160))
     assert writer.committed_position() == position(150)
+
+
+@pytest.mark.parametrize("mode", ["upsert", "changelog"])
+def test_a_truncate_the_job_applies_empties_an_upsert_target_and_leaves_a_changelog(spark, spark_settings, mode):
+    target = f"lake.evolve_truncate_{mode}.t"
+    writer = make_writer(spark, ChannelSettings("db.t", target, mode=mode), JOB, spark_settings)
+    commit(writer, position(100), (ID, NAME), (1, "a"), (2, "b"))
+    alter(writer, "TRUNCATE TABLE t", position(150))
+    commit(writer, position(200), (ID, NAME), (3, "c"))
+    ids = [row[0] for row in spark.sql(f"SELECT id FROM {quote_table(target)} ORDER BY id").collect()]
+    assert ids == ([3] if mode == "upsert" else [1, 2, 3])
+    assert writer.committed_position() == position(200)
+    if mode == "upsert":  # the TRUNCATE's own snapshot carries its position
+        summaries = spark.sql(f"SELECT summary FROM {quote_table(target)}.snapshots WHERE operation = 'delete'")
+        assert [row["summary"]["canalbridge.offset"] for row in summaries.collect()] == ["150"]

@@ -206,3 +206,20 @@ def test_rows_before_a_ddl_that_failed_to_commit_are_replayed_under_the_old_colu
     writer = harness.writers["db.t"]
     assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b", "qty": "2"}}
     assert harness.job.stats.rollbacks >= 1 and harness.job.state is JobState.PAUSED  # (paused by the test)
+
+
+@pytest.mark.parametrize("truncate", ["ignore", "apply"])
+def test_a_truncate_is_ignored_unless_the_job_applies_it(dev_server_factory, truncate):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(tables=(BEFORE,), row_changes=0))
+    settings = dataclasses.replace(job_settings(server, workload), schema=SchemaSettings(truncate=truncate))
+    harness = Harness(server, workload, settings)
+    binlog = BinlogWriter()
+    entries = insert(binlog, BEFORE, {"id": 1, "name": "a"}, {"id": 2, "name": "b"})
+    ddl = binlog.ddl("db", "t", EventType.TRUNCATE, "TRUNCATE TABLE t")
+    entries += [ddl, *insert(binlog, BEFORE, {"id": 3, "name": "c"})]
+    run(server, harness, entries)
+    writer = harness.writers["db.t"]
+    kept = {} if truncate == "apply" else {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
+    assert writer.rows == {**kept, ("3",): {"id": "3", "name": "c"}}
+    assert writer.alterations == ([("TRUNCATE TABLE t", EntryPosition.of(ddl))] if truncate == "apply" else [])
