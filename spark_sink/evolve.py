@@ -136,7 +136,7 @@ def _plan(columns: Sequence[Column], changes: Sequence[SchemaChange], *, drop_co
                 operations.append(MakeNullable(existing.name))
                 current[existing.name.lower()] = Column(existing.name, existing.spark_type)
         elif isinstance(change, RenameColumn | ChangeColumn):
-            new_name = change.new_name if isinstance(change, RenameColumn) else change.column.name
+            new_name = change.new_name
             existing = find(change.name)
             if existing is None:
                 if find(new_name) is not None:

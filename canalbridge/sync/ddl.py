@@ -84,8 +84,13 @@ class ChangeColumn:
     place: Place = Place()
 
     @property
+    def new_name(self) -> str:
+        """The column's name after the change (as :attr:`RenameColumn.new_name`)."""
+        return self.column.name
+
+    @property
     def renames(self) -> bool:
-        return self.name.lower() != self.column.name.lower()
+        return self.name.lower() != self.new_name.lower()
 
 
 @dataclass(frozen=True)
@@ -362,8 +367,7 @@ def renamed(names: tuple[str, ...], changes: tuple[SchemaChange, ...]) -> tuple[
     current = list(names)
     for change in changes:
         if isinstance(change, RenameColumn | ChangeColumn):
-            new = change.new_name if isinstance(change, RenameColumn) else change.column.name
-            current = [new if name.lower() == change.name.lower() else name for name in current]
+            current = [change.new_name if name.lower() == change.name.lower() else name for name in current]
     return tuple(current)
 
 
