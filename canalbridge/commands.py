@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from canalbridge.control import ControlError, request
 from canalbridge.logs import configure_logging
 from canalbridge.state import StateError, StateStore
 from canalbridge.status import job_json, render_text
-from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
+from canalbridge.sync.record import JobRecord, JobState
+from canalbridge.sync.routes import known_channels
 
 EXIT_CONFIG = 2
 
@@ -95,8 +97,9 @@ def offline_status(config: Config) -> dict[str, Any]:
         store.close()
     jobs = []
     for settings in config.jobs:
-        record = records.get(settings.name) or JobRecord(
-            settings.name, JobState.PENDING, tuple(ChannelRecord(c.source, c.target) for c in settings.channels))
+        stored = records.get(settings.name)
+        channels = known_channels(settings, stored.channels if stored else ())
+        record = replace(stored, channels=channels) if stored else JobRecord(settings.name, JobState.PENDING, channels)
         jobs.append(job_json(record, settings))
     return {"live": False, "pid": None, "jobs": jobs}
 

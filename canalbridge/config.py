@@ -26,6 +26,7 @@ from canalbridge.sync.settings import (
     MaintenanceSettings,
     SchemaSettings,
 )
+from canalbridge.sync.tables import PatternError, TablePattern, TargetTemplate, merges
 from spark_sink.settings import SparkSettings
 
 
@@ -212,11 +213,15 @@ MAINTENANCE_KEYS = {
     "timeout_seconds": Key((int, float), check=_positive),
 }
 CHANNEL_KEYS = {
-    "source": Key(str, required=True, check=_table_name(2)),
-    "target": Key(str, required=True, check=_table_name(3)),
+    "source": Key(str, check=_table_name(2)),
+    "source_regex": Key(str, check=_non_empty),
+    "target": Key(str, required=True, check=_non_empty),  # a template: checked with the source
     "columns": Key(list),
     "key": Key(list),
     "mode": Key(str, check=_one_of("upsert", "changelog")),
+    "schema_column": Key(str, check=_non_empty),
+    "table_column": Key(str, check=_non_empty),
+    "source_in_key": Key(bool),
 }
 
 
@@ -332,6 +337,8 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
             items = channel.get(list_key)
             if items is not None and (not items or not all(isinstance(i, str) and i for i in items)):
                 problems.append(f"{channel_where}.{list_key}: must be a non-empty list of column names")
+        given = set(raw_channel) if isinstance(raw_channel, dict) else set()
+        _channel_tables(channel, given, channel_where, problems, warnings)
         channels.append(channel)
     if "channel" in values and not values["channel"]:
         problems.append(f"{where}.channel: at least one [[job.channel]] is required")
@@ -384,7 +391,7 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
                 source=c["source"], target=c["target"],
                 columns=tuple(c["columns"]) if "columns" in c else None,
                 key=tuple(c["key"]) if "key" in c else None,
-                **_given(c, "mode"),
+                **_given(c, "mode", "pattern", "schema_column", "table_column", "source_in_key"),
             )
             for c in channels
         ),
@@ -392,6 +399,47 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
         maintenance=MaintenanceSettings(**maintenance),
         schema=SchemaSettings(**schema),
     )
+
+
+def _channel_tables(channel: dict[str, Any], given: set[str], where: str, problems: list[str],
+                    warnings: list[str]) -> None:
+    """A channel's source (a table, a glob or ``source_regex``) and target (a template): checked, and turned
+    into the values :class:`ChannelSettings` takes (``pattern`` for a rule; a named table's target formatted)."""
+    if ("source" in given) == ("source_regex" in given):
+        problems.append(f"{where}: give it source (schema.table, either part may have * ? [...]) or source_regex, "
+                        f"{'not both' if 'source' in channel else 'none is set'}")
+        channel.pop("target", None)
+        return
+    if "source" not in channel and "source_regex" not in channel:
+        return  # (its check said why)
+    regex = "source_regex" in channel
+    try:
+        pattern = TablePattern(channel.pop("source_regex") if regex else channel["source"], regex=regex)
+    except PatternError as exc:
+        problems.append(f"{where}.{'source_regex' if regex else 'source'}: {exc}")
+        channel.pop("target", None)
+        return
+    if "target" not in channel:
+        return
+    try:
+        template = TargetTemplate(channel["target"])
+    except PatternError as exc:
+        problems.append(f"{where}.target: {exc}")
+        channel.pop("target")
+        return
+    channel["source"] = pattern.text
+    if pattern.literal:
+        schema, table = pattern.text.split(".")
+        channel["target"] = template.format(schema, table)
+    else:
+        channel["pattern"] = pattern
+    if channel.get("source_in_key") and not ("schema_column" in channel or "table_column" in channel):
+        problems.append(f"{where}.source_in_key: the key takes the columns that record the source: set "
+                        f"table_column (and schema_column if the shards' schemas differ)")
+    if merges(pattern, template) and channel.get("mode", "upsert") == "upsert" and not channel.get("source_in_key"):
+        warnings.append(f"{where}: {pattern.text} merges tables into {template.text}; rows of different tables "
+                        f"with the same key replace each other there. If the shards' keys may collide, set "
+                        f"table_column (and schema_column) with source_in_key = true")
 
 
 def _kafka(values: dict[str, Any], where: str, environ: dict[str, str], problems: list[str]) -> KafkaSettings | None:
@@ -459,6 +507,8 @@ def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> N
         destinations.setdefault(key, index)
         for position, channel in enumerate(job.channels):
             where = f"job[{index}].channel[{position}].target"
+            if channel.pattern is not None:
+                continue  # (a rule's targets are known as its tables appear; the job checks them then)
             if channel.target in targets:
                 problems.append(f"{where}: {channel.target} is already written by {targets[channel.target]}")
             targets.setdefault(channel.target, where)

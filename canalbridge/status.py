@@ -67,8 +67,10 @@ def job_config_json(settings: JobSettings) -> dict[str, Any]:
             "interval_seconds", "min_events", "min_bytes", "max_bytes", "max_source_txn_wait_seconds",
             "store_capacity", "retries")},
         "maintenance": dataclasses.asdict(settings.maintenance),
-        "channels": [{"source": c.source, "target": c.target, "mode": c.mode,
-                      "columns": list(c.columns) if c.columns else None, "key": list(c.key) if c.key else None}
+        "channels": [{"source": c.source, "target": c.target, "mode": c.mode, "pattern": c.pattern is not None,
+                      "columns": list(c.columns) if c.columns else None, "key": list(c.key) if c.key else None,
+                      "schema_column": c.schema_column, "table_column": c.table_column,
+                      "source_in_key": c.source_in_key}
                      for c in settings.channels],
     }
 
@@ -81,7 +83,7 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "name": record.name,
         "state": record.state.value,
         "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed),
-                      "layout_note": c.layout_note, "maintenance": c.maintenance}
+                      "layout_note": c.layout_note, "maintenance": c.maintenance, "rule": c.rule}
                      for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
@@ -124,14 +126,18 @@ def render_text(document: dict[str, Any]) -> str:
                          f"end {partition['end_offset']}, lag {partition['lag']} messages"
                          + (f", last {partition['binlog_position']}" if partition["binlog_position"] else "")
                          + (f" executed {partition['execute_time']}" if partition["execute_time"] else ""))
+        rules = {c["source"]: c["target"] for c in (job["config"] or {}).get("channels", ()) if c.get("pattern")}
+        made: dict[str, list[dict[str, Any]]] = {rule: [] for rule in rules}
         for channel in job["channels"]:
-            committed = channel["committed_position"]
-            where = _where(committed) if committed else "nothing committed"
-            lines.append(f"  {channel['source']} -> {channel['target']}  ({where})")
-            if channel.get("layout_note"):
-                lines.append(f"    slow commits: {channel['layout_note']}")
-            if channel.get("maintenance"):
-                lines.append(f"    last maintenance: {channel['maintenance']}")
+            if channel.get("rule"):
+                made.setdefault(channel["rule"], []).append(channel)
+            else:
+                lines.extend(_channel_lines(channel, "  "))
+        for rule, channels in made.items():
+            into = f" -> {rules[rule]}" if rule in rules else ""
+            lines.append(f"  pattern {rule}{into}: {len(channels)} table{'' if len(channels) == 1 else 's'} so far")
+            for channel in channels:
+                lines.extend(_channel_lines(channel, "    "))
         config = job["config"]
         if config and "canal" in config:
             canal = config["canal"]
@@ -142,6 +148,17 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append(f"  kafka {','.join(kafka['bootstrap_servers'])} topic {kafka['topic']} group "
                          f"{kafka['group_id']} format {kafka['format']}")
     return "\n".join(lines)
+
+
+def _channel_lines(channel: dict[str, Any], indent: str) -> list[str]:
+    committed = channel["committed_position"]
+    where = _where(committed) if committed else "nothing committed"
+    lines = [f"{indent}{channel['source']} -> {channel['target']}  ({where})"]
+    if channel.get("layout_note"):
+        lines.append(f"{indent}  slow commits: {channel['layout_note']}")
+    if channel.get("maintenance"):
+        lines.append(f"{indent}  last maintenance: {channel['maintenance']}")
+    return lines
 
 
 def _where(position: dict[str, Any]) -> str:

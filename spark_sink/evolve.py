@@ -16,6 +16,11 @@ out in one Iceberg transaction. The rules:
   (int -> bigint, float -> double, a decimal's precision up at the same
   scale); a type that maps to the same Iceberg type (a longer varchar) is no
   change; anything else is refused, naming the column and both types.
+
+A target that several shards share (``shared``) meets each shard's copy of
+the same DDL in turn: what the target already shows is no change (an ADD
+of a column it has, as wide or wider; a rename done; a type it holds
+wider), and only what is left is applied.
 """
 
 from __future__ import annotations
@@ -80,13 +85,13 @@ class EvolutionRefused(ValueError):
 
 
 def plan(columns: Sequence[Column], changes: Sequence[SchemaChange], *, drop_columns: bool,
-         key: Sequence[str] = ()) -> list[Operation]:
+         key: Sequence[str] = (), shared: bool = False) -> list[Operation]:
     """The Iceberg operations, in order, that bring ``columns`` where ``changes`` take the source.
 
     Raises :class:`EvolutionRefused` for a change the target cannot follow.
     """
     try:
-        return _plan(columns, changes, drop_columns=drop_columns, key=key)
+        return _plan(columns, changes, drop_columns=drop_columns, key=key, shared=shared)
     except UnsupportedTypeError as exc:
         raise EvolutionRefused(str(exc)) from exc
 
@@ -104,7 +109,7 @@ def widening(column: Column, wanted: str) -> Widen | None:
 
 
 def _plan(columns: Sequence[Column], changes: Sequence[SchemaChange], *, drop_columns: bool,
-          key: Sequence[str]) -> list[Operation]:
+          key: Sequence[str], shared: bool) -> list[Operation]:
     current = {c.name.lower(): c for c in columns}
     keys = {k.lower() for k in key}
     operations: list[Operation] = []
@@ -116,6 +121,9 @@ def _plan(columns: Sequence[Column], changes: Sequence[SchemaChange], *, drop_co
         if isinstance(change, AddColumn):
             wanted = spark_type(change.column.mysql_type)
             existing = find(change.column.name)
+            if existing is not None and shared:
+                operations.extend(_retype_shared(existing, wanted))  # another shard added it first
+                continue
             if existing is not None:
                 raise EvolutionRefused(
                     f"the target has a column {existing.name} already (one the source dropped and the target "
@@ -155,11 +163,29 @@ def _plan(columns: Sequence[Column], changes: Sequence[SchemaChange], *, drop_co
             if isinstance(change, ChangeColumn):
                 wanted = spark_type(change.column.mysql_type)
                 if wanted != existing.spark_type:
-                    operations.extend(_retype(existing, wanted))
-                    current[new_name.lower()] = Column(new_name, wanted, existing.nullable)
-                if change.place != Place():
+                    retyped = _retype_shared(existing, wanted) if shared else _retype(existing, wanted)
+                    operations.extend(retyped)
+                    if retyped:
+                        current[new_name.lower()] = Column(new_name, wanted, existing.nullable)
+                if change.place != Place() and not shared:  # (shards may order their columns apart)
                     operations.append(Move(new_name, change.place))
     return operations
+
+
+def _retype_shared(column: Column, wanted: str) -> list[Operation]:
+    """A shared target's column meets a shard's type: widened to it, or kept where it is already as wide."""
+    if column.spark_type == wanted:
+        return []
+    try:
+        return _retype(column, wanted)
+    except EvolutionRefused:
+        try:
+            _retype(Column(column.name, wanted), column.spark_type)
+        except EvolutionRefused:
+            raise EvolutionRefused(f"column {column.name} is {column.spark_type} in the target, which another "
+                                   f"shard's DDL made, and this shard's makes it {wanted}: neither widens the "
+                                   f"other") from None
+        return []  # the target holds the wider type already: this shard's values fit
 
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")

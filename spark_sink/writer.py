@@ -231,7 +231,8 @@ class _IcebergWriter:
         properties = self.table.properties()
         key = json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
         try:
-            operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns, key=key)
+            operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns, key=key,
+                              shared=alteration.shared)
         except EvolutionRefused as exc:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
         new_key = list(renamed(tuple(key), alteration.changes))

@@ -105,6 +105,9 @@ class Alteration:
 
     ``position`` is the DDL's. With ``drop_columns`` a ``DROP COLUMN`` drops
     the target's column; without, the column stays, NULL in new rows.
+    ``shared``: the target is several shards', and each shard runs the same
+    DDL in turn; what the target already shows is applied (the column is
+    there, renamed, as wide), and a narrower type leaves the wider one.
     """
 
     table: str
@@ -112,3 +115,4 @@ class Alteration:
     changes: tuple[SchemaChange, ...]
     position: Position
     drop_columns: bool = False
+    shared: bool = False

@@ -52,8 +52,8 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import Alteration, ChangeRow, RawChange
-from canalbridge.sync.ddl import SchemaChange, TruncateTable, changes_columns, parse_ddl
+from canalbridge.sync.changes import Alteration, ChangeRow, RawChange, RowBatch
+from canalbridge.sync.ddl import SchemaChange, TruncateTable, changes_columns, columns_after, parse_ddl
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import Position, later
@@ -77,12 +77,13 @@ class _Begin:
 
 
 class _Pending(NamedTuple):
-    """One entry for the channel thread: a DML's or a DDL's RowChange, and its rows (``rowsCount``)."""
+    """One entry for the channel thread: a DML's or a DDL's RowChange, its rows (``rowsCount``) and its table."""
 
     position: Position
     row_change: bytes
     dml: bool
     rows: int
+    table: tuple[str, str]  # (schema, table): a merged channel's shards each have their own
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class Channel:
         self.job = job
         self.settings = settings
         self.source = settings.source
+        source_schema, _, source_table = settings.source.partition(".")
+        self._table = (source_schema, source_table)  # (of a channel of one table)
         self.writer = writer
         self.debug = debug
         self.committed_position: Position | None = None  # written by the committer thread after start
@@ -160,14 +163,17 @@ class Channel:
         self._sealed: queue.Queue[_Apply | _ReadPosition] = queue.Queue()
         self._log = log.bind(job=job, channel=settings.source)
         # Owned by the channel (staging) thread:
-        self._mapper: RowMapper | None = None
-        self._mapper_stale = False
+        self._mappers: dict[tuple[str, str], RowMapper] = {}  # by source table: shards map on their own
+        self._target_columns: tuple[str, ...] | None = None  # the target's, as the DDLs staged so far leave it
+        self._mappers_stale = False
+        self._layout: object = None  # the column facts of the rows the writer's open transaction holds
         self._raw = False  # the writer decodes RowChange bytes itself (set at start)
         self._label = ""
         self._rows_sent = 0
         self._begun = False  # the writer has an open transaction
         self._steps: list[_Step] = []  # what a DDL in this transaction sealed before it
         self._last_row: Position | None = None  # of the rows sent since the writer's transaction began
+        self._last_sent: Position | None = None  # of the last row the writer was sent
         self._failure: BaseException | None = None
         self._schedule = MaintenanceSchedule(self.maintenance, time.monotonic())  # the committer thread's
 
@@ -176,8 +182,9 @@ class Channel:
     def start(self) -> None:
         """Read the committed position back from the target and start the threads."""
         self.committed_position = self.writer.committed_position()
-        self._mapper = self._new_mapper()
-        self._raw = self.writer.decodes_row_changes()
+        self._target_columns = self.writer.target_columns()
+        # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
+        self._raw = self.writer.decodes_row_changes() and not self.settings.origin_columns
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
         self._committer = threading.Thread(target=self._run_committer, name=f"committer-{self.job}-{self.source}",
                                            daemon=True)
@@ -185,10 +192,20 @@ class Channel:
         self._committer.start()
         self._log.info("channel.started", target=self.settings.target, committed=str(self.committed_position))
 
-    def _new_mapper(self) -> RowMapper:
-        """A mapper that knows the target as it is now: at start, and after an abort (see :meth:`_forget`)."""
-        return RowMapper(self.source, self.settings.columns or self.writer.target_columns(), self.settings.key,
-                         before_images=self.writer.before_images(), by_name=self.settings.columns is None)
+    def _mapper(self, table: tuple[str, str]) -> RowMapper:
+        """The mapper of one source table (one for a channel of one table), knowing the target as it is now:
+        made afresh after an abort (see :meth:`_forget`)."""
+        mapper = self._mappers.get(table)
+        if mapper is None:
+            settings = self.settings
+            schema, name = table
+            origin = tuple((column, value) for column, value in ((settings.schema_column, schema),
+                                                                  (settings.table_column, name)) if column)
+            mapper = self._mappers[table] = RowMapper(
+                f"{schema}.{name}", settings.columns or self._target_columns, settings.key,
+                before_images=self.writer.before_images(), by_name=settings.columns is None, origin=origin,
+                origin_in_key=settings.source_in_key)
+        return mapper
 
     def join(self, timeout_s: float) -> bool:
         """Wait (after the job's stop event was set) for the threads to end; False if one is still busy."""
@@ -224,12 +241,14 @@ class Channel:
         self._label_sent = label
         self._put(_Begin(label))
 
-    def add(self, position: Position, row_change: bytes, *, dml: bool = True, rows: int = 0) -> None:
+    def add(self, position: Position, row_change: bytes, *, dml: bool = True, rows: int = 0,
+            table: tuple[str, str] | None = None) -> None:
         """Queue one ROWDATA entry's row change (or a DDL on this table, ``dml`` False) for this transaction.
 
-        ``rows`` is the entry's ``rowsCount``, what the metrics count when the writer decodes.
+        ``rows`` is the entry's ``rowsCount``, what the metrics count when the writer decodes; ``table``
+        its (schema, table), which a merged channel must be told (else: the channel's source).
         """
-        self._pending.append(_Pending(position, row_change, dml, rows))
+        self._pending.append(_Pending(position, row_change, dml, rows, table or self._table))
         self.entries_received += 1
         if len(self._pending) >= SEND_EVERY_ENTRIES:
             self._flush()
@@ -333,22 +352,31 @@ class Channel:
 
         A writer that decodes RowChange bytes itself gets them as they are:
         Python then reads only DDLs and the rows that teach it the columns.
+        Rows whose column facts differ from those before them in the writer's
+        open transaction (shards of a merged channel mid-way through the same
+        ALTER) start a step of their own: one transaction holds one layout.
         """
-        if self._mapper_stale:  # (it reads the target's columns: a failure here fails the commit, retried)
-            self._mapper = self._new_mapper()
-            self._mapper_stale = False
-        mapper = self._mapper
-        assert mapper is not None
+        if self._mappers_stale:  # (it reads the target's columns: a failure here fails the commit, retried)
+            self._mappers.clear()
+            self._target_columns = self.writer.target_columns()
+            self._mappers_stale = False
         rows: list[ChangeRow] = []
         raw: list[RawChange] = []
-        for position, data, dml, count in changes:
+        mapper: RowMapper | None = None
+        mapped_table: tuple[str, str] | None = None
+        for position, data, dml, count, table in changes:
+            if table != mapped_table:
+                self._send_rows(mapper, rows, raw)  # one batch holds one table's rows
+                rows, raw = [], []
+                mapper, mapped_table = self._mapper(table), table
+            assert mapper is not None
             if not dml:
-                self._send_rows(rows, raw)  # what came before the DDL lands before it
+                self._send_rows(mapper, rows, raw)  # what came before the DDL lands before it
                 rows, raw = [], []
                 change = self._decode(position, data)
                 mapper.map(change, position)  # the mapper names the last DDL if a later row does not fit
                 if change.isDdl:
-                    self._ddl(change.sql, position)
+                    self._ddl(change.sql, position, table)
                 continue
             if self._raw and mapper.columns is not None:
                 raw.append(RawChange(position, data, count))
@@ -364,33 +392,52 @@ class Channel:
                                             values=row.values)
                     rows.extend(mapped)
             self._last_row = position
-        self._send_rows(rows, raw)
+        self._send_rows(mapper, rows, raw)
 
-    def _send_rows(self, rows: list[ChangeRow], raw: list[RawChange]) -> None:
-        assert self._mapper is not None
-        if rows:
-            self._begin_once()
-            self.writer.send(self._mapper.batch(rows))
+    def _send_rows(self, mapper: RowMapper | None, rows: list[ChangeRow], raw: list[RawChange]) -> None:
+        if not rows and not raw:
+            return
+        assert mapper is not None
+        batch = mapper.batch(rows) if rows else mapper.raw_batch(raw)
+        layout = (batch.target_columns, batch.columns, batch.key_indexes)
+        if self._begun and layout != self._layout:
+            # Rows of another layout in this transaction (a shard not yet through an ALTER that another
+            # went through): those before them become a step of their own, stamped with their last position.
+            self._begun = False
+            assert self._last_sent is not None
+            self._steps.append(_Rows(self.writer.seal(), self._last_sent))
+        self._layout = layout
+        self._begin_once()
+        if isinstance(batch, RowBatch):
+            self.writer.send(batch)
             self._rows_sent += len(rows)
-        elif raw:
-            self._begin_once()
-            self.writer.send_raw(self._mapper.raw_batch(raw))
+        else:
+            self.writer.send_raw(batch)
             self._rows_sent += sum(change.rows for change in raw)
+        self._last_sent = (rows[-1].position if rows else raw[-1].position)
 
-    def _ddl(self, sql: str, position: Position) -> None:
-        """A DDL on this table: one that changes the columns (or a TRUNCATE the job applies) becomes a step."""
-        assert self._mapper is not None
+    def _ddl(self, sql: str, position: Position, table: tuple[str, str]) -> None:
+        """A DDL on one of this channel's tables: one that changes the columns (or a TRUNCATE the job applies)
+        becomes a step.
+
+        On a merged channel the step is the shared target's: applied where it
+        still changes something (the first shard's ALTER adds the column, the
+        others find it there), with dropped columns kept (other shards still
+        have them), and TRUNCATE never applied (it empties one shard).
+        """
+        mapper = self._mapper(table)
         ddl = parse_ddl(sql)
-        schema, _, table = self.source.partition(".")
+        schema, name = table
         if not ddl.understood:
             assert ddl.not_understood is not None
-            self._mapper.unread_ddl(ddl.not_understood)
+            mapper.unread_ddl(ddl.not_understood)
             self._log.warning("channel.ddl_not_understood", sql=sql, position=str(position),
                               reason=ddl.not_understood, note="the next row must keep the columns as they were")
             return
-        changes = ddl.changes_for(schema, table)
+        changes = ddl.changes_for(schema, name)
+        shared = self.settings.merged
         applied: tuple[SchemaChange, ...] = tuple(
-            c for c in changes if isinstance(c, TruncateTable) and self.schema.applies_truncate)
+            c for c in changes if isinstance(c, TruncateTable) and self.schema.applies_truncate and not shared)
         if changes_columns(changes):
             if self.settings.columns is None:
                 applied = changes
@@ -401,11 +448,16 @@ class Channel:
                                   reason="the channel maps columns by an explicit list")
                 return
         if not applied:
-            self._log.info("channel.ddl_skipped", sql=sql, position=str(position),
+            self._log.info("channel.ddl_skipped", sql=sql, position=str(position), table=f"{schema}.{name}",
                            changes=[type(c).__name__ for c in changes] or "none to the columns")
             return
-        alteration = Alteration(self.source, sql, applied, position, self.schema.drop_columns)
-        self._mapper.alter(alteration)
+        alteration = Alteration(f"{schema}.{name}", sql, applied, position,
+                                self.schema.drop_columns and not shared, shared=shared)
+        mapper.alter(alteration)
+        if self._target_columns is not None and self.settings.columns is None:
+            self._target_columns = columns_after(self._target_columns, applied, drop=alteration.drop_columns)
+            for other in self._mappers.values():
+                other.retarget(self._target_columns)
         if self._begun:
             self._begun = False
             self._steps.append(_Rows(self.writer.seal(), self._last_row))
@@ -452,7 +504,7 @@ class Channel:
         The replay starts where the target stands, which may be before a DDL
         the mapper had already taken in.
         """
-        self._mapper_stale = True  # built again before the next entry is mapped
+        self._mappers_stale = True  # built again before the next entry is mapped
 
     # -- the committer thread ---------------------------------------------------------------------
 
@@ -490,8 +542,10 @@ class Channel:
             except Exception as exc:
                 for rest in item.steps[index + 1:]:
                     _discard(rest, "an earlier step failed")
-                if isinstance(exc, ColumnsChangedError) and self._mapper is not None:
-                    exc = self._mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
+                if isinstance(exc, ColumnsChangedError):
+                    mapper = next((m for m in self._mappers.values() if m.table == exc.table), None)
+                    if mapper is not None:
+                        exc = mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
                 self._log.warning("channel.commit_failed", label=item.label, error=_brief(exc))
                 item.commit.result.set_exception(ChannelCommitError(self.source, item.label, exc))
                 return

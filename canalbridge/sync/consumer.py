@@ -56,8 +56,9 @@ from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.routes import Routes
 from canalbridge.sync.rows import is_ddl, rows_count
-from canalbridge.sync.settings import JobSettings
+from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import SourceLink, TakenBatch
 from canalbridge.sync.worker import Worker
 
@@ -122,6 +123,7 @@ class Consumer(Worker):
         on_failure: Callable[[SyncError], None],
         on_commit: Callable[[], None] | None = None,
         stats: ConsumerStats | None = None,
+        open_channel: Callable[[ChannelSettings], Channel] | None = None,
     ) -> None:
         super().__init__(f"consumer-{settings.name}", stop)
         self.settings = settings
@@ -129,6 +131,10 @@ class Consumer(Worker):
         self.job = settings.name
         self.link = link
         self.channels = {channel.source: channel for channel in channels}
+        self._routes = Routes(settings.name, settings.channels)
+        self._open_channel = open_channel  # starts a channel for a table a rule takes
+        self._by_table: dict[tuple[str, str], Channel | None] = {}  # what each table met so far goes to
+        self._label = ""  # the open transaction's
         self.committed = committed
         self.acks = acks
         self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
@@ -198,7 +204,7 @@ class Consumer(Worker):
     def _transaction(self) -> bool:
         """Run one transaction to its end: True once committed or voided by a rollback, False if it stopped."""
         self.stats.transactions += 1
-        label = f"{self.job}-{self.stats.transactions}"
+        label = self._label = f"{self.job}-{self.stats.transactions}"
         self._settle_failed_commits()
         for channel in self.channels.values():
             channel.begin(label)
@@ -289,7 +295,7 @@ class Consumer(Worker):
             if entry_type == _END:
                 work.source_txn_open_since = None
             elif entry_type == _ROWDATA:
-                channel = self.channels.get(f"{header.schemaName}.{header.tableName}")
+                channel = self._channel_for(header.schemaName, header.tableName)
                 if header.eventType in _DML:
                     if marks:
                         # MariaDB's transactions have no BEGIN entry: the first row opens one.
@@ -344,6 +350,27 @@ class Consumer(Worker):
         self._carry, self._carry_batch = entries[index + 1 :], batch_id
         self._carry_positions = positions[index + 1 :] if positions is not None else None
 
+    def _channel_for(self, schema: str, table: str) -> Channel | None:
+        """The channel that takes ``schema.table``'s entries: for a table a rule takes, opened when first met."""
+        key = (schema, table)
+        if key in self._by_table:
+            return self._by_table[key]
+        settings = self._routes.resolve(schema, table)
+        channel = None if settings is None else self.channels.get(settings.source)
+        if settings is not None and channel is None:
+            if self._open_channel is None:
+                raise AssertionError(f"no channel for {settings.source} and no way to open one")
+            # Its committed position is read first: entries it holds are skipped from the first.
+            channel = self._open_channel(settings)
+            channel.begin(self._label)
+            self.channels[channel.source] = channel
+            self._log.info("consumer.table_picked_up", table=f"{schema}.{table}", channel=channel.source,
+                           target=settings.target, rule=settings.rule, committed=str(channel.committed_position))
+        elif channel is not None and settings is not None and settings.merged:
+            self._log.info("consumer.shard_joined", table=f"{schema}.{table}", channel=channel.source)
+        self._by_table[key] = channel
+        return channel
+
     def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool) -> bool:
         """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
         if channel is None:
@@ -354,7 +381,8 @@ class Consumer(Worker):
         if done is None or position > done or self._applies_again(channel, position, done, missed):
             header = entry.header
             dml = header.eventType in _DML
-            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0)
+            table = (header.schemaName, header.tableName) if channel.settings.merged else None
+            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
             if missed:
                 self._second.fill(position, channel.source)
             return True

@@ -145,6 +145,30 @@ class TargetSourceMismatchError(SyncError):
         super().__init__(f"job {job}: target {target} {message}")
 
 
+class RouteConflictError(SyncError):
+    """A table a rule takes would go into a target another channel of the job writes."""
+
+    transient = False
+
+    def __init__(self, job: str, table: str, target: str, owner: str) -> None:
+        self.job = job
+        self.table = table
+        self.target = target
+        super().__init__(f"job {job}: table {table} would go into {target}, which channel {owner} writes; give "
+                         f"the rules targets that do not meet")
+
+
+class ChannelOpenError(SyncError):
+    """A channel for a table that just appeared could not open its target."""
+
+    def __init__(self, channel: str, target: str, cause: BaseException) -> None:
+        self.channel = channel
+        self.target = target
+        self.cause = cause
+        self.transient = getattr(cause, "transient", True)
+        super().__init__(f"channel {channel}: cannot open its target {target}: {cause}")
+
+
 class SourceChangedError(SyncError):
     """Canal sent an entry from another binlog than the one acked: a MySQL failover or a reset binlog."""
 

@@ -26,6 +26,7 @@ from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.maintenance import MaintenanceRun
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
+from canalbridge.sync.routes import known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
 
@@ -164,16 +165,26 @@ class SyncJob:
         return self.acks.position_info()
 
     def record(self) -> JobRecord:
-        """Everything known of the job now, for the state store and status."""
+        """Everything known of the job now, for the state store and status.
+
+        Its channels: those named for one table, and those the rules made,
+        in this run or (remembered by the state store) before it.
+        """
         committed = self.committed.as_dict()
-        notes = {channel.source: channel.layout_note for channel in self.channels}
-        maintenance = {channel.source: channel.last_maintenance for channel in self.channels}
+        live = self.channels
+        notes = {channel.source: channel.layout_note for channel in live}
+        maintenance = {channel.source: channel.last_maintenance for channel in live}
+        known = {c.source: c for c in self._record.channels}
+        for channel in live:
+            if channel.source not in known:
+                known[channel.source] = ChannelRecord(channel.source, channel.settings.target,
+                                                      rule=channel.settings.rule)
         return replace(
             self._record,
             channels=tuple(
-                ChannelRecord(c.source, c.target, committed.get(c.source), notes.get(c.source),
-                              _describe(maintenance.get(c.source)))
-                for c in self.settings.channels),
+                ChannelRecord(c.source, c.target, committed.get(c.source) or c.committed, notes.get(c.source),
+                              _describe(maintenance.get(c.source)), c.rule)
+                for c in known.values()),
             ack=self.acks.last,
             last_commit_time_ms=self.stats.last_commit_time_ms,
             updated_ms=_now_ms(),
@@ -190,8 +201,11 @@ class SyncJob:
         """Take back what the state store remembers (before start)."""
         with self._lock:
             # Not the committed positions: the targets' snapshots are read at start and
-            # win (a table rolled back by its owner must be written again).
-            self._record = replace(record, channels=self._channel_records(), stuck=())
+            # win (a table rolled back by its owner must be written again). The channels
+            # rules made are listed (for status) until they are met again.
+            channels = tuple(replace(c, committed=None) if c.rule is None else c
+                             for c in known_channels(self.settings, record.channels))
+            self._record = replace(record, channels=channels, stuck=())
             ack = record.ack
             if ack is not None and isinstance(ack.position, KafkaPosition) != (self.settings.kafka is not None):
                 ack = None  # the job's source changed kind since: that ack says nothing about this one
@@ -207,7 +221,7 @@ class SyncJob:
         return writer
 
     def _channel_records(self) -> tuple[ChannelRecord, ...]:
-        return tuple(ChannelRecord(c.source, c.target) for c in self.settings.channels)
+        return known_channels(self.settings)
 
     def _stop_run(self) -> None:
         """Stop the running threads within the bound. Call with the lock held."""

@@ -17,7 +17,7 @@ from canalbridge.canal import CanalConnector
 from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer, ConsumerStats
-from canalbridge.sync.errors import SyncError, TargetSourceMismatchError
+from canalbridge.sync.errors import ChannelOpenError, SyncError, TargetSourceMismatchError
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
 from canalbridge.sync.receiver import Receiver
@@ -68,7 +68,8 @@ class JobRun:
         self._log = log.bind(job=settings.name)
 
     def start(self) -> None:
-        """Open every channel (reading its committed position back), then start the Receiver and Consumer.
+        """Open every channel named for one table (reading its committed position back), then start the
+        Receiver and Consumer; rules open theirs as their tables appear.
 
         If a channel cannot be opened, the ones already started are stopped
         and the error is raised.
@@ -76,13 +77,8 @@ class JobRun:
         settings = self.settings
         try:
             for channel_settings in settings.channels:
-                channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
-                                  settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
-                                  schema=settings.schema, debug=settings.debug)
-                self.channels.append(channel)
-                channel.start()
-                _check_source(settings, channel_settings.target, channel.committed_position)
-                self._committed.advance(channel.source, channel.committed_position)
+                if channel_settings.pattern is None:
+                    self.open_channel(channel_settings)
         except Exception:
             self.stop(settings.commit.stop_timeout_seconds)
             raise
@@ -91,17 +87,39 @@ class JobRun:
             Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
                      debug=settings.debug),
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
-                     on_commit=self._on_commit, stats=self._stats),
+                     on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer),
         ]
         for worker in self._workers:
             worker.start()
+
+    def open_channel(self, channel_settings: ChannelSettings) -> Channel:
+        """Start a channel (reading its committed position back from its target) and count it in this run."""
+        settings = self.settings
+        channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
+                          settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
+                          schema=settings.schema, debug=settings.debug)
+        self.channels.append(channel)
+        channel.start()
+        _check_source(settings, channel_settings.target, channel.committed_position)
+        self._committed.advance(channel.source, channel.committed_position)
+        return channel
+
+    def _open_for_consumer(self, channel_settings: ChannelSettings) -> Channel:
+        """A channel for a table a rule took mid-run: a target that cannot be opened fails the transaction."""
+        try:
+            return self.open_channel(channel_settings)
+        except SyncError:
+            raise
+        except Exception as exc:
+            raise ChannelOpenError(channel_settings.source, channel_settings.target, exc) from exc
 
     def _new_link(self) -> SourceLink:
         settings = self.settings
         capacity = settings.commit.queue_batches
         if settings.kafka is not None:
             return KafkaLink(settings.name, settings.kafka, capacity, self._acks, self._committed,
-                             [channel.source for channel in settings.channels])
+                             [channel.source for channel in settings.channels if channel.pattern is None],
+                             rules=settings.has_rules)
         canal = settings.canal
         assert canal is not None, "a job reads Canal or Kafka"
         connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
@@ -133,7 +151,7 @@ class JobRun:
         """Wait at most ``timeout_s`` in all for the threads to end (once stopping); those still running."""
         # Every thread watches the stop event, so they wind down together: one deadline for all.
         deadline = time.monotonic() + timeout_s
-        threads: list[Worker | Channel] = [*self._workers, *self.channels]
+        threads: list[Worker | Channel] = [*self._workers, *list(self.channels)]
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
         return self.still_running()
@@ -141,4 +159,4 @@ class JobRun:
     def still_running(self) -> tuple[str, ...]:
         """Threads of this run that have not ended yet (after :meth:`stop`: the stuck ones)."""
         running = [worker.name for worker in self._workers if worker.alive]
-        return tuple(running + [f"channel-{channel.source}" for channel in self.channels if channel.alive])
+        return tuple(running + [f"channel-{channel.source}" for channel in list(self.channels) if channel.alive])

@@ -124,7 +124,7 @@ class KafkaLink:
 
     def __init__(self, job: str, settings: KafkaSettings, capacity: int, acks: AckState,
                  committed: CommittedPositions, sources: Sequence[str],
-                 consumer_factory: Callable[..., Any] | None = None) -> None:
+                 consumer_factory: Callable[..., Any] | None = None, *, rules: bool = False) -> None:
         self.job = job
         self.settings = settings
         self.capacity = capacity
@@ -134,6 +134,8 @@ class KafkaLink:
         self._format = RecordFormat(settings.record_format)
         self._committed = committed
         self._sources = tuple(sources)
+        # Rules make channels as their tables appear: the targets known at start are not all of them.
+        self._rules = rules
         self._consumer_factory = consumer_factory
         self._consumer: Any = None
         self._assigned: list[Any] = []  # TopicPartitions
@@ -249,7 +251,8 @@ class KafkaLink:
             if not known:
                 # With no group offset, a target that holds any Kafka position means the job ran before:
                 # read from the beginning (replays are skipped) rather than jump to the end.
-                earliest = self.settings.start_from == "earliest" or any(
+                # A job with rules cannot tell before it reads: it reads from the beginning too.
+                earliest = self.settings.start_from == "earliest" or self._rules or any(
                     isinstance(self._committed.get(source), KafkaPosition) for source in self._sources)
                 start = beginning[tp] if earliest else end[tp]
             else:
@@ -268,7 +271,10 @@ class KafkaLink:
         return starts
 
     def _held_by_targets(self, lane: str) -> int | None:
-        """The offset every channel's target holds this lane through (None if one holds nothing of it)."""
+        """The offset every channel's target holds this lane through (None if one holds nothing of it, or if
+        rules may have targets not met yet)."""
+        if self._rules:
+            return None
         offsets = []
         for source in self._sources:
             position = self._committed.get(source)

@@ -49,6 +49,7 @@ class ChannelRecord:
     committed: Position | None = None
     layout_note: str | None = None  # live only (not in the state store): a layout that slows commits
     maintenance: str | None = None  # live only: the last maintenance run, when, and what it did
+    rule: str | None = None  # the pattern of the rule that made the channel (from the config, not stored)
 
 
 @dataclass(frozen=True)

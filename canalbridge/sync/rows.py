@@ -36,6 +36,9 @@ from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import Position
 
 EventType = entry_pb.EventType
+# The columns that record a row's source schema and table: MySQL's names are at most 64 characters.
+ORIGIN_TYPE = "varchar(64)"
+ORIGIN_SQL_TYPE = 12  # java.sql.Types.VARCHAR, as Canal gives a varchar
 _INSERT, _UPDATE, _DELETE = int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)
 _INSERTED, _DELETED = ChangeKind.INSERT, ChangeKind.DELETE
 _BEFORE, _AFTER = ChangeKind.UPDATE_BEFORE, ChangeKind.UPDATE_AFTER
@@ -50,7 +53,10 @@ class RowMapper:
     ``key_columns`` overrides the source's primary key when given.
     ``before_images`` is what the writer asked for: with ``KEY_CHANGES``
     only the key columns of before images are read (the others left None)
-    and a key-keeping UPDATE gives its after image alone.
+    and a key-keeping UPDATE gives its after image alone. ``origin`` are
+    (target column, value) pairs every row gets after its own columns (the
+    source schema and table of a merged channel's shard), part of the key
+    with ``origin_in_key``.
     """
 
     def __init__(
@@ -61,8 +67,13 @@ class RowMapper:
         *,
         before_images: BeforeImages = BeforeImages.FULL,
         by_name: bool = False,
+        origin: Sequence[tuple[str, str]] = (),
+        origin_in_key: bool = False,
     ) -> None:
         self.table = table
+        self._origin_names = tuple(name for name, _ in origin)
+        self._origin_values: tuple[str | None, ...] = tuple(value for _, value in origin)
+        self._origin_in_key = origin_in_key
         self.by_name = by_name
         self.key_only_before = before_images is BeforeImages.KEY_CHANGES
         self.target_columns = tuple(target_columns) if target_columns is not None else None
@@ -112,19 +123,24 @@ class RowMapper:
         return rows
 
     def _values(self, columns: Sequence[entry_pb.Column], position: Position) -> tuple[str | None, ...]:
-        if self._columns is None or len(columns) != len(self._columns):
+        if self._columns is None or len(columns) + len(self._origin_values) != len(self._columns):
             self._learn(columns, position)
+        if self._origin_values:
+            return tuple([None if column.isNull else column.value for column in columns]) + self._origin_values
         return tuple([None if column.isNull else column.value for column in columns])
 
     def _before(self, columns: Sequence[entry_pb.Column], position: Position) -> tuple[str | None, ...]:
         if not self.key_only_before:
             return self._values(columns, position)
-        if self._columns is None or len(columns) != len(self._columns):
+        if self._columns is None or len(columns) + len(self._origin_values) != len(self._columns):
             self._learn(columns, position)
-        values: list[str | None] = [None] * len(columns)
+        count = len(columns)
+        values: list[str | None] = [None] * count
+        values += self._origin_values
         for index in self.key_indexes:
-            column = columns[index]
-            values[index] = None if column.isNull else column.value
+            if index < count:
+                column = columns[index]
+                values[index] = None if column.isNull else column.value
         return tuple(values)
 
     def alter(self, alteration: Alteration) -> None:
@@ -135,6 +151,11 @@ class RowMapper:
             self.target_columns = columns_after(self.target_columns, alteration.changes,
                                                 drop=alteration.drop_columns)
         self._columns = self._signature = None
+
+    def retarget(self, target_columns: Sequence[str]) -> None:
+        """The target's columns as a DDL (on this table or another shard of its target) leaves them."""
+        if self.by_name:
+            self.target_columns = tuple(target_columns)
 
     def unread_ddl(self, reason: str) -> None:
         """The DDL just mapped could not be read: a later row whose columns differ names why."""
@@ -181,6 +202,7 @@ class RowMapper:
                 f"({', '.join(self.target_columns)}); the row's: {', '.join(names)}",
                 position,
             )
+        names += self._origin_names
         if self.by_name and self.target_columns is not None:
             spelled = {n.lower(): n for n in self.target_columns}
             missing = [n for n in names if n.lower() not in spelled]
@@ -191,9 +213,11 @@ class RowMapper:
                     position,
                 )
             names = [spelled[n.lower()] for n in names]  # as the target spells them
-        if self._columns is not None and len(columns) != len(self._columns):
-            raise self._error(f"row has {len(columns)} columns, earlier rows had {len(self._columns)}", position)
-        self._columns = tuple(SourceColumn(c.name, c.mysqlType, c.sqlType, c.isKey) for c in columns)
+        if self._columns is not None and len(columns) + len(self._origin_names) != len(self._columns):
+            earlier = len(self._columns) - len(self._origin_names)
+            raise self._error(f"row has {len(columns)} columns, earlier rows had {earlier}", position)
+        self._columns = tuple(SourceColumn(c.name, c.mysqlType, c.sqlType, c.isKey) for c in columns) + tuple(
+            SourceColumn(name, ORIGIN_TYPE, ORIGIN_SQL_TYPE, False) for name in self._origin_names)
         self._source_names = tuple(c.name for c in columns)
         self._names = tuple(names)
         target_names = self.output_columns()
@@ -208,6 +232,10 @@ class RowMapper:
                 raise RowMappingError(
                     self.table, "the source table has no primary key; set `key` for this channel", position
                 )
+        if self._origin_in_key:
+            count = len(self._columns)
+            self._key_indexes += tuple(i for i in range(count - len(self._origin_names), count)
+                                       if i not in self._key_indexes)
         self._key_getter = operator.itemgetter(*self._key_indexes)  # C speed: runs for every UPDATE
 
     def output_columns(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from canalbridge.canal.server_defaults import (
     STORE_MEMUNIT,
     TRANSACTION_SIZE,
 )
+from canalbridge.sync.tables import TablePattern
 
 MB = 1024 * 1024
 
@@ -127,18 +128,43 @@ class CommitSettings:
 
 @dataclass(frozen=True)
 class ChannelSettings:
-    """One source table synced into one target table."""
+    """One source table synced into one target table, or a rule that makes such channels.
 
-    source: str  # "db.table"
-    target: str  # "lake.db.table"
+    A rule (``pattern`` set) takes every table its pattern matches, each into
+    the target its template names (:mod:`canalbridge.sync.routes` makes the
+    channels as the tables appear). A channel a rule made names it in
+    ``rule``; one that several tables share (``merged``, shards of one table)
+    is named by the rule's pattern. ``schema_column`` / ``table_column`` are
+    target columns that record where each row came from; ``source_in_key``
+    adds them to the key (shards whose keys may collide).
+    """
+
+    source: str  # "db.table"; a rule's: its pattern
+    target: str  # "lake.db.table"; a rule's: a template with {schema} and {table}
     columns: tuple[str, ...] | None = None  # target names in source column order
     key: tuple[str, ...] | None = None  # overrides the source primary key
     mode: str = "upsert"  # or "changelog"
+    pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
+    schema_column: str | None = None
+    table_column: str | None = None
+    source_in_key: bool = False
+    rule: str | None = None  # the pattern of the rule that made this channel
+    merged: bool = False
 
     @property
     def keeps_every_change(self) -> bool:
         """A changelog keeps each change; an upsert target keeps the last change per key."""
         return self.mode == "changelog"
+
+    @property
+    def origin_columns(self) -> tuple[str, ...]:
+        """The target columns that record each row's source schema and table, as configured."""
+        return tuple(c for c in (self.schema_column, self.table_column) if c is not None)
+
+    @property
+    def filter(self) -> str:
+        """This channel's (or rule's) tables in Canal's filter syntax."""
+        return (self.pattern or TablePattern(self.source)).filter
 
 
 @dataclass(frozen=True)
@@ -204,15 +230,10 @@ class JobSettings:
 
     @property
     def canal_filter(self) -> str:
-        """Canal's subscription filter built from the channel sources (``db.t,db.u``), regex-quoted."""
-        return ",".join(_quote_table(channel.source) for channel in self.channels)
+        """Canal's subscription filter built from the channels and rules (``db\\.t,shop\\..*``)."""
+        return ",".join(channel.filter for channel in self.channels)
 
-
-def _quote_table(source: str) -> str:
-    schema, _, table = source.partition(".")
-    return f"{_escape(schema)}\\.{_escape(table)}"
-
-
-def _escape(name: str) -> str:
-    # Canal's filter is a regex; escape everything but letters, digits and '_'.
-    return "".join(char if char.isalnum() or char == "_" else "\\" + char for char in name)
+    @property
+    def has_rules(self) -> bool:
+        """Whether channels appear as their tables do (the job cannot list its targets before it meets them)."""
+        return any(channel.pattern is not None for channel in self.channels)

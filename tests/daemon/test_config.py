@@ -175,7 +175,7 @@ def test_example_config_validates(tmp_path):
         capture_output=True, text=True, env={"CANAL_PASSWORD": "x", "PATH": "/usr/bin:/bin"}, timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert "valid (2 job(s), 3 channel(s))" in result.stdout
+    assert "valid (2 job(s), 5 channel(s))" in result.stdout
 
 
 def test_validate_exits_2_with_the_key_path(tmp_path):
@@ -260,3 +260,47 @@ def test_two_jobs_on_one_topic_and_group(tmp_path):
         "[job.kafka]", '[job.kafka]\ngroup_id = "g"')
     found = problems(tmp_path, text, {"KAFKA_PASSWORD": "x"})
     assert any("job[1].kafka: topic 'example' with group 'g' is already read by job[0]" in p for p in found), found
+
+
+def test_a_channel_may_take_tables_by_pattern_into_templated_targets(tmp_path):
+    text = VALID.replace('''source = "db.t"
+target = "lake.db.t"''', '''source = "shop.*"
+target = "lake.shop.{table}"
+
+[[job.channel]]
+source_regex = 'shop_\\d+\\.orders_\\d+'
+target = "lake.shop.orders"
+table_column = "src_table"
+schema_column = "src_schema"
+source_in_key = true
+
+[[job.channel]]
+source = "crm.users"
+target = "lake.{schema}.{table}"''')
+    config = load_config(write(tmp_path, text), {})
+    rule, shards, named = config.jobs[0].channels
+    assert (rule.pattern.text, rule.target) == ("shop.*", "lake.shop.{table}")
+    assert shards.pattern.regex and shards.origin_columns == ("src_schema", "src_table") and shards.source_in_key
+    assert (named.pattern, named.target) == (None, "lake.crm.users")  # a named table's template is filled in
+    assert config.jobs[0].canal_filter == r"shop\..*,shop_\d+\.orders_\d+,crm\.users"
+    assert not config.warnings
+
+
+@pytest.mark.parametrize("channel, says", [
+    ('source = "shop.*"\nsource_regex = "shop\\\\..*"\ntarget = "lake.s.{table}"', "give it source"),
+    ('target = "lake.s.t"', "give it source (schema.table, either part may have * ? [...]) or source_regex, none"),
+    ('source = "shop.*"\ntarget = "lake.s.{name}"', "job[0].channel[0].target: 'lake.s.{name}': unknown "
+                                                    "placeholder {name}"),
+    ('source_regex = "shop\\\\.(a"\ntarget = "lake.s.{table}"', "job[0].channel[0].source_regex: 'shop\\\\.(a' "
+                                                               "is not a regex"),
+    ('source = "shop_*.o"\ntarget = "lake.s.o"\nsource_in_key = true', "source_in_key: the key takes the columns"),
+])
+def test_a_broken_pattern_or_template_is_named(tmp_path, channel, says):
+    text = VALID.replace('source = "db.t"\ntarget = "lake.db.t"', channel)
+    assert any(says in problem for problem in problems(tmp_path, text)), problems(tmp_path, text)
+
+
+def test_shards_merged_without_their_source_in_the_key_warn_that_keys_may_collide(tmp_path):
+    text = VALID.replace('source = "db.t"\ntarget = "lake.db.t"', 'source = "shop_*.orders"\ntarget = "lake.s.orders"')
+    warnings = load_config(write(tmp_path, text), {}).warnings
+    assert any("rows of different tables with the same key replace each other" in w for w in warnings), warnings

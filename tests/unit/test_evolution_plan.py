@@ -70,3 +70,22 @@ def test_types_widen_where_iceberg_allows(sql, expected):
 def test_other_type_changes_are_refused_naming_the_column_and_both_types(sql, says):
     with pytest.raises(EvolutionRefused, match=says.replace("(", r"\(").replace(")", r"\)")):
         planned(sql)
+
+
+def shared(sql: str) -> list:
+    return plan(TARGET, parse_ddl(sql).changes_for("db", "t"), drop_columns=False, key=("id",), shared=True)
+
+
+def test_a_shared_target_applies_each_shards_copy_of_a_ddl_once():
+    # The first shard's ALTER added, renamed or widened; the next shard's finds it done.
+    assert shared("ALTER TABLE t ADD name VARCHAR(40)") == []
+    assert shared("ALTER TABLE t ADD qty BIGINT") == [Widen("qty", "bigint")]
+    assert shared("ALTER TABLE t ADD new_col INT AFTER id") == [Add("new_col", "int", Place(after="id"))]
+    assert shared("ALTER TABLE t CHANGE old_name name VARCHAR(40)") == []
+    assert shared("ALTER TABLE t MODIFY price DECIMAL(8,2)") == []  # the target holds the wider type
+    assert shared("ALTER TABLE t MODIFY qty BIGINT FIRST") == [Widen("qty", "bigint")]  # shards' orders differ
+
+
+def test_a_shared_target_refuses_a_shards_type_that_neither_widens_nor_fits():
+    with pytest.raises(EvolutionRefused, match="another shard's DDL"):
+        shared("ALTER TABLE t ADD name INT")

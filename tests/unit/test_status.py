@@ -6,6 +6,8 @@ from canalbridge.status import job_json, render_text
 from canalbridge.sync.maintenance import MaintenanceReport, MaintenanceRun
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
+from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
+from canalbridge.sync.tables import TablePattern
 from spark_sink.table import slow_layout_note
 
 NOTE = "write.delete.mode is copy-on-write: every commit rewrites each data file holding a changed key"
@@ -44,3 +46,24 @@ def test_slow_layouts_are_format_v1_and_copy_on_write_which_is_icebergs_default(
     assert "copy-on-write" in (slow_layout_note({"format-version": "2"}, "write.delete.mode") or "")
     v1 = slow_layout_note({"format-version": "1", "write.delete.mode": "merge-on-read"}, "write.delete.mode")
     assert v1 is not None and v1.startswith("Iceberg format v1")
+
+
+def test_status_lists_under_each_pattern_the_tables_it_maps_with_their_positions():
+    settings = JobSettings("shop", CanalSettings("h", 1, "d"), (
+        ChannelSettings("shop.users", "lake.shop.users"),
+        ChannelSettings("shop.*", "lake.shop.{table}", pattern=TablePattern("shop.*")),
+        ChannelSettings("eu_*.orders", "lake.eu.orders", pattern=TablePattern("eu_*.orders")),
+    ))
+    record = JobRecord("shop", JobState.RUNNING, (
+        ChannelRecord("shop.users", "lake.shop.users"),
+        ChannelRecord("shop.orders", "lake.shop.orders", EntryPosition("mysql-bin.000001", 4), rule="shop.*"),
+        ChannelRecord("shop.items", "lake.shop.items", EntryPosition("mysql-bin.000002", 8), rule="shop.*"),
+    ))
+    document = {"live": True, "jobs": [job_json(record, settings)]}
+    assert [c["rule"] for c in document["jobs"][0]["channels"]] == ["shop.*", "shop.*", None]
+    text = render_text(document)
+    assert ("  shop.users -> lake.shop.users  (nothing committed)\n"
+            "  pattern shop.* -> lake.shop.{table}: 2 tables so far\n"
+            "    shop.items -> lake.shop.items  (mysql-bin.000002:8)\n"
+            "    shop.orders -> lake.shop.orders  (mysql-bin.000001:4)\n"
+            "  pattern eu_*.orders -> lake.eu.orders: 0 tables so far\n") in text

@@ -1,0 +1,147 @@
+"""Which tables a channel rule takes, and where each goes: the one owner of table patterns and target templates.
+
+A ``[[job.channel]]`` names its source as ``schema.table``, where either part
+may be a glob (``shop.*``, ``shop_??.orders_[0-9]*``), or as a regex over
+``schema.table`` (``source_regex``); its target may be a template with
+``{schema}`` and ``{table}`` (``lake.shop.{table}``, ``lake.{schema}_{table}``).
+One pattern becomes one regex, written for both sides that match tables:
+Canal's subscription filter and the Consumer's routing, so the two cannot
+disagree. Names match case-blind, as Canal's filter does.
+
+A rule *merges* when its template can send several tables to one target
+(``shop_*.orders_*`` into ``lake.shop.orders``): the tables are shards of one
+table, and share the target's channel.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+
+_GLOB = re.compile(r"[*?\[]")
+_FIELDS = frozenset({"schema", "table"})
+
+
+class PatternError(ValueError):
+    """A source pattern or target template that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class TablePattern:
+    """The tables a rule takes: a glob (``regex`` False) or a regex over ``schema.table``."""
+
+    text: str
+    regex: bool = False
+
+    def __post_init__(self) -> None:
+        if _top_level_comma(self.text):
+            # Canal splits its filter on commas outside {} [] (): a pattern with one would subscribe to others.
+            raise PatternError(f"{self.text!r}: a comma outside {{}}, [] or () splits Canal's filter; use an "
+                               f"alternation (a|b) or two channels")
+        if not self.regex and len(self.text.split(".")) != 2:
+            raise PatternError(f"{self.text!r} must name schema.table (either part may have * ? [...])")
+        try:
+            re.compile(self.filter)
+        except re.error as exc:
+            raise PatternError(f"{self.text!r} is not a regex: {exc}") from exc
+
+    @property
+    def literal(self) -> bool:
+        """Whether the pattern is one table's name (no wildcard)."""
+        return not self.regex and not _GLOB.search(self.text)
+
+    @property
+    def filter(self) -> str:
+        """The regex for ``schema.table`` (Canal's filter syntax, which Python's ``re`` reads the same way)."""
+        if self.regex:
+            return self.text
+        schema, table = self.text.split(".")
+        return f"{_glob_regex(schema)}\\.{_glob_regex(table)}"
+
+    def matches(self, schema: str, table: str) -> bool:
+        return _compiled(self.filter).fullmatch(f"{schema}.{table}") is not None
+
+    @property
+    def fixes_schema(self) -> bool:
+        """Whether every table the pattern takes is in one schema."""
+        return not self.regex and not _GLOB.search(self.text.split(".")[0])
+
+
+@dataclass(frozen=True)
+class TargetTemplate:
+    """A target name with ``{schema}`` and ``{table}`` in it, or none."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        try:
+            fields = {name for _, name, spec, conversion in string.Formatter().parse(self.text) if name is not None}
+        except ValueError as exc:
+            raise PatternError(f"{self.text!r}: {exc}") from exc
+        unknown = fields - _FIELDS
+        if unknown:
+            raise PatternError(f"{self.text!r}: unknown placeholder {{{sorted(unknown)[0]}}} (only {{schema}} and "
+                               f"{{table}})")
+        if len(self.format("s", "t").split(".")) < 3:
+            raise PatternError(f"{self.text!r} must name catalog.namespace.table")
+
+    @property
+    def fields(self) -> frozenset[str]:
+        return frozenset(name for _, name, _, _ in string.Formatter().parse(self.text) if name is not None)
+
+    def format(self, schema: str, table: str) -> str:
+        return self.text.format(schema=schema, table=table)
+
+
+def merges(pattern: TablePattern, template: TargetTemplate) -> bool:
+    """Whether ``template`` can send several of ``pattern``'s tables into one target."""
+    if pattern.literal:
+        return False
+    fields = template.fields
+    return "table" not in fields or ("schema" not in fields and not pattern.fixes_schema)
+
+
+def _glob_regex(glob: str) -> str:
+    """One part of a glob as a regex: ``*`` any run, ``?`` one character, ``[...]`` a class (``[!...]`` negated)."""
+    out, index = [], 0
+    while index < len(glob):
+        char = glob[index]
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "[" and (end := glob.find("]", index + 2)) != -1:
+            body = glob[index + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            index = end
+        else:
+            out.append(re.escape(char) if not (char.isalnum() or char == "_") else char)
+        index += 1
+    return "".join(out)
+
+
+def _top_level_comma(text: str) -> bool:
+    depth, index = 0, 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 1  # an escaped character opens and closes nothing
+        elif char in "{[(":
+            depth += 1
+        elif char in "}])" and depth:
+            depth -= 1
+        elif char == "," and not depth:
+            return True
+        index += 1
+    return False
+
+
+_cache: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(regex: str) -> re.Pattern[str]:
+    compiled = _cache.get(regex)
+    if compiled is None:
+        compiled = _cache[regex] = re.compile(regex, re.IGNORECASE)
+    return compiled

@@ -1,0 +1,123 @@
+"""Channels made by rules: tables picked up as they appear, and shards merged into one target (dev server,
+in-memory writers)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.workload import Workload, WorkloadSpec
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.tables import TablePattern
+
+from .harness import Harness, job_settings
+
+EventType = entry_pb.EventType
+ID = ColumnDef.of("id", "int(11)", is_key=True)
+NAME = ColumnDef.of("name", "varchar(8)")
+QTY = ColumnDef.of("qty", "int(11)")
+
+
+def harness_with(server, *channels: ChannelSettings) -> Harness:
+    workload = Workload(WorkloadSpec(tables=(TableDef("db", "unused", (ID,)),), row_changes=0))
+    settings = dataclasses.replace(job_settings(server, workload), channels=channels)
+    return Harness(server, workload, settings)
+
+
+def rule(source: str, target: str, **options) -> ChannelSettings:
+    return ChannelSettings(source, target, pattern=TablePattern(source), **options)
+
+
+def insert(binlog: BinlogWriter, table: TableDef, *rows: dict) -> list[entry_pb.Entry]:
+    return [*binlog.open(), binlog.rows(table, EventType.INSERT, [(None, row) for row in rows]), binlog.end()]
+
+
+def feed(server, harness: Harness, entries: list[entry_pb.Entry]) -> None:
+    server.feed("example", entries)
+    harness.wait_acked(30)
+    assert not harness.audit.violations, harness.audit.violations[:3]
+
+
+def test_a_rule_picks_up_tables_as_they_appear_and_resumes_each_where_its_target_stands(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example", meta_flush_period_s=float("inf")))
+    harness = harness_with(server, rule("db.*", "lake.db.{table}"))
+    a, b, other = (TableDef("db", "a", (ID, NAME)), TableDef("db", "b", (ID, NAME)),
+                   TableDef("other", "x", (ID, NAME)))
+    binlog = BinlogWriter()
+    harness.job.start()
+    feed(server, harness, [*insert(binlog, a, {"id": 1, "name": "a1"}), *insert(binlog, other, {"id": 1, "name": "o"})])
+    assert set(harness.writers) == {"db.a"}
+    # A table created while the job runs: its channel opens with its first entry, mid-transaction.
+    create = binlog.ddl("db", "b", EventType.CREATE, "CREATE TABLE b (id INT PRIMARY KEY, name VARCHAR(8))")
+    feed(server, harness, [create, *binlog.open(), binlog.rows(a, EventType.INSERT, [(None, {"id": 2, "name": None})]),
+                           binlog.rows(b, EventType.INSERT, [(None, {"id": 1, "name": "b1"})]), binlog.end()])
+    assert harness.writers["db.b"].rows == {("1",): {"id": "1", "name": "b1"}}
+    channels = {c.source: c for c in harness.job.record().channels}
+    assert {s: (c.target, c.rule) for s, c in channels.items()} == {
+        "db.a": ("lake.db.a", "db.*"), "db.b": ("lake.db.b", "db.*")}
+    assert channels["db.b"].committed == harness.writers["db.b"].committed_position()
+    # Canal crashes before it wrote its cursor down: it sends everything again to a job started afresh,
+    # whose channels for db.a and db.b open with the first entry each and skip what their targets hold.
+    harness.job.pause()
+    assert server.destinations["example"].reparse_from_cursor(crashed=True) > 0
+    harness.job.start()
+    feed(server, harness, [*insert(binlog, b, {"id": 2, "name": "b2"})])
+    harness.job.pause()
+    assert sum(c.rows for c in harness.writers["db.b"].commits) == 2
+    assert harness.job.stats.skipped > 0
+    assert harness.writers["db.a"].rows == {("1",): {"id": "1", "name": "a1"}, ("2",): {"id": "2", "name": None}}
+    assert "other.x" not in harness.writers
+
+
+def test_shards_merge_into_one_target_keyed_by_where_each_row_came_from(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    harness = harness_with(server, rule("shop_*.orders_*", "lake.shop.orders", schema_column="src_schema",
+                                        table_column="src_table", source_in_key=True))
+    shards = [TableDef(f"shop_{s}", f"orders_{t}", (ID, NAME)) for s in (0, 1) for t in (0, 1)]
+    binlog = BinlogWriter()
+    entries = []
+    for shard in shards:
+        entries += insert(binlog, shard, {"id": 1, "name": shard.name})  # the same key in every shard
+    harness.job.start()
+    feed(server, harness, entries)
+    harness.job.pause()
+    writer = harness.writers["shop_*.orders_*"]
+    assert writer.rows == {("1", s.schema, s.name): {"id": "1", "name": s.name, "src_schema": s.schema,
+                                                      "src_table": s.name} for s in shards}
+
+
+def test_a_ddl_on_one_shard_reaches_the_shared_target_once_and_the_others_catch_up(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    harness = harness_with(server, rule("shop.orders_*", "lake.shop.orders", table_column="src_table",
+                                        source_in_key=True))
+    old = [TableDef("shop", f"orders_{n}", (ID, NAME)) for n in (1, 2)]
+    new = [TableDef("shop", f"orders_{n}", (ID, NAME, QTY)) for n in (1, 2)]
+    binlog = BinlogWriter()
+    entries = [*insert(binlog, old[0], {"id": 1, "name": "x"}), *insert(binlog, old[1], {"id": 1, "name": "y"})]
+    first = binlog.ddl("shop", "orders_1", EventType.ALTER, "ALTER TABLE orders_1 ADD qty INT")
+    # One source transaction across both shards, one through the ALTER and one not: two layouts.
+    opened = binlog.open()
+    layouts = [binlog.rows(new[0], EventType.INSERT, [(None, {"id": 2, "name": "x", "qty": 5})]),
+               binlog.rows(old[1], EventType.INSERT, [(None, {"id": 2, "name": "y"})]),
+               binlog.rows(new[0], EventType.INSERT, [(None, {"id": 3, "name": "x", "qty": 6})])]
+    entries += [first, *opened, *layouts, binlog.end()]
+    second = binlog.ddl("shop", "orders_2", EventType.ALTER, "ALTER TABLE orders_2 ADD qty INT")
+    entries += [second, *insert(binlog, new[1], {"id": 3, "name": "y", "qty": 7})]
+    harness.job.start()
+    feed(server, harness, entries)
+    harness.job.pause()
+    writer = harness.writers["shop.orders_*"]
+    assert list(writer.rows[("2", "orders_1")]) == ["id", "name", "qty", "src_table"]
+    assert {key: row.get("qty") for key, row in writer.rows.items()} == {
+        ("1", "orders_1"): None, ("1", "orders_2"): None, ("2", "orders_1"): "5", ("2", "orders_2"): None,
+        ("3", "orders_1"): "6", ("3", "orders_2"): "7"}
+    assert [sql for sql, _ in writer.alterations] == ["ALTER TABLE orders_1 ADD qty INT",
+                                                      "ALTER TABLE orders_2 ADD qty INT"]
+    stamps = [commit.end_position for commit in writer.commits]
+    assert stamps == sorted(stamps) and EntryPosition.of(first) in stamps
+    # The transaction's rows were applied in three steps, one per run of one layout, each stamped with its end.
+    assert {EntryPosition.of(layouts[0]), EntryPosition.of(layouts[1])} <= set(stamps)
+    assert harness.job.stats.rollbacks == 0
