@@ -134,7 +134,8 @@ SPARK_KEYS = {
 JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict), "kafka": Key(dict),
             "commit": Key(dict), "maintenance": Key(dict), "schema": Key(dict), "channel": Key(list, required=True)}
 SCHEMA_KEYS = {"drop_column": Key(str, check=_one_of("keep", "drop")),
-               "truncate": Key(str, check=_one_of("ignore", "apply"))}
+               "truncate": Key(str, check=_one_of("ignore", "apply")),
+               "rename_table": Key(str, check=_one_of("ignore", "follow"))}
 CANAL_KEYS = {
     "host": Key(str, required=True, check=_non_empty),
     "port": Key(int, required=True, check=_port),

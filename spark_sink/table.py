@@ -32,6 +32,8 @@ POSITION_KEYS = {
 # table also gets the key as Iceberg identifier fields (safe since Iceberg
 # 1.10: apache/iceberg#11709 failed merge-on-read MERGEs on such tables).
 PROP_PRIMARY_KEY = "canalbridge.primary-key"
+# The source table's name now, once its channel followed a RENAME TABLE (set with the rename's position).
+PROP_SOURCE_TABLE = "canalbridge.source-table"
 
 
 class TargetTableError(Exception):

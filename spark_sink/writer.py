@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import TruncateTable, renamed
+from canalbridge.sync.ddl import RenameTable, TruncateTable, renamed
 from canalbridge.sync.errors import SchemaChangeError, SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -41,6 +41,7 @@ from spark_sink.settings import SparkSettings
 from spark_sink.staging import Staging
 from spark_sink.table import (
     PROP_PRIMARY_KEY,
+    PROP_SOURCE_TABLE,
     TargetColumn,
     TargetTable,
     TargetTableError,
@@ -236,10 +237,19 @@ class _IcebergWriter:
         except EvolutionRefused as exc:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
         new_key = list(renamed(tuple(key), alteration.changes))
-        table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else None
+        table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else {}
+        for change in alteration.changes:
+            if isinstance(change, RenameTable):  # a rename the channel follows: read back at its next start
+                table_properties[PROP_SOURCE_TABLE] = f"{change.to.schema}.{change.to.table}"
         self.table.evolve(operations, summary, table_properties)
         self._ready = False  # the next commit checks its columns against the new schema
         self._log.info("spark.schema_changed", sql=alteration.sql, operations=[repr(o) for o in operations])
+
+    def source_table(self) -> str | None:
+        self._reconnect_if_lost()
+        if self.table.columns() is None:
+            return None
+        return self.table.properties().get(PROP_SOURCE_TABLE)
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         self._reconnect_if_lost()

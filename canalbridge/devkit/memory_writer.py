@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import DropColumn, TruncateTable, columns_after, renamed
+from canalbridge.sync.ddl import DropColumn, RenameTable, TruncateTable, columns_after, renamed
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -73,6 +73,7 @@ class InMemoryWriter:
     commit_calls: int = 0
     alter_calls: int = 0
     alterations: list[tuple[str, Position]] = field(default_factory=list)  # (DDL, stamp) as applied
+    renamed_to: str | None = None  # the source table's name after a RENAME TABLE the channel followed
     _label: str | None = None
     _staged: list[RowBatch] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -187,8 +188,15 @@ class InMemoryWriter:
                 self.columns = columns_after(self.columns, alteration.changes, drop=alteration.drop_columns)
             for key, (names, values) in list(self._table.items()):
                 self._table[key] = _altered(names, values, alteration)
+            for change in alteration.changes:
+                if isinstance(change, RenameTable):
+                    self.renamed_to = f"{change.to.schema}.{change.to.table}"
             self.alterations.append((alteration.sql, stamp))
             self.commits.append(CommitRecord(f"ddl at {alteration.position}", stamp, 0))
+
+    def source_table(self) -> str | None:
+        with self._lock:
+            return self.renamed_to
 
     def _dropped(self, reason: str) -> None:
         with self._lock:

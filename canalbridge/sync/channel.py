@@ -53,7 +53,15 @@ from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, ChangeRow, RawChange, RowBatch
-from canalbridge.sync.ddl import SchemaChange, TruncateTable, changes_columns, columns_after, parse_ddl
+from canalbridge.sync.ddl import (
+    RenameTable,
+    SchemaChange,
+    TableName,
+    TruncateTable,
+    changes_columns,
+    columns_after,
+    parse_ddl,
+)
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import Position, later
@@ -143,6 +151,9 @@ class Channel:
         self.writer = writer
         self.debug = debug
         self.committed_position: Position | None = None  # written by the committer thread after start
+        # The source table's name once the channel followed a RENAME TABLE (as its target holds it), else None;
+        # written by the committer thread after start.
+        self.current_table: str | None = None
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
         self.schema = schema or SchemaSettings()
         self.last_maintenance: MaintenanceRun | None = None  # written by the committer thread, for status
@@ -182,6 +193,7 @@ class Channel:
     def start(self) -> None:
         """Read the committed position back from the target and start the threads."""
         self.committed_position = self.writer.committed_position()
+        self.current_table = self.writer.source_table()
         self._target_columns = self.writer.target_columns()
         # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
         self._raw = self.writer.decodes_row_changes() and not self.settings.origin_columns
@@ -434,10 +446,16 @@ class Channel:
             self._log.warning("channel.ddl_not_understood", sql=sql, position=str(position),
                               reason=ddl.not_understood, note="the next row must keep the columns as they were")
             return
-        changes = ddl.changes_for(schema, name)
         shared = self.settings.merged
+        follows = self.schema.follows_renames and self.settings.rule is None and not shared
+        # A rename is applied (recorded in the target) only where the channel follows it; its new name takes
+        # the session's schema, as MySQL reads it.
+        changes = tuple(RenameTable(TableName(c.to.schema or schema, c.to.table)) if isinstance(c, RenameTable)
+                        else c for c in ddl.changes_for(schema, name) if follows or not isinstance(c, RenameTable))
         applied: tuple[SchemaChange, ...] = tuple(
-            c for c in changes if isinstance(c, TruncateTable) and self.schema.applies_truncate and not shared)
+            c for c in changes
+            if (isinstance(c, TruncateTable) and self.schema.applies_truncate and not shared)
+            or isinstance(c, RenameTable))
         if changes_columns(changes):
             if self.settings.columns is None:
                 applied = changes
@@ -539,6 +557,10 @@ class Channel:
                     self.writer.alter(step, position)
                     self._log.info("channel.schema_changed", label=item.label, sql=step.sql,
                                    position=str(step.position))
+                    for change in step.changes:
+                        if isinstance(change, RenameTable):
+                            self.current_table = f"{change.to.schema}.{change.to.table}"
+                            self._log.info("channel.table_renamed", table=self.current_table)
             except Exception as exc:
                 for rest in item.steps[index + 1:]:
                     _discard(rest, "an earlier step failed")

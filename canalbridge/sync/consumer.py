@@ -51,6 +51,7 @@ from tenacity import RetryError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
+from canalbridge.sync.ddl import RenameTable, parse_ddl
 from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.ledger import Outstanding
@@ -70,6 +71,7 @@ _BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
 _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
 _QUERY = int(EventType.QUERY)
+_RENAME = int(EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
 _DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)})
 IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
 
@@ -135,6 +137,7 @@ class Consumer(Worker):
         self._open_channel = open_channel  # starts a channel for a table a rule takes
         self._by_table: dict[tuple[str, str], Channel | None] = {}  # what each table met so far goes to
         self._label = ""  # the open transaction's
+        self._follows_renames = settings.schema.follows_renames
         self.committed = committed
         self.acks = acks
         self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
@@ -312,7 +315,15 @@ class Consumer(Worker):
                         return True
                     continue
                 # A DDL on this table: its channel applies what it changes (and names it if a later row no longer fits).
-                self._add(channel, position, entry, missed)
+                if header.eventType == _RENAME and self._follows_renames:
+                    renamed = self._follow_renames(entry)
+                    for followed, old in renamed:
+                        self._add(followed, position, entry, missed, table=old)
+                    channel = renamed[0][0] if renamed else channel
+                    if not renamed:
+                        self._add(channel, position, entry, missed)
+                else:
+                    self._add(channel, position, entry, missed)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
@@ -355,8 +366,15 @@ class Consumer(Worker):
         key = (schema, table)
         if key in self._by_table:
             return self._by_table[key]
+        name = f"{schema}.{table}".lower()
+        for followed in self.channels.values():  # renames the channels followed, as their targets hold them
+            if followed.current_table is not None and followed.current_table.lower() == name:
+                self._by_table[key] = followed
+                return followed
         settings = self._routes.resolve(schema, table)
         channel = None if settings is None else self.channels.get(settings.source)
+        if channel is not None and channel.current_table is not None:
+            channel = None  # its table was renamed away: the name is another table's now
         if settings is not None and channel is None:
             if self._open_channel is None:
                 raise AssertionError(f"no channel for {settings.source} and no way to open one")
@@ -371,7 +389,32 @@ class Consumer(Worker):
         self._by_table[key] = channel
         return channel
 
-    def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool) -> bool:
+    def _follow_renames(self, entry: entry_pb.Entry) -> list[tuple[Channel, tuple[str, str]]]:
+        """A RENAME TABLE (``job.schema.rename_table = "follow"``): each renamed table a channel is named for
+        goes on under its new name in that channel. Returns (channel, old name) for each.
+
+        What this routes is this transaction's: an abort forgets it (the cache is dropped), and
+        the replay reads the rename again. Once committed, the target holds the new name.
+        """
+        header = entry.header
+        ddl = parse_ddl(entry_pb.RowChange.FromString(entry.storeValue).sql)
+        followed = []
+        for old, change in ddl.changes:
+            if not isinstance(change, RenameTable):
+                continue
+            old_table = (old.schema or header.schemaName, old.table)
+            channel = self._channel_for(*old_table)
+            if channel is None or channel.settings.pattern is not None or channel.settings.rule is not None:
+                continue  # (a rule's table renamed within the rule is a table of its own)
+            self._by_table[old_table] = None
+            self._by_table[(change.to.schema or header.schemaName, change.to.table)] = channel
+            followed.append((channel, old_table))
+            self._log.info("consumer.rename_followed", channel=channel.source, old=".".join(old_table),
+                           new=f"{change.to.schema or header.schemaName}.{change.to.table}")
+        return followed
+
+    def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
+             table: tuple[str, str] | None = None) -> bool:
         """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
         if channel is None:
             if missed:
@@ -381,8 +424,8 @@ class Consumer(Worker):
         if done is None or position > done or self._applies_again(channel, position, done, missed):
             header = entry.header
             dml = header.eventType in _DML
-            table = (header.schemaName, header.tableName) if channel.settings.merged else None
-            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
+            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0,
+                        table=table or (header.schemaName, header.tableName))
             if missed:
                 self._second.fill(position, channel.source)
             return True
@@ -500,6 +543,7 @@ class Consumer(Worker):
         futures = {channel: channel.abort(reason) for channel in self.channels.values()}
         for channel, future in futures.items():
             channel.await_result(future, "the abort")
+        self._by_table.clear()  # (renames followed in what was aborted are read again in the replay)
 
     def _forget_taken(self) -> None:
         self._carry = []

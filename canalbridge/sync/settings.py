@@ -192,6 +192,9 @@ class SchemaSettings:
     drop_column: str = "keep"
     # TRUNCATE TABLE: "apply" it (an upsert target loses every row, in one commit) or "ignore" it.
     truncate: str = "ignore"
+    # RENAME TABLE of a table a channel is named for: "follow" it (the channel goes on with the table under
+    # its new name, into the same target) or "ignore" it (the channel stays with the name).
+    rename_table: str = "ignore"
 
     @property
     def drop_columns(self) -> bool:
@@ -200,6 +203,10 @@ class SchemaSettings:
     @property
     def applies_truncate(self) -> bool:
         return self.truncate == "apply"
+
+    @property
+    def follows_renames(self) -> bool:
+        return self.rename_table == "follow"
 
 
 @dataclass(frozen=True)
@@ -230,8 +237,15 @@ class JobSettings:
 
     @property
     def canal_filter(self) -> str:
-        """Canal's subscription filter built from the channels and rules (``db\\.t,shop\\..*``)."""
-        return ",".join(channel.filter for channel in self.channels)
+        """Canal's subscription filter built from the channels and rules (``db\\.t,shop\\..*``).
+
+        A job that follows renames asks for the whole schema of each table it names: Canal sends a
+        renamed table's rows only if its new name is in the filter, and the new name is not known.
+        """
+        follows = self.schema.follows_renames
+        filters = (TablePattern(f"{c.source.partition('.')[0]}.*").filter if follows and c.pattern is None
+                   else c.filter for c in self.channels)
+        return ",".join(dict.fromkeys(filters))
 
     @property
     def has_rules(self) -> bool:

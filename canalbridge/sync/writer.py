@@ -84,6 +84,10 @@ class ChannelWriter(Protocol):
         """Compact the target and expire snapshots older than ``keep_snapshots_hours``, never the one
         that carries the committed position; raise on failure."""
 
+    def source_table(self) -> str | None:
+        """The name (``schema.table``) the target's source table has now, if the channel followed it through
+        a ``RENAME TABLE`` (:meth:`alter` records it); None if it was never renamed."""
+
     def alter(self, alteration: Alteration, stamp: Position) -> None:
         """Apply a DDL's column changes to the target, with ``stamp`` as its position, in one atomic step.
 

@@ -112,7 +112,7 @@ def test_maintenance_is_on_by_default_and_its_section_is_checked(tmp_path):
                                        "job[0].maintenance.interval_minutes: must be positive, got 0"]
 
 
-def test_dropped_columns_are_kept_and_truncates_ignored_by_default_and_the_choices_are_checked(tmp_path):
+def test_dropped_columns_are_kept_truncates_and_renames_ignored_by_default_and_the_choices_are_checked(tmp_path):
     assert not load_config(write(tmp_path, VALID), {}).jobs[0].schema.drop_columns
     drop = VALID.replace("[[job.channel]]", '[job.schema]\ndrop_column = "drop"\n[[job.channel]]')
     assert load_config(write(tmp_path, drop), {}).jobs[0].schema.drop_columns
@@ -121,6 +121,11 @@ def test_dropped_columns_are_kept_and_truncates_ignored_by_default_and_the_choic
     assert load_config(write(tmp_path, VALID), {}).jobs[0].schema.truncate == "ignore"
     truncate = VALID.replace("[[job.channel]]", '[job.schema]\ntruncate = "apply"\n[[job.channel]]')
     assert load_config(write(tmp_path, truncate), {}).jobs[0].schema.applies_truncate
+    assert not load_config(write(tmp_path, VALID), {}).jobs[0].schema.follows_renames
+    follow = VALID.replace("[[job.channel]]", '[job.schema]\nrename_table = "follow"\n[[job.channel]]')
+    assert load_config(write(tmp_path, follow), {}).jobs[0].schema.follows_renames
+    assert problems(tmp_path, follow.replace('"follow"', '"track"')) == [
+        "job[0].schema.rename_table: must be one of ignore, follow, got 'track'"]
 
 
 def test_missing_required_key(tmp_path):

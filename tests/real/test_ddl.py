@@ -37,9 +37,11 @@ pytestmark = pytest.mark.real
 COMMIT = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
 
 
-def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | None = None) -> SyncJob:
+def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | None = None, *,
+                table: str = "t") -> SyncJob:
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
-                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), COMMIT, schema=schema or SchemaSettings())
+                           (ChannelSettings(f"{db}.{table}", f"lake.{db}.{table}"),), COMMIT,
+                           schema=schema or SchemaSettings())
     return SyncJob(settings, lambda channel: make_writer(spark, channel, db, spark_settings))
 
 
@@ -215,3 +217,35 @@ def test_a_daemon_killed_once_a_ddl_is_in_the_target_resumes_exact(real_destinat
     final = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("qty", "int(11)"),
                                ColumnDef.of("label", "varchar(40)")))
     assert_target_equals_source(spark, source, final, target)
+
+
+@pytest.mark.spark
+def test_a_channel_follows_its_table_through_a_rename_and_a_restart(real_destination, canal, mariadb, spark,
+                                                                    spark_settings):
+    db = "ddl_rename"
+    real_destination(db, setup=["CREATE TABLE orders (id INT PRIMARY KEY, name VARCHAR(20))"])
+    follow = SchemaSettings(rename_table="follow")
+    job = iceberg_job(spark, spark_settings, canal, db, follow, table="orders")
+    job.start()
+    try:
+        mariadb.execute("INSERT INTO orders VALUES (1, 'a'), (2, 'b')", database=db)
+        caught_up(job, mariadb)  # (with Canal's schema history off, it must parse these before the rename)
+        mariadb.execute("RENAME TABLE orders TO orders_v2", "INSERT INTO orders_v2 VALUES (3, 'c')",
+                        "UPDATE orders_v2 SET name = 'A' WHERE id = 1",
+                        "CREATE TABLE orders (id INT PRIMARY KEY, other VARCHAR(5))",  # another table, same name
+                        "INSERT INTO orders VALUES (7, 'x')", database=db)
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    job = iceberg_job(spark, spark_settings, canal, db, follow, table="orders")  # a new run reads the name back
+    job.start()
+    try:
+        mariadb.execute("ALTER TABLE orders_v2 ADD COLUMN qty INT", "INSERT INTO orders_v2 VALUES (4, 'd', 4)",
+                        "DELETE FROM orders_v2 WHERE id = 2", database=db)
+        caught_up(job, mariadb)
+        assert job.state is JobState.RUNNING, job.fail_message
+    finally:
+        job.shutdown()
+    final = TableDef(db, "orders_v2", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(20)"),
+                                       ColumnDef.of("qty", "int(11)")))
+    assert_target_equals_source(spark, Source(mariadb, db, (), seed=4), final, f"lake.{db}.orders")

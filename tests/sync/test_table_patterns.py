@@ -10,7 +10,7 @@ from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.settings import ChannelSettings, SchemaSettings
 from canalbridge.sync.tables import TablePattern
 
 from .harness import Harness, job_settings
@@ -121,3 +121,51 @@ def test_a_ddl_on_one_shard_reaches_the_shared_target_once_and_the_others_catch_
     # The transaction's rows were applied in three steps, one per run of one layout, each stamped with its end.
     assert {EntryPosition.of(layouts[0]), EntryPosition.of(layouts[1])} <= set(stamps)
     assert harness.job.stats.rollbacks == 0
+
+
+def test_a_channel_follows_its_table_through_renames_when_the_job_says_so(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example", meta_flush_period_s=float("inf")))
+    workload = Workload(WorkloadSpec(tables=(TableDef("db", "unused", (ID,)),), row_changes=0))
+    settings = dataclasses.replace(job_settings(server, workload), channels=(ChannelSettings("db.orders", "lake.o"),),
+                                   schema=SchemaSettings(rename_table="follow"))
+    assert settings.canal_filter == r"db\..*"  # Canal sends a renamed table's rows only if the filter takes them
+    harness = Harness(server, workload, settings)
+    orders, v2, v3 = (TableDef("db", name, (ID, NAME)) for name in ("orders", "orders_v2", "orders_v3"))
+    binlog = BinlogWriter()
+    harness.job.start()
+    # Canal names the new table in a RENAME's header.
+    feed(server, harness, [*insert(binlog, orders, {"id": 1, "name": "a"}),
+                           binlog.ddl("db", "orders_v2", EventType.RENAME, "RENAME TABLE orders TO orders_v2"),
+                           *insert(binlog, v2, {"id": 2, "name": "b"}),
+                           *insert(binlog, orders, {"id": 9, "name": "a new table of the old name"})])
+    writer = harness.writers["db.orders"]
+    assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
+    assert writer.source_table() == "db.orders_v2"
+    # Canal crashes before it wrote its cursor down, and the job starts afresh: the target tells it the name.
+    harness.job.pause()
+    assert server.destinations["example"].reparse_from_cursor(crashed=True) > 0
+    harness.job.start()
+    feed(server, harness, [binlog.ddl("db", "orders_v3", EventType.RENAME, "ALTER TABLE orders_v2 RENAME TO orders_v3"),
+                           *insert(binlog, v2, {"id": 8, "name": "gone"}),  # (a table of that name: not this one)
+                           *insert(binlog, v3, {"id": 3, "name": "c"})])
+    harness.job.pause()
+    assert writer.rows == {(k,): {"id": k, "name": n} for k, n in (("1", "a"), ("2", "b"), ("3", "c"))}
+    assert writer.source_table() == "db.orders_v3"
+    assert sum(c.rows for c in writer.commits) == 3  # nothing applied twice in the replay
+
+
+def test_by_default_a_channel_stays_with_its_tables_name_through_a_rename(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    harness = harness_with(server, ChannelSettings("db.orders", "lake.o"))
+    assert harness.job.settings.canal_filter == r"db\.orders"
+    orders, v2 = (TableDef("db", name, (ID, NAME)) for name in ("orders", "orders_v2"))
+    binlog = BinlogWriter()
+    harness.job.start()
+    feed(server, harness, [*insert(binlog, orders, {"id": 1, "name": "a"}),
+                           binlog.ddl("db", "orders_v2", EventType.RENAME, "RENAME TABLE orders TO orders_v2"),
+                           *insert(binlog, v2, {"id": 2, "name": "b"}),
+                           *insert(binlog, orders, {"id": 3, "name": "c"})])
+    harness.job.pause()
+    writer = harness.writers["db.orders"]
+    assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("3",): {"id": "3", "name": "c"}}
+    assert writer.source_table() is None and writer.alterations == []
