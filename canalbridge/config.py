@@ -434,6 +434,9 @@ def _channel_tables(channel: dict[str, Any], given: set[str], where: str, proble
         channel["target"] = template.format(schema, table)
     else:
         channel["pattern"] = pattern
+    if "columns" in channel and ("schema_column" in channel or "table_column" in channel):
+        problems.append(f"{where}: an explicit columns list names every target column: list the source's "
+                        f"columns alone and drop schema_column/table_column, or drop the list")
     if channel.get("source_in_key") and not ("schema_column" in channel or "table_column" in channel):
         problems.append(f"{where}.source_in_key: the key takes the columns that record the source: set "
                         f"table_column (and schema_column if the shards' schemas differ)")

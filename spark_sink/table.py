@@ -34,6 +34,8 @@ POSITION_KEYS = {
 PROP_PRIMARY_KEY = "canalbridge.primary-key"
 # The source table's name now, once its channel followed a RENAME TABLE (set with the rename's position).
 PROP_SOURCE_TABLE = "canalbridge.source-table"
+# A shared target's renamed columns: {old source name (lower case): target column}, for shards not yet renamed.
+PROP_COLUMN_ALIASES = "canalbridge.column-aliases"
 
 
 class TargetTableError(Exception):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import RenameTable, TruncateTable, renamed
+from canalbridge.sync.ddl import RenameTable, TruncateTable, column_aliases, renamed
 from canalbridge.sync.errors import SchemaChangeError, SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -40,6 +40,7 @@ from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Staging
 from spark_sink.table import (
+    PROP_COLUMN_ALIASES,
     PROP_PRIMARY_KEY,
     PROP_SOURCE_TABLE,
     TargetColumn,
@@ -238,12 +239,24 @@ class _IcebergWriter:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
         new_key = list(renamed(tuple(key), alteration.changes))
         table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else {}
+        if alteration.shared:  # the other shards' rows keep the old names until their own DDL
+            aliases = json.loads(properties.get(PROP_COLUMN_ALIASES, "{}"))
+            now = column_aliases(aliases, tuple(c.name for c in columns), alteration.changes)
+            if now != aliases:
+                table_properties[PROP_COLUMN_ALIASES] = json.dumps(now, sort_keys=True)
         for change in alteration.changes:
             if isinstance(change, RenameTable):  # a rename the channel follows: read back at its next start
                 table_properties[PROP_SOURCE_TABLE] = f"{change.to.schema}.{change.to.table}"
         self.table.evolve(operations, summary, table_properties)
         self._ready = False  # the next commit checks its columns against the new schema
         self._log.info("spark.schema_changed", sql=alteration.sql, operations=[repr(o) for o in operations])
+
+    def column_aliases(self) -> dict[str, str]:
+        self._reconnect_if_lost()
+        if self.table.columns() is None:
+            return {}
+        aliases: dict[str, str] = json.loads(self.table.properties().get(PROP_COLUMN_ALIASES, "{}"))
+        return aliases
 
     def source_table(self) -> str | None:
         self._reconnect_if_lost()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import DropColumn, RenameTable, TruncateTable, columns_after, renamed
+from canalbridge.sync.ddl import DropColumn, RenameTable, TruncateTable, column_aliases, columns_after, renamed
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -74,6 +74,7 @@ class InMemoryWriter:
     alter_calls: int = 0
     alterations: list[tuple[str, Position]] = field(default_factory=list)  # (DDL, stamp) as applied
     renamed_to: str | None = None  # the source table's name after a RENAME TABLE the channel followed
+    aliases: dict[str, str] = field(default_factory=dict)  # a shared target's renamed columns (see ChannelWriter)
     _label: str | None = None
     _staged: list[RowBatch] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -185,6 +186,8 @@ class InMemoryWriter:
             if any(isinstance(c, TruncateTable) for c in alteration.changes):
                 self._table.clear()
             if self.columns is not None:
+                if alteration.shared:
+                    self.aliases = column_aliases(self.aliases, self.columns, alteration.changes)
                 self.columns = columns_after(self.columns, alteration.changes, drop=alteration.drop_columns)
             for key, (names, values) in list(self._table.items()):
                 self._table[key] = _altered(names, values, alteration)
@@ -197,6 +200,10 @@ class InMemoryWriter:
     def source_table(self) -> str | None:
         with self._lock:
             return self.renamed_to
+
+    def column_aliases(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.aliases)
 
     def _dropped(self, reason: str) -> None:
         with self._lock:

@@ -59,6 +59,7 @@ from canalbridge.sync.ddl import (
     TableName,
     TruncateTable,
     changes_columns,
+    column_aliases,
     columns_after,
     parse_ddl,
 )
@@ -176,6 +177,7 @@ class Channel:
         # Owned by the channel (staging) thread:
         self._mappers: dict[tuple[str, str], RowMapper] = {}  # by source table: shards map on their own
         self._target_columns: tuple[str, ...] | None = None  # the target's, as the DDLs staged so far leave it
+        self._aliases: dict[str, str] = {}  # a shared target's: source names another shard's rename took
         self._mappers_stale = False
         self._layout: object = None  # the column facts of the rows the writer's open transaction holds
         self._raw = False  # the writer decodes RowChange bytes itself (set at start)
@@ -195,6 +197,7 @@ class Channel:
         self.committed_position = self.writer.committed_position()
         self.current_table = self.writer.source_table()
         self._target_columns = self.writer.target_columns()
+        self._aliases = self.writer.column_aliases()
         # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
         self._raw = self.writer.decodes_row_changes() and not self.settings.origin_columns
         self._thread = threading.Thread(target=self._run, name=f"channel-{self.job}-{self.source}", daemon=True)
@@ -216,7 +219,7 @@ class Channel:
             mapper = self._mappers[table] = RowMapper(
                 f"{schema}.{name}", settings.columns or self._target_columns, settings.key,
                 before_images=self.writer.before_images(), by_name=settings.columns is None, origin=origin,
-                origin_in_key=settings.source_in_key)
+                origin_in_key=settings.source_in_key, aliases=self._aliases)
         return mapper
 
     def join(self, timeout_s: float) -> bool:
@@ -371,6 +374,7 @@ class Channel:
         if self._mappers_stale:  # (it reads the target's columns: a failure here fails the commit, retried)
             self._mappers.clear()
             self._target_columns = self.writer.target_columns()
+            self._aliases = self.writer.column_aliases()
             self._mappers_stale = False
         rows: list[ChangeRow] = []
         raw: list[RawChange] = []
@@ -411,6 +415,8 @@ class Channel:
             return
         assert mapper is not None
         batch = mapper.batch(rows) if rows else mapper.raw_batch(raw)
+        if self._target_columns is None and self.settings.columns is None:
+            self._target_columns = batch.target_columns  # a target the writer creates from these rows
         layout = (batch.target_columns, batch.columns, batch.key_indexes)
         if self._begun and layout != self._layout:
             # Rows of another layout in this transaction (a shard not yet through an ALTER that another
@@ -473,9 +479,13 @@ class Channel:
                                 self.schema.drop_columns and not shared, shared=shared)
         mapper.alter(alteration)
         if self._target_columns is not None and self.settings.columns is None:
-            self._target_columns = columns_after(self._target_columns, applied, drop=alteration.drop_columns)
+            before = self._target_columns
+            self._target_columns = columns_after(before, applied, drop=alteration.drop_columns)
+            if shared:  # the other shards' rows keep a renamed column's old name until their own DDL
+                self._aliases = column_aliases(self._aliases, before, applied)
             for other in self._mappers.values():
-                other.retarget(self._target_columns)
+                if other is not mapper:
+                    other.retarget(self._target_columns, self._aliases)
         if self._begun:
             self._begun = False
             self._steps.append(_Rows(self.writer.seal(), self._last_row))

@@ -362,6 +362,22 @@ def columns_after(names: tuple[str, ...], changes: tuple[SchemaChange, ...], *, 
     return tuple(columns)
 
 
+def column_aliases(aliases: dict[str, str], names: tuple[str, ...],
+                   changes: tuple[SchemaChange, ...]) -> dict[str, str]:
+    """A shared target's aliases (a source name, lower case, -> the target column it went to) after
+    ``changes`` renamed some of ``names``; a rename of a renamed column carries its older names along."""
+    out = dict(aliases)
+    present = {name.lower() for name in names}
+    for change in changes:
+        if isinstance(change, RenameColumn | ChangeColumn) and change.name.lower() != change.new_name.lower() \
+                and change.name.lower() in present:
+            old, new = change.name.lower(), change.new_name
+            out = {source: new if target.lower() == old else target for source, target in out.items()}
+            out[old] = new
+            present = (present - {old}) | {new.lower()}
+    return out
+
+
 def renamed(names: tuple[str, ...], changes: tuple[SchemaChange, ...]) -> tuple[str, ...]:
     """``names`` under the renames in ``changes`` (``RENAME COLUMN``, ``CHANGE``), in the same order."""
     current = list(names)

@@ -225,6 +225,8 @@ class SyncJob:
 
     def _stop_run(self) -> None:
         """Stop the running threads within the bound. Call with the lock held."""
+        if self._run is not None:
+            self._update(channels=self.record().channels)  # those rules opened stay listed, with positions
         run, self._run = self._run, None
         if run is None:
             return

@@ -98,8 +98,8 @@ class JobRun:
         channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
                           settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
                           schema=settings.schema, debug=settings.debug)
-        self.channels.append(channel)
-        channel.start()
+        channel.start()  # (it starts no thread unless it read its target)
+        self.channels.append(channel)  # from here the run's stop joins its threads
         _check_source(settings, channel_settings.target, channel.committed_position)
         self._committed.advance(channel.source, channel.committed_position)
         return channel

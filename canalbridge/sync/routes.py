@@ -25,7 +25,8 @@ class Routes:
         self.job = job
         self._exact = {c.source.lower(): c for c in channels if c.pattern is None}
         self._rules = [c for c in channels if c.pattern is not None]
-        self._targets: dict[str, ChannelSettings] = {c.target: c for c in self._exact.values()}
+        # By name case-folded: catalogs may compare names so, and two channels must never share a target.
+        self._targets: dict[str, ChannelSettings] = {c.target.lower(): c for c in self._exact.values()}
 
     def resolve(self, schema: str, table: str) -> ChannelSettings | None:
         """The channel for ``schema.table``; the same settings for every table that shares a target.
@@ -45,7 +46,7 @@ class Routes:
             if merged and TargetTemplate(rule.target).fields:
                 name = f"{rule.source} into {target}"  # the rule sends its shards to several targets
             channel = replace(rule, source=name, target=target, pattern=None, rule=rule.source, merged=merged)
-            known = self._targets.setdefault(target, channel)
+            known = self._targets.setdefault(target.lower(), channel)
             if known != channel:
                 raise RouteConflictError(self.job, f"{schema}.{table}", target, known.rule or known.source)
             return channel

@@ -18,7 +18,7 @@ differ from the rows before it with no DDL that says so.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import (
@@ -69,8 +69,10 @@ class RowMapper:
         by_name: bool = False,
         origin: Sequence[tuple[str, str]] = (),
         origin_in_key: bool = False,
+        aliases: Mapping[str, str] | None = None,
     ) -> None:
         self.table = table
+        self._aliases = dict(aliases or {})  # a source name (lower case) -> the target column it went to
         self._origin_names = tuple(name for name, _ in origin)
         self._origin_values: tuple[str | None, ...] = tuple(value for _, value in origin)
         self._origin_in_key = origin_in_key
@@ -152,10 +154,14 @@ class RowMapper:
                                                 drop=alteration.drop_columns)
         self._columns = self._signature = None
 
-    def retarget(self, target_columns: Sequence[str]) -> None:
-        """The target's columns as a DDL (on this table or another shard of its target) leaves them."""
+    def retarget(self, target_columns: Sequence[str], aliases: Mapping[str, str]) -> None:
+        """The target's columns as a DDL (on this table or another shard of its target) leaves them, and the
+        names another shard's rename took from it: this table's rows still use the old one until its own
+        DDL, and their values go to the renamed column. The next row learns its names afresh."""
         if self.by_name:
             self.target_columns = tuple(target_columns)
+            self._aliases = dict(aliases)
+            self._columns = None
 
     def unread_ddl(self, reason: str) -> None:
         """The DDL just mapped could not be read: a later row whose columns differ names why."""
@@ -205,6 +211,9 @@ class RowMapper:
         names += self._origin_names
         if self.by_name and self.target_columns is not None:
             spelled = {n.lower(): n for n in self.target_columns}
+            for old, new in self._aliases.items():
+                if old not in spelled and new.lower() in spelled:
+                    spelled[old] = spelled[new.lower()]
             missing = [n for n in names if n.lower() not in spelled]
             if missing:
                 raise self._error(

@@ -35,10 +35,11 @@ class TablePattern:
     regex: bool = False
 
     def __post_init__(self) -> None:
-        if _top_level_comma(self.text):
-            # Canal splits its filter on commas outside {} [] (): a pattern with one would subscribe to others.
-            raise PatternError(f"{self.text!r}: a comma outside {{}}, [] or () splits Canal's filter; use an "
-                               f"alternation (a|b) or two channels")
+        if "," in self.text:
+            # Canal 1.1.7 splits its filter at every comma (even in {1,3}): a pattern with one would
+            # subscribe to something else, and Canal would drop the tables it meant without a word.
+            raise PatternError(f"{self.text!r}: a comma splits Canal's filter; write {{1,3}} as an alternation "
+                               f"or a class, or use two channels")
         if not self.regex and len(self.text.split(".")) != 2:
             raise PatternError(f"{self.text!r} must name schema.table (either part may have * ? [...])")
         try:
@@ -76,14 +77,19 @@ class TargetTemplate:
 
     def __post_init__(self) -> None:
         try:
-            fields = {name for _, name, spec, conversion in string.Formatter().parse(self.text) if name is not None}
+            parsed = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(self.text)
+                      if name is not None]
         except ValueError as exc:
             raise PatternError(f"{self.text!r}: {exc}") from exc
+        if any(spec or conversion for _, spec, conversion in parsed):
+            raise PatternError(f"{self.text!r}: a placeholder is {{schema}} or {{table}}, nothing more")
+        fields = {name for name, _, _ in parsed}
         unknown = fields - _FIELDS
         if unknown:
             raise PatternError(f"{self.text!r}: unknown placeholder {{{sorted(unknown)[0]}}} (only {{schema}} and "
                                f"{{table}})")
-        if len(self.format("s", "t").split(".")) < 3:
+        parts = self.format("s", "t").split(".")
+        if len(parts) < 3 or not all(parts):
             raise PatternError(f"{self.text!r} must name catalog.namespace.table")
 
     @property
@@ -95,11 +101,14 @@ class TargetTemplate:
 
 
 def merges(pattern: TablePattern, template: TargetTemplate) -> bool:
-    """Whether ``template`` can send several of ``pattern``'s tables into one target."""
+    """Whether ``template`` sends several of ``pattern``'s tables into one target (a regex's schemas cannot be
+    told: a regex over several with a template of ``{table}`` alone is refused when two tables meet)."""
     if pattern.literal:
         return False
     fields = template.fields
-    return "table" not in fields or ("schema" not in fields and not pattern.fixes_schema)
+    if "table" not in fields:
+        return True
+    return "schema" not in fields and not pattern.regex and not pattern.fixes_schema
 
 
 def _glob_regex(glob: str) -> str:
@@ -119,22 +128,6 @@ def _glob_regex(glob: str) -> str:
             out.append(re.escape(char) if not (char.isalnum() or char == "_") else char)
         index += 1
     return "".join(out)
-
-
-def _top_level_comma(text: str) -> bool:
-    depth, index = 0, 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 1  # an escaped character opens and closes nothing
-        elif char in "{[(":
-            depth += 1
-        elif char in "}])" and depth:
-            depth -= 1
-        elif char == "," and not depth:
-            return True
-        index += 1
-    return False
 
 
 _cache: dict[str, re.Pattern[str]] = {}

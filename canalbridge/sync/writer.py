@@ -84,6 +84,10 @@ class ChannelWriter(Protocol):
         """Compact the target and expire snapshots older than ``keep_snapshots_hours``, never the one
         that carries the committed position; raise on failure."""
 
+    def column_aliases(self) -> dict[str, str]:
+        """A shared target's (shards merged): the source column names one shard's rename took from the
+        target (lower case) -> the target column they went to; empty for any other target."""
+
     def source_table(self) -> str | None:
         """The name (``schema.table``) the target's source table has now, if the channel followed it through
         a ``RENAME TABLE`` (:meth:`alter` records it); None if it was never renamed."""

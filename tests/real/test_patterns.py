@@ -54,17 +54,18 @@ def test_shards_merge_and_new_tables_appear_while_the_source_changes_its_columns
     job = SyncJob(settings, lambda channel: make_writer(spark, channel, "pats", spark_settings))
     job.start()
     try:
-        def orders_round(n: int, *, noted: set[str]) -> None:
+        def orders_round(n: int, *, noted: dict[str, str]) -> None:
             # The same keys in every shard: only the source columns tell their rows apart.
             for schema, table in SHARDS:
                 name = f"`{schema}`.`{table}`"
-                note = ", note" if f"{schema}.{table}" in noted else ""
+                column = noted.get(f"{schema}.{table}")
+                note = f", {column}" if column else ""
                 value = f", 'n{n}'" if note else ""
                 mariadb.execute(f"INSERT INTO {name} (id, name, amount{note}) VALUES ({n}, '{table}', {n}.25{value})",
                                 f"UPDATE {name} SET amount = amount + 1 WHERE id = {max(n - 1, 1)}",
                                 f"DELETE FROM {name} WHERE id = {n - 2}" if n % 3 == 0 else "DO 0")
 
-        noted: set[str] = set()
+        noted: dict[str, str] = {}  # shard -> the name its note column has
         for n in range(1, 5):
             orders_round(n, noted=noted)
         caught_up(job, mariadb)
@@ -75,8 +76,14 @@ def test_shards_merge_and_new_tables_appear_while_the_source_changes_its_columns
         for schema, table in SHARDS:
             caught_up(job, mariadb)
             mariadb.execute(f"ALTER TABLE `{table}` ADD COLUMN note VARCHAR(10) AFTER name", database=schema)
-            noted.add(f"{schema}.{table}")
+            noted[f"{schema}.{table}"] = "note"
             orders_round(len(noted) + 4, noted=noted)
+        # A rename, shard by shard: the shards not yet renamed go on writing the old name into the new column.
+        for n, (schema, table) in enumerate(SHARDS):
+            caught_up(job, mariadb)
+            mariadb.execute(f"ALTER TABLE `{table}` RENAME COLUMN note TO remark", database=schema)
+            noted[f"{schema}.{table}"] = "remark"
+            orders_round(n + 9, noted=noted)
         mariadb.execute("UPDATE customers SET email = 'b@y' WHERE id = 2", "INSERT INTO customers VALUES (3, 'c@x')",
                         database="pats_0")
         caught_up(job, mariadb)
@@ -87,11 +94,11 @@ def test_shards_merge_and_new_tables_appear_while_the_source_changes_its_columns
 
     expected = set()
     for schema, table in SHARDS:
-        expected |= {(*row, schema, table) for row in source_rows(mariadb, schema, table, "id, name, note, amount")}
+        expected |= {(*row, schema, table) for row in source_rows(mariadb, schema, table, "id, name, remark, amount")}
     assert len(expected) > 20
-    assert target_rows(spark, "lake.pats.orders", "id, name, note, amount, src_schema, src_table") == expected
+    assert target_rows(spark, "lake.pats.orders", "id, name, remark, amount, src_schema, src_table") == expected
     columns = spark.table(quote_table("lake.pats.orders")).columns
-    assert columns == ["id", "name", "note", "amount", "src_schema", "src_table"]
+    assert columns == ["id", "name", "remark", "amount", "src_schema", "src_table"]
     assert target_rows(spark, "lake.pats.pats_0_customers", "id, email") == source_rows(
         mariadb, "pats_0", "customers", "id, email")
     assert {source: (c.target, c.rule) for source, c in record.items()} == {

@@ -9,6 +9,7 @@ from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.job import JobState
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
 from canalbridge.sync.tables import TablePattern
@@ -169,3 +170,37 @@ def test_by_default_a_channel_stays_with_its_tables_name_through_a_rename(dev_se
     writer = harness.writers["db.orders"]
     assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("3",): {"id": "3", "name": "c"}}
     assert writer.source_table() is None and writer.alterations == []
+
+
+def test_a_column_renamed_shard_by_shard_takes_the_other_shards_rows_under_its_old_name_until_theirs(
+        dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(tables=(TableDef("db", "unused", (ID,)),), row_changes=0))
+    settings = dataclasses.replace(job_settings(server, workload), channels=(
+        rule("shop.orders_*", "lake.shop.orders", table_column="src_table", source_in_key=True),))
+    harness = Harness(server, workload, settings, **{"shop.orders_*": {"columns": ("id", "name", "src_table")}})
+    old = [TableDef("shop", f"orders_{n}", (ID, NAME)) for n in (1, 2)]
+    new = [TableDef("shop", f"orders_{n}", (ID, ColumnDef.of("label", "varchar(8)"))) for n in (1, 2)]
+    binlog = BinlogWriter()
+    harness.job.start()
+    rename = "ALTER TABLE orders_1 RENAME COLUMN name TO label"
+    feed(server, harness, [*insert(binlog, old[0], {"id": 1, "name": "a"}),
+                           *insert(binlog, old[1], {"id": 1, "name": "b"}),
+                           binlog.ddl("shop", "orders_1", EventType.ALTER, rename),
+                           *insert(binlog, new[0], {"id": 2, "label": "c"}),
+                           *insert(binlog, old[1], {"id": 2, "name": "d"})])
+    # A new run learns from the target which old name the other shard still sends.
+    harness.job.pause()
+    harness.job.start()
+    change = "ALTER TABLE orders_2 CHANGE name label VARCHAR(8)"
+    feed(server, harness, [*insert(binlog, old[1], {"id": 3, "name": "e"}),
+                           binlog.ddl("shop", "orders_2", EventType.ALTER, change),
+                           *insert(binlog, new[1], {"id": 4, "label": "f"})])
+    harness.job.pause()
+    writer = harness.writers["shop.orders_*"]
+    assert writer.columns == ("id", "label", "src_table")
+    assert {key: row for key, row in writer.rows.items()} == {
+        (str(i), f"orders_{s}"): {"id": str(i), "label": v, "src_table": f"orders_{s}"}
+        for i, s, v in ((1, 1, "a"), (1, 2, "b"), (2, 1, "c"), (2, 2, "d"), (3, 2, "e"), (4, 2, "f"))}
+    assert writer.column_aliases() == {"name": "label"}
+    assert harness.job.state is JobState.PAUSED and harness.job.fail_message is None
