@@ -1,9 +1,9 @@
 """Canal's subscription filter: comma-separated ``schema.table`` regexes.
 
-Follows Canal's ``AviaterRegexFilter``: the filter is split on commas that
-are not inside ``{}``, ``[]`` or ``()`` (so ``\\d{1,2}`` survives), each
-pattern must match the whole ``schema.table`` name, matching ignores case,
-and an empty filter lets everything through.
+Follows Canal 1.1.7's ``AviaterRegexFilter``: the filter is split at every
+comma (``\\d{1,2}`` too: a bracket-aware split came to Canal after 1.1.7),
+each pattern must match the whole ``schema.table`` name, matching ignores
+case, and an empty filter lets everything through.
 """
 
 from __future__ import annotations
@@ -12,29 +12,8 @@ import re
 
 
 def split_filter(filter_text: str) -> list[str]:
-    """Split a Canal filter into its patterns at top-level commas."""
-    patterns: list[str] = []
-    depth = {"{": 0, "[": 0, "(": 0}
-    closing = {"}": "{", "]": "[", ")": "("}
-    start = 0
-    index = 0
-    while index < len(filter_text):
-        char = filter_text[index]
-        if char == "\\":
-            index += 2  # an escaped character never opens or closes a group
-            continue
-        if char in depth:
-            depth[char] += 1
-        elif char in closing and depth[closing[char]] > 0:
-            depth[closing[char]] -= 1
-        elif char == "," and not any(depth.values()):
-            if index > start:
-                patterns.append(filter_text[start:index])
-            start = index + 1
-        index += 1
-    if start < len(filter_text):
-        patterns.append(filter_text[start:])
-    return patterns
+    """Split a Canal filter into its patterns at every comma, as Canal 1.1.7 does (even inside ``{1,2}``)."""
+    return [pattern for pattern in filter_text.split(",") if pattern]
 
 
 class TableFilter:
