@@ -63,10 +63,12 @@ retry_initial_seconds = 0.1
 
 
 def write_config(tmp_path: Path, server_port: int, warehouse: str, namespace: str, tables, *,
-                 commit: str = "") -> Path:
-    """One job ``shop`` reading destination ``example``, a channel per table into ``lake.NAMESPACE``."""
-    channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.{namespace}.{t.name}"'
-                         for t in tables)
+                 commit: str = "", channels: str | None = None) -> Path:
+    """One job ``shop`` reading destination ``example``, a channel per table into ``lake.NAMESPACE`` (or
+    the ``[[job.channel]]`` sections given)."""
+    if channels is None:
+        channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.{namespace}.{t.name}"'
+                             for t in tables)
     path = tmp_path / "canalbridge.toml"
     path.write_text(daemon_sections(warehouse) + job_section(
         "shop", port=server_port, destination="example", credentials='password_env = "TEST_CANAL_PASSWORD"',

@@ -104,3 +104,33 @@ def test_demo_verifies_every_table(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "demo: all tables match" in result.stdout
     assert result.stdout.count(" OK") == 3
+
+
+def test_a_pattern_job_lists_each_patterns_tables_live_offline_and_after_a_restart(spark, spark_settings,
+                                                                                 dev_server_factory, tmp_path):
+    server = dev_server_factory(DestinationConfig("example", "canal", PASSWORD))
+    tables = standard_tables(3)[1:]
+    workload = Workload(WorkloadSpec(tables=tables, row_changes=600, seed=37))
+    server.feed("example", workload)
+    config = write_config(tmp_path, server.port, spark_settings.warehouse, "pat", tables,
+                          channels='[[job.channel]]\nsource = "shop.*"\ntarget = "lake.pat.{table}"')
+    expected = {"shop.accounts": "lake.pat.accounts", "shop.orders": "lake.pat.orders"}
+
+    def listed(document) -> dict[str, str]:
+        channels = document["jobs"][0]["channels"]
+        assert all(c["rule"] == "shop.*" and c["committed_position"] for c in channels), channels
+        return {c["source"]: c["target"] for c in channels}
+
+    with running_daemon(config) as daemon:
+        assert server.destinations["example"].wait_acked(180), daemon_log(config)[-3000:]
+        assert listed(status(config)) == expected
+        text = cli("status", "-c", str(config)).stdout
+        assert "  pattern shop.* -> lake.pat.{table}: 2 tables so far\n    shop.accounts -> lake.pat.accounts" in text
+        stop(daemon, config)
+    assert listed(status(config)) == expected  # from the state store
+    with running_daemon(config) as daemon:
+        # Nothing new to read: the channels are not open in this run, and status still lists them.
+        assert eventually(lambda: status(config)["live"], 120)
+        assert listed(status(config)) == expected
+        stop(daemon, config)
+    assert_exact(spark, workload, "pat")
