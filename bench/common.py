@@ -22,7 +22,7 @@ from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
+from canalbridge.sync.changes import Alteration, BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition, Position
@@ -141,6 +141,15 @@ class LagRecorder:
 
     def layout_note(self) -> str | None:
         return self.writer.layout_note()
+
+    def source_table(self) -> str | None:
+        return self.writer.source_table()
+
+    def column_aliases(self) -> dict[str, str]:
+        return self.writer.column_aliases()
+
+    def alter(self, alteration: Alteration, stamp: Position) -> None:
+        self.writer.alter(alteration, stamp)
 
     def begin(self, label: str) -> None:
         self.staged = Counter()

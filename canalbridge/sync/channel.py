@@ -575,7 +575,9 @@ class Channel:
                 for rest in item.steps[index + 1:]:
                     _discard(rest, "an earlier step failed")
                 if isinstance(exc, ColumnsChangedError):
-                    mapper = next((m for m in self._mappers.values() if m.table == exc.table), None)
+                    mappers = list(self._mappers.values())
+                    mapper = next((m for m in mappers if m.table.lower() == exc.table.lower()),
+                                  mappers[0] if len(mappers) == 1 else None)
                     if mapper is not None:
                         exc = mapper.columns_changed(exc.columns, exc.count, exc.position)  # names the last DDL
                 self._log.warning("channel.commit_failed", label=item.label, error=_brief(exc))
