@@ -26,6 +26,7 @@ from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition, KafkaPosition
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.tables import TablePattern
 from tests.sync.harness import expected_row_writes
 
 pytestmark = pytest.mark.kafka
@@ -40,14 +41,16 @@ class KafkaJob:
 
     def __init__(self, bootstrap: str, topic: str, workload: Workload, *, record_format: str = "protobuf",
                  markers: bool | None = None, group: str | None = None, commit: CommitSettings = COMMITS,
-                 security: dict[str, str] | None = None, request_timeout_ms: int = 2000) -> None:
+                 security: dict[str, str] | None = None, request_timeout_ms: int = 2000,
+                 channels: tuple[ChannelSettings, ...] | None = None) -> None:
         self.bootstrap, self.topic, self.workload = bootstrap, topic, workload
         self.group = group or f"group-{topic}"
         kafka = KafkaSettings((bootstrap,), topic, self.group, record_format=record_format,
                               transaction_markers=record_format == "protobuf" if markers is None else markers,
                               poll_timeout_ms=100, max_poll_records=50, request_timeout_ms=request_timeout_ms,
                               security=security or {})
-        channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
+        if channels is None:
+            channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
         self.settings = JobSettings("kjob", None, channels, commit, kafka=kafka)
         self.writers: dict[str, InMemoryWriter] = {}
         self.job = SyncJob(self.settings, self._writer)
@@ -189,6 +192,25 @@ def test_a_restart_after_a_lost_offset_commit_resumes_from_what_the_targets_hold
     # The job resumed where the targets were, not from the group's offsets: nothing was read twice.
     assert job.job.stats.skipped == 0
     assert job.job.stats.rows_routed - routed == sum(expected_row_writes(entries).values()) - routed
+
+
+def test_a_pattern_job_restarted_on_lost_offsets_applies_each_change_once(kafka_broker, topic):
+    # Its channels open as their tables are met, so it cannot know what every target holds before it
+    # reads: it starts from the group's offsets, and what the targets hold is skipped.
+    name = topic(2)
+    load, entries = workload(seed=13, key_changes=False)
+    halves = hashed_protobuf_records(entries, 2, batch_entries=25)
+    rule = ChannelSettings("shop.*", "lake.{schema}.{table}", pattern=TablePattern("shop.*"))
+    job = KafkaJob(kafka_broker.bootstrap, name, load, markers=False, channels=(rule,))
+    ends = publish(kafka_broker.bootstrap, name, {p: records[: len(records) // 2] for p, records in halves.items()})
+    run(job, ends)
+    job.set_group_offsets({p: 0 for p in ends})  # the offset commits are lost
+    ends = publish(kafka_broker.bootstrap, name, {p: records[len(records) // 2:] for p, records in halves.items()})
+    run(job, ends, resume=True)
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries), "a row change was applied twice or lost"
+    assert job.job.stats.skipped > 0  # the first half came again
+    assert {c.source: c.rule for c in job.job.record().channels} == {t: "shop.*" for t in load.expected}
 
 
 def test_a_record_that_is_not_a_canal_message_pauses_the_job_naming_it_until_skipped(kafka_broker, topic):
