@@ -298,12 +298,13 @@ class Consumer(Worker):
             if entry_type == _END:
                 work.source_txn_open_since = None
             elif entry_type == _ROWDATA:
-                channel = self._channel_for(header.schemaName, header.tableName)
+                table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
+                channel = self._channel_for(table)
                 if header.eventType in _DML:
                     if marks:
                         # MariaDB's transactions have no BEGIN entry: the first row opens one.
                         work.open_source_txn()
-                    if self._add(channel, position, entry, missed):
+                    if self._add(channel, position, entry, missed, table):
                         self.stats.rows_routed += 1
                     elif channel is not None:
                         self.stats.skipped += 1
@@ -318,12 +319,12 @@ class Consumer(Worker):
                 if header.eventType == _RENAME and self._follows_renames:
                     renamed = self._follow_renames(entry)
                     for followed, old in renamed:
-                        self._add(followed, position, entry, missed, table=old)
+                        self._add(followed, position, entry, missed, old)
                     channel = renamed[0][0] if renamed else channel
                     if not renamed:
-                        self._add(channel, position, entry, missed)
+                        self._add(channel, position, entry, missed, table)
                 else:
-                    self._add(channel, position, entry, missed)
+                    self._add(channel, position, entry, missed, table)
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
@@ -361,11 +362,13 @@ class Consumer(Worker):
         self._carry, self._carry_batch = entries[index + 1 :], batch_id
         self._carry_positions = positions[index + 1 :] if positions is not None else None
 
-    def _channel_for(self, schema: str, table: str) -> Channel | None:
-        """The channel that takes ``schema.table``'s entries: for a table a rule takes, opened when first met."""
-        key = (schema, table)
-        if key in self._by_table:
+    def _channel_for(self, key: tuple[str, str]) -> Channel | None:
+        """The channel that takes (schema, table)'s entries: for a table a rule takes, opened when first met."""
+        try:
             return self._by_table[key]
+        except KeyError:
+            pass
+        schema, table = key
         name = f"{schema}.{table}".lower()
         for followed in self.channels.values():  # renames the channels followed, as their targets hold them
             if followed.current_table is not None and followed.current_table.lower() == name:
@@ -403,7 +406,7 @@ class Consumer(Worker):
             if not isinstance(change, RenameTable):
                 continue
             old_table = (old.schema or header.schemaName, old.table)
-            channel = self._channel_for(*old_table)
+            channel = self._channel_for(old_table)
             if channel is None or channel.settings.pattern is not None or channel.settings.rule is not None:
                 continue  # (a rule's table renamed within the rule is a table of its own)
             self._by_table[old_table] = None
@@ -414,8 +417,9 @@ class Consumer(Worker):
         return followed
 
     def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
-             table: tuple[str, str] | None = None) -> bool:
-        """Give a ROWDATA entry to its channel unless the channel has committed it; True if given."""
+             table: tuple[str, str]) -> bool:
+        """Give a ROWDATA entry of ``table`` (schema, table) to its channel unless the channel has committed
+        it; True if given."""
         if channel is None:
             if missed:
                 self._second.fill(position, None)  # a table no channel syncs
@@ -424,8 +428,7 @@ class Consumer(Worker):
         if done is None or position > done or self._applies_again(channel, position, done, missed):
             header = entry.header
             dml = header.eventType in _DML
-            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0,
-                        table=table or (header.schemaName, header.tableName))
+            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
             if missed:
                 self._second.fill(position, channel.source)
             return True
