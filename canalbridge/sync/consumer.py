@@ -316,15 +316,12 @@ class Consumer(Worker):
                         return True
                     continue
                 # A DDL on this table: its channel applies what it changes (and names it if a later row no longer fits).
+                given: list[tuple[Channel | None, tuple[str, str]]] = [(channel, table)]
                 if header.eventType == _RENAME and self._follows_renames:
-                    renamed = self._follow_renames(entry)
-                    for followed, old in renamed:
-                        self._add(followed, position, entry, missed, old)
-                    channel = renamed[0][0] if renamed else channel
-                    if not renamed:
-                        self._add(channel, position, entry, missed, table)
-                else:
-                    self._add(channel, position, entry, missed, table)
+                    given = [*self._follow_renames(entry)] or given  # (a followed rename: the old name's channel)
+                for owner, named in given:
+                    self._add(owner, position, entry, missed, named)
+                channel = given[0][0]
                 if work.in_source_txn:
                     continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
                 if header.eventType == _QUERY and not is_ddl(entry.storeValue):
