@@ -92,7 +92,7 @@ class _Pending(NamedTuple):
     row_change: bytes
     dml: bool
     rows: int
-    table: tuple[str, str]  # (schema, table): a merged channel's shards each have their own
+    table: tuple[str, str]  # (schema, table): a merged channel's shards, or a followed table's new name
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,6 @@ class Channel:
         self.job = job
         self.settings = settings
         self.source = settings.source
-        source_schema, _, source_table = settings.source.partition(".")
-        self._table = (source_schema, source_table)  # (of a channel of one table)
         self.writer = writer
         self.debug = debug
         self.committed_position: Position | None = None  # written by the committer thread after start
@@ -256,14 +254,14 @@ class Channel:
         self._label_sent = label
         self._put(_Begin(label))
 
-    def add(self, position: Position, row_change: bytes, *, dml: bool = True, rows: int = 0,
-            table: tuple[str, str] | None = None) -> None:
+    def add(self, position: Position, row_change: bytes, *, table: tuple[str, str], dml: bool = True,
+            rows: int = 0) -> None:
         """Queue one ROWDATA entry's row change (or a DDL on this table, ``dml`` False) for this transaction.
 
         ``rows`` is the entry's ``rowsCount``, what the metrics count when the writer decodes; ``table``
-        its (schema, table), which a merged channel must be told (else: the channel's source).
+        its (schema, table), as its header names it (a merged channel's shards, a renamed table).
         """
-        self._pending.append(_Pending(position, row_change, dml, rows, table or self._table))
+        self._pending.append(_Pending(position, row_change, dml, rows, table))
         self.entries_received += 1
         if len(self._pending) >= SEND_EVERY_ENTRIES:
             self._flush()
