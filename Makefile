@@ -4,12 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
+.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar decoder-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
-# keeps (README, "The real stack"). Maven's local repository lives there too,
+# keeps (docs/development/real-stack.md#artifacts). Maven's local repository lives there too,
 # so a fresh clone needs nothing from ~/.m2.
 CACHE ?= .cache
 MVN = mvn -B -q -ntp -Dstyle.color=never -s deploy/maven/settings.xml -Dmaven.repo.local=$(abspath $(CACHE))/m2
@@ -115,20 +115,29 @@ lint: venv
 	$(VENV)/bin/ruff check canalbridge spark_sink tests bench
 	$(VENV)/bin/mypy
 
-test: venv check-java real-stack decoder-jar lint
+# docs/reference/configuration.md, from the settings' declarations (a test fails when it is stale).
+config-reference: venv
+	$(PY) -m canalbridge.config_reference --write
+
+# The documentation site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+test: venv check-java real-stack decoder-jar lint docs
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 proto: venv
 	$(PY) -m canalbridge.protocol.generate
 
-demo: venv check-java
+# Everything the demo's daemon uses: the Iceberg runtime, and the JVM decoder its default (auto) picks.
+demo: venv check-java iceberg-jar decoder-jar
 	$(VENV)/bin/canalbridge demo
 
 # The same against a private MariaDB and a real Canal server, verified against MariaDB.
-demo-real: venv check-java real-stack
+demo-real: venv check-java real-stack decoder-jar
 	$(VENV)/bin/canalbridge demo --real
 
-# Benchmarks print their figures as a final JSON line (README, "Performance").
+# Benchmarks print their figures as a final JSON line (docs/performance.md).
 bench-decode: venv check-java iceberg-jar decoder-jar
 	$(PY) -m bench.decode $(BENCH_ARGS)
 
@@ -160,7 +169,7 @@ bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache deploy/maven/*/target
+	rm -rf $(VENV) build site *.egg-info .pytest_cache deploy/maven/*/target
 
 clean-cache:
 	rm -rf $(CACHE)

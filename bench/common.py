@@ -212,21 +212,30 @@ def drain(job: SyncJob, name: str, last: Position, committed: Counter, started: 
     gets (seconds since start, rows committed) twice a second.
     """
     peak_rss = 0.0
-    last_report = started
+    last_report, rows_then = started, 0
     pace = threading.Event()  # never set: paces the progress poll
     while job.acks.position is None or job.acks.position < last:
         pace.wait(0.5)
         peak_rss = max(peak_rss, rss_mb())
         now = time.perf_counter()
+        rows = sum(committed.values())
         if samples is not None:
-            samples.append((now - started, sum(committed.values())))
+            samples.append((now - started, rows))
         if job.fail_message is not None or now - started > timeout_s:
             raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
         if now - last_report >= 5.0:
-            last_report = now
-            print(f"{name}: {sum(committed.values()):,} row changes committed in {job.stats.commits} commits, "
-                  f"acked through {job.acks.position}, waiting for {last}", flush=True)
+            print(f"{name}: [{now - started:5.0f}s] {rows:,} row changes committed in {job.stats.commits} commits "
+                  f"({(rows - rows_then) / (now - last_report):,.0f}/s), lag {lag_text(job)}, acked through "
+                  f"{job.acks.position}, waiting for {last} | " + "  ".join(
+                      f"{c.settings.target} {c.rows_written:,}" for c in job.channels), flush=True)
+            last_report, rows_then = now, rows
     return peak_rss
+
+
+def lag_text(job: SyncJob) -> str:
+    """Now minus the execute time of the job's ack position, as a progress line shows it."""
+    ack = job.acks.position
+    return f"{max(time.time() - ack.execute_time_ms / 1000, 0):.1f}s" if ack and ack.execute_time_ms else "-"
 
 
 @dataclass

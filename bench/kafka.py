@@ -38,6 +38,7 @@ from bench.common import (
     bench_tables,
     commit_settings,
     cpu_seconds,
+    lag_text,
     local_spark_settings,
     rss_mb,
     run_result,
@@ -149,7 +150,7 @@ def run(name: str, broker: KafkaBroker, topic: str, end: int, rows: int, spark_s
     if publisher is not None:
         publisher.start()
     job.start()
-    peak_rss, last_report = 0.0, started
+    peak_rss, last_report, rows_then = 0.0, started, 0
     pace = threading.Event()  # never set: paces the progress poll
     while True:
         committed = {p.partition: p.committed_offset or 0 for p in job.record().partitions}
@@ -161,9 +162,11 @@ def run(name: str, broker: KafkaBroker, topic: str, end: int, rows: int, spark_s
         if job.fail_message is not None or now - started > 3600:
             raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
         if now - last_report >= 5.0:
-            last_report = now
-            print(f"{name}: {sum(lags.values()):,} row changes committed in {job.stats.commits} commits, "
+            rows = sum(lags.values())
+            print(f"{name}: [{now - started:5.0f}s] {rows:,} row changes committed in {job.stats.commits} commits "
+                  f"({(rows - rows_then) / (now - last_report):,.0f}/s), lag {lag_text(job)}, "
                   f"offset {committed.get(0, 0):,} of {end:,}", flush=True)
+            last_report, rows_then = now, rows
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     jvm_cpu, broker_cpu = cpu_seconds(jvm) - jvm_started, cpu_seconds(broker.pid or 0) - broker_started
     job.pause()
@@ -218,7 +221,7 @@ def main() -> None:
                 live["lag_p50_s"], live["lag_p99_s"])
             summary[f"{record_format}_exact"] = backlog["table_rows"] == live["table_rows"]
     stop_spark()
-    summary["tcp_figure"] = "bench.end_to_end --rows 2000000 (README, Performance)"
+    summary["tcp_figure"] = "bench.end_to_end --rows 2000000 (docs/performance.md#end-to-end)"
     print(json.dumps(summary), flush=True)
 
 

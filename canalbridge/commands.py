@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from canalbridge.config import Config, ConfigError, load_config
-from canalbridge.control import ControlError, request
+from canalbridge.control import ControlError, ControlUnreachable, request
 from canalbridge.logs import configure_logging
 from canalbridge.state import StateError, StateStore
 from canalbridge.status import job_json, render_text
@@ -26,9 +26,9 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", type=Path, required=True, help="the TOML configuration file")
 
 
-def _load(args: argparse.Namespace) -> Config | None:
+def _load(args: argparse.Namespace, *, secrets: bool = True) -> Config | None:
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, secrets=secrets)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -68,12 +68,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    config = _load(args)
+    # Reading the status needs no Canal or Kafka password; the control token, when the daemon has one, is used
+    # if its variable is set (a daemon that wants it says no, and that is reported).
+    config = _load(args, secrets=False)
     if config is None:
         return EXIT_CONFIG
     try:
         document = request(config.daemon.control, "GET", "/status", config.daemon.control_token)
-    except ControlError:
+    except ControlError as exc:
+        if not isinstance(exc, ControlUnreachable):
+            print(f"error: the daemon is running but {exc}", file=sys.stderr)
+            return 1
         try:
             document = offline_status(config)
         except StateError as exc:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from canalbridge.canal.server_defaults import BATCH_MODES
+from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
+    CHANNEL_SOURCE_REGEX,
+    KAFKA_SECURITY,
     MB,
     CanalSettings,
     ChannelSettings,
@@ -42,18 +43,28 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class DaemonSettings:
-    """The ``[daemon]`` section."""
+    """The ``[daemon]`` section: the process, its state and how it is reached."""
 
-    state_dir: Path
-    control: str = "127.0.0.1:8765"  # host:port, or a Unix socket path
-    control_token: str | None = field(default=None, repr=False)
-    log_format: str = "console"
-    log_level: str = "info"
-    metrics_port: int = 0  # 0: no metrics endpoint
+    SECTION: ClassVar[str] = "daemon"
+
+    state_dir: Path = setting(doc="SQLite state, lock file, spill files (unless `spark.spill_dir`); relative to the "
+                                  "config file", check=non_empty)
+    control: str = setting("127.0.0.1:8765", doc="the control endpoint: `host:port` or a Unix socket path",
+                           check=non_empty)
+    # The token itself; the file names the variable that holds it.
+    control_token: str | None = setting(None, name="control_token_env", check=non_empty, secret=True,
+                                        default_text="none",
+                                        doc="the environment variable holding a token every control request must "
+                                            "carry")
+    log_format: str = setting("console", check=one_of("console", "json"), doc="`json` lines for journald")
+    log_level: str = setting("info", check=one_of("debug", "info", "warning", "error"), doc="the least level logged")
+    metrics_port: int = setting(0, check=port_or_zero, doc="Prometheus `/metrics` on 127.0.0.1; 0: off")
 
 
 @dataclass(frozen=True)
 class Config:
+    """A whole configuration file, validated."""
+
     path: Path
     daemon: DaemonSettings
     spark: SparkSettings
@@ -61,205 +72,68 @@ class Config:
     warnings: tuple[str, ...] = ()
 
 
-# -- a small schema walker ---------------------------------------------------------------
+# -- the declarations, by TOML table --------------------------------------------------------------
 
-Check = Callable[[Any], str | None]
-
-
-@dataclass(frozen=True)
-class Key:
-    kind: type | tuple[type, ...]
-    required: bool = False
-    check: Check | None = None
+SETTINGS_CLASSES = (DaemonSettings, SparkSettings, JobSettings, CanalSettings, KafkaSettings, CommitSettings,
+                    MaintenanceSettings, SchemaSettings, ChannelSettings)
+LOADER_OPTIONS = (CHANNEL_SOURCE_REGEX, *KAFKA_SECURITY)
 
 
-def _port(value: int) -> str | None:
-    return None if 1 <= value <= 65535 else f"port {value} is outside 1..65535"
+def declared_options() -> dict[str, dict[str, Option]]:
+    """Every key of the file, by TOML table (``job.commit``) and name, in declaration order."""
+    tables: dict[str, dict[str, Option]] = {}
+    for option in (*(o for cls in SETTINGS_CLASSES for o in options_of(cls)), *LOADER_OPTIONS):
+        tables.setdefault(option.section, {})[option.name] = option
+    return tables
 
 
-def _port_or_zero(value: int) -> str | None:
-    return None if 0 <= value <= 65535 else f"port {value} is outside 0..65535"
+OPTIONS = declared_options()
 
 
-def _positive(value: float) -> str | None:
-    return None if value > 0 else f"must be positive, got {value}"
-
-
-def _not_negative(value: float) -> str | None:
-    return None if value >= 0 else f"must not be negative, got {value}"
-
-
-def _one_of(*choices: str) -> Check:
-    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
-
-
-def _non_empty(value: str) -> str | None:
-    return None if value.strip() else "must not be empty"
-
-
-def _local_path(value: str) -> str | None:
-    if not value.strip():
-        return "must not be empty"
-    # Python writes the staged files: an address only Spark's file systems know would become a local folder.
-    return f"must be a local (or mounted) path, got {value!r}" if "://" in value else None
-
-
-def _table_name(parts: int) -> Check:
-    def check(value: str) -> str | None:
-        if len([p for p in value.split(".") if p]) < parts:
-            return f"{value!r} must name {'schema.table' if parts == 2 else 'catalog.namespace.table'}"
-        return None
-
-    return check
-
-
-DAEMON_KEYS = {
-    "state_dir": Key(str, required=True, check=_non_empty),
-    "control": Key(str, check=_non_empty),
-    "control_token_env": Key(str, check=_non_empty),
-    "log_format": Key(str, check=_one_of("json", "console")),
-    "log_level": Key(str, check=_one_of("debug", "info", "warning", "error")),
-    "metrics_port": Key(int, check=_port_or_zero),
-}
-SPARK_KEYS = {
-    "master": Key(str, check=_non_empty),
-    "app_name": Key(str, check=_non_empty),
-    "catalog": Key(str, check=_non_empty),
-    "warehouse": Key(str, check=_non_empty),
-    "spill_rows": Key(int, check=_positive),
-    "spill_dir": Key(str, check=_local_path),
-    "decoder": Key(str, check=_one_of("auto", "jvm", "python")),
-    "conf": Key(dict),
-}
-JOB_KEYS = {"name": Key(str, required=True, check=_non_empty), "canal": Key(dict), "kafka": Key(dict),
-            "commit": Key(dict), "maintenance": Key(dict), "schema": Key(dict), "channel": Key(list, required=True)}
-SCHEMA_KEYS = {"drop_column": Key(str, check=_one_of("keep", "drop")),
-               "truncate": Key(str, check=_one_of("ignore", "apply")),
-               "rename_table": Key(str, check=_one_of("ignore", "follow"))}
-CANAL_KEYS = {
-    "host": Key(str, required=True, check=_non_empty),
-    "port": Key(int, required=True, check=_port),
-    "destination": Key(str, required=True, check=_non_empty),
-    "username": Key(str),
-    "password": Key(str),
-    "password_env": Key(str, check=_non_empty),
-    "batch_size": Key(int, check=_positive),
-    "client_id": Key(str, check=lambda v: None if v.lstrip("-").isdigit() and -32768 <= int(v) <= 32767
-                     else f"must be a number that fits a Java short, got {v!r}"),
-    "debug": Key(bool),
-    "poll_timeout_ms": Key(int, check=_positive),
-    "store_capacity": Key(int, check=lambda v: None if v > 0 and v & (v - 1) == 0
-                          else f"must be a power of 2 like canal.instance.memory.buffer.size, got {v}"),
-    "transaction_size": Key(int, check=_positive),
-    "batch_mode": Key(str, check=lambda v: None if v in BATCH_MODES
-                      else f"must be one of {', '.join(BATCH_MODES)} like canal.instance.memory.batch.mode, got {v!r}"),
-}
-def _bootstrap(value: str | list) -> str | None:
-    servers = value.split(",") if isinstance(value, str) else value
-    if not servers or not all(isinstance(s, str) and s.strip().rpartition(":")[2].isdigit() for s in servers):
-        return f"must be host:port, or a list of them, got {value!r}"
-    return None
-
-
-KAFKA_KEYS = {
-    "bootstrap_servers": Key((str, list), required=True, check=_bootstrap),
-    "topic": Key(str, required=True, check=_non_empty),
-    "group_id": Key(str, check=_non_empty),
-    "client_id": Key(str, check=_non_empty),
-    "format": Key(str, check=_one_of("flat", "protobuf")),
-    "transaction_markers": Key(bool),
-    "start_from": Key(str, check=_one_of("earliest", "latest")),
-    "poll_timeout_ms": Key(int, check=_positive),
-    "max_poll_records": Key(int, check=_positive),
-    "request_timeout_ms": Key(int, check=_positive),
-    "debug": Key(bool),
-    "security": Key(dict),
-}
-# kafka-python's consumer settings a job may pass (its names); *_password may come from *_password_env.
-KAFKA_SECURITY_KEYS = {
-    "security_protocol": Key(str, check=_one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
-    "sasl_mechanism": Key(str, check=_one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")),
-    "sasl_plain_username": Key(str),
-    "sasl_plain_password": Key(str),
-    "sasl_plain_password_env": Key(str, check=_non_empty),
-    "sasl_kerberos_service_name": Key(str, check=_non_empty),
-    "sasl_kerberos_domain_name": Key(str, check=_non_empty),
-    "ssl_cafile": Key(str, check=_non_empty),
-    "ssl_certfile": Key(str, check=_non_empty),
-    "ssl_keyfile": Key(str, check=_non_empty),
-    "ssl_password": Key(str),
-    "ssl_password_env": Key(str, check=_non_empty),
-    "ssl_crlfile": Key(str, check=_non_empty),
-    "ssl_check_hostname": Key(bool),
-    "ssl_ciphers": Key(str, check=_non_empty),
-}
-COMMIT_KEYS = {
-    "interval_seconds": Key((int, float), check=_positive),
-    "min_events": Key(int, check=_not_negative),
-    "min_bytes": Key(int, check=_not_negative),
-    "max_bytes": Key(int, check=_positive),
-    "max_source_txn_wait_seconds": Key((int, float), check=_positive),
-    "retries": Key(int, check=_not_negative),
-    "retry_initial_seconds": Key((int, float), check=_positive),
-    "retry_max_seconds": Key((int, float), check=_positive),
-    "reconnect_attempts": Key(int, check=_positive),
-    "commit_timeout_seconds": Key((int, float), check=_positive),
-    "stop_timeout_seconds": Key((int, float), check=_positive),
-    "overlap": Key(bool),
-}
-MAINTENANCE_KEYS = {
-    "enabled": Key(bool),
-    "interval_minutes": Key((int, float), check=_positive),
-    "keep_snapshots_hours": Key((int, float), check=_not_negative),
-    "timeout_seconds": Key((int, float), check=_positive),
-}
-CHANNEL_KEYS = {
-    "source": Key(str, check=_table_name(2)),
-    "source_regex": Key(str, check=_non_empty),
-    "target": Key(str, required=True, check=_non_empty),  # a template: checked with the source
-    "columns": Key(list),
-    "key": Key(list),
-    "mode": Key(str, check=_one_of("upsert", "changelog")),
-    "schema_column": Key(str, check=_non_empty),
-    "table_column": Key(str, check=_non_empty),
-    "source_in_key": Key(bool),
-}
-
-
-def _walk(table: Any, keys: dict[str, Key], where: str, problems: list[str]) -> dict[str, Any]:
-    """Check one TOML table against ``keys``; return the values that passed."""
+def _walk(table: Any, section: str, where: str, problems: list[str]) -> dict[str, Any]:
+    """Check one TOML table against the keys declared for ``section``; the values that passed, by key name."""
     if not isinstance(table, dict):
         problems.append(f"{where}: must be a table, got {type(table).__name__}")
         return {}
-    values: dict[str, Any] = {}
+    keys = OPTIONS[section]
     for name in table:
         if name not in keys:
             problems.append(f"{where}.{name}: unknown key (known: {', '.join(sorted(keys))})")
-    for name, key in keys.items():
-        path = f"{where}.{name}"
+    values: dict[str, Any] = {}
+    for name, option in keys.items():
         if name not in table:
-            if key.required:
-                problems.append(f"{path}: missing required key")
+            if option.required:
+                problems.append(f"{where}.{name}: missing required key")
             continue
-        value = table[name]
-        kinds = key.kind if isinstance(key.kind, tuple) else (key.kind,)
-        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-            wanted = " or ".join(k.__name__ for k in kinds)
-            shown = "<hidden>" if "password" in name else repr(value)
-            problems.append(f"{path}: must be {wanted}, got {type(value).__name__} {shown}")
-            continue
-        reason = key.check(value) if key.check else None
+        reason = option.problem(table[name])
         if reason:
-            problems.append(f"{path}: {reason}")
+            problems.append(f"{where}.{name}: {reason}")
             continue
-        values[name] = value
+        values[name] = table[name]
     return values
+
+
+def _attributes(cls: type, tables: dict[str, dict[str, Any]], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments of ``cls`` that the file set, from walked values by TOML table.
+
+    Only the keys given are passed: each default lives in its declaration.
+    """
+    found: dict[str, Any] = {}
+    for option in options_of(cls):
+        values = tables.get(option.section, {})
+        if option.attribute is not None and option.attribute not in skip and option.name in values:
+            found[option.attribute] = toml_value(values[option.name])
+    return found
 
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
-    """Read and validate ``path``; raise ConfigError listing every problem."""
+def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: bool = True) -> Config:
+    """Read and validate ``path``; raise ConfigError listing every problem.
+
+    With ``secrets=False`` (``status``, which connects to no source) a password or token variable that is
+    not set is no problem: that secret is left empty.
+    """
     environ = dict(os.environ) if environ is None else environ
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -272,13 +146,14 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
 
     problems: list[str] = []
     warnings: list[str] = []
+    secret = _Secrets(environ, secrets, problems)
     for name in raw:
         if name not in ("daemon", "spark", "job"):
             problems.append(f"{name}: unknown section (known: daemon, spark, job)")
-    daemon_values = _walk(raw.get("daemon", {}), DAEMON_KEYS, "daemon", problems)
+    daemon_values = _walk(raw.get("daemon", {}), "daemon", "daemon", problems)
     if "daemon" not in raw:
         problems.append("daemon: missing required section")
-    spark_values = _walk(raw.get("spark", {}), SPARK_KEYS, "spark", problems)
+    spark_values = _walk(raw.get("spark", {}), "spark", "spark", problems)
     for conf_key, conf_value in spark_values.get("conf", {}).items():
         if not isinstance(conf_value, (str, int, float, bool)):
             problems.append(f"spark.conf.{conf_key}: must be a string, number or boolean")
@@ -287,14 +162,10 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
         problems.append("job: at least one [[job]] is required")
         raw_jobs = []
 
-    control_token = None
-    if "control_token_env" in daemon_values:
-        variable = daemon_values["control_token_env"]
-        control_token = environ.get(variable)
-        if not control_token:
-            problems.append(f"daemon.control_token_env: environment variable {variable} is not set")
-
-    jobs = [_job(raw_job, index, environ, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
+    if "control_token_env" in daemon_values:  # the token itself replaces the variable's name
+        daemon_values["control_token_env"] = secret.read(daemon_values["control_token_env"],
+                                                         "daemon.control_token_env") or None
+    jobs = [_job(raw_job, index, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
     _check_across_jobs(jobs, problems)
     if _has_password(raw) and _world_readable(path):
         warnings.append(f"{path} holds a password and is readable by every user: chmod 600 it or use password_env")
@@ -303,14 +174,13 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
 
     base = path.parent
     state_dir = (base / daemon_values["state_dir"]).resolve()
-    # Only the keys given are passed: each default lives in its settings class.
-    daemon = DaemonSettings(state_dir=state_dir, control_token=control_token,
-                            **_given(daemon_values, "control", "log_format", "log_level", "metrics_port"))
+    daemon = DaemonSettings(state_dir=state_dir,
+                            **_attributes(DaemonSettings, {"daemon": daemon_values}, skip=("state_dir",)))
     spark = SparkSettings(
         warehouse=str((base / spark_values.get("warehouse", str(state_dir / "warehouse"))).resolve()),
         conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
         spill_dir=str((base / spark_values.get("spill_dir", str(state_dir / "spill"))).resolve()),
-        **_given(spark_values, "master", "app_name", "catalog", "spill_rows", "decoder"),
+        **_attributes(SparkSettings, {"spark": spark_values}, skip=("warehouse", "conf", "spill_dir")),
     )
     if not spark.master.startswith("local") and "spill_dir" not in spark_values:
         warnings.append(f"spark.master is {spark.master!r} but spark.spill_dir is not set: every commit's staged "
@@ -318,47 +188,51 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
     return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))
 
 
-def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], warnings: list[str]) -> JobSettings | None:
+class _Secrets:
+    """Reads the secrets a file names by environment variable; one not set is a problem only when needed."""
+
+    def __init__(self, environ: dict[str, str], needed: bool, problems: list[str]) -> None:
+        self.environ = environ
+        self.needed = needed
+        self.problems = problems
+
+    def read(self, variable: str, where: str) -> str:
+        value = self.environ.get(variable)
+        if value is None or (not value and where == "daemon.control_token_env"):  # an empty token is none
+            if self.needed:
+                self.problems.append(f"{where}: environment variable {variable} is not set")
+            return ""
+        return value
+
+
+def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: list[str]) -> JobSettings | None:
     where = f"job[{index}]"
     count = len(problems)
-    values = _walk(raw, JOB_KEYS, where, problems)
-    canal = _walk(values.get("canal", {}), CANAL_KEYS, f"{where}.canal", problems) if "canal" in values else {}
-    kafka = _kafka(values, where, environ, problems) if "kafka" in values else None
+    values = _walk(raw, "job", where, problems)
+    canal = _walk(values.get("canal", {}), "job.canal", f"{where}.canal", problems) if "canal" in values else {}
+    kafka = _kafka(values, where, secret, problems) if "kafka" in values else None
     if isinstance(raw, dict) and ("canal" in raw) == ("kafka" in raw):
         problems.append(f"{where}: give it either [job.canal] (Canal's TCP protocol) or [job.kafka] (Canal's "
                         f"Kafka topic), {'not both' if 'canal' in raw else 'none is set'}")
-    commit = _walk(values.get("commit", {}), COMMIT_KEYS, f"{where}.commit", problems)
-    maintenance = _walk(values.get("maintenance", {}), MAINTENANCE_KEYS, f"{where}.maintenance", problems)
-    schema = _walk(values.get("schema", {}), SCHEMA_KEYS, f"{where}.schema", problems)
+    commit = _walk(values.get("commit", {}), "job.commit", f"{where}.commit", problems)
+    maintenance = _walk(values.get("maintenance", {}), "job.maintenance", f"{where}.maintenance", problems)
+    schema = _walk(values.get("schema", {}), "job.schema", f"{where}.schema", problems)
     channels = []
     for position, raw_channel in enumerate(values.get("channel", [])):
         channel_where = f"{where}.channel[{position}]"
-        channel = _walk(raw_channel, CHANNEL_KEYS, channel_where, problems)
-        for list_key in ("columns", "key"):
-            items = channel.get(list_key)
-            if items is not None and (not items or not all(isinstance(i, str) and i for i in items)):
-                problems.append(f"{channel_where}.{list_key}: must be a non-empty list of column names")
+        channel = _walk(raw_channel, "job.channel", channel_where, problems)
         given = set(raw_channel) if isinstance(raw_channel, dict) else set()
         _channel_tables(channel, given, channel_where, problems, warnings)
         channels.append(channel)
     if "channel" in values and not values["channel"]:
         problems.append(f"{where}.channel: at least one [[job.channel]] is required")
 
-    password = canal.get("password", "")
     if "password" in canal and "password_env" in canal:
         problems.append(f"{where}.canal: set password or password_env, not both")
     elif "password_env" in canal:
-        variable = canal["password_env"]
-        if variable not in environ:
-            problems.append(f"{where}.canal.password_env: environment variable {variable} is not set")
-        password = environ.get(variable, "")
+        canal["password"] = secret.read(canal["password_env"], f"{where}.canal.password_env")
 
-    store = _given(canal, "store_capacity")
-    if "batch_mode" in canal:
-        store["store_batch_mode"] = canal["batch_mode"]
-    if "transaction_size" in canal:
-        store["store_transaction_size"] = canal["transaction_size"]
-    commit_settings = CommitSettings(**commit, **store)
+    commit_settings = CommitSettings(**_attributes(CommitSettings, {"job.commit": commit, "job.canal": canal}))
     store_capacity = commit_settings.store_capacity
     # Not errors: the job still runs, but these minimums can never be reached, so
     # every commit is cut by the store limit or the interval instead.
@@ -382,23 +256,14 @@ def _job(raw: Any, index: int, environ: dict[str, str], problems: list[str], war
         return None
     return JobSettings(
         name=values["name"],
-        canal=CanalSettings(
-            host=canal["host"], port=canal["port"], destination=canal["destination"], password=password,
-            **_given(canal, "username", "client_id", "batch_size", "poll_timeout_ms", "debug"),
-        ) if kafka is None else None,
+        canal=CanalSettings(**_attributes(CanalSettings, {"job.canal": canal})) if kafka is None else None,
         kafka=kafka,
-        channels=tuple(
-            ChannelSettings(
-                source=c["source"], target=c["target"],
-                columns=tuple(c["columns"]) if "columns" in c else None,
-                key=tuple(c["key"]) if "key" in c else None,
-                **_given(c, "mode", "pattern", "schema_column", "table_column", "source_in_key"),
-            )
-            for c in channels
-        ),
+        channels=tuple(ChannelSettings(pattern=channel.get("pattern"),
+                                       **_attributes(ChannelSettings, {"job.channel": channel}))
+                       for channel in channels),
         commit=commit_settings,
-        maintenance=MaintenanceSettings(**maintenance),
-        schema=SchemaSettings(**schema),
+        maintenance=MaintenanceSettings(**_attributes(MaintenanceSettings, {"job.maintenance": maintenance})),
+        schema=SchemaSettings(**_attributes(SchemaSettings, {"job.schema": schema})),
     )
 
 
@@ -446,22 +311,20 @@ def _channel_tables(channel: dict[str, Any], given: set[str], where: str, proble
                         f"table_column (and schema_column) with source_in_key = true")
 
 
-def _kafka(values: dict[str, Any], where: str, environ: dict[str, str], problems: list[str]) -> KafkaSettings | None:
+def _kafka(values: dict[str, Any], where: str, secret: _Secrets, problems: list[str]) -> KafkaSettings | None:
     """``[job.kafka]``: Canal's Kafka topic, and kafka-python's security settings."""
     where = f"{where}.kafka"
     count = len(problems)
-    kafka = _walk(values["kafka"], KAFKA_KEYS, where, problems)
-    security = _walk(kafka.get("security", {}), KAFKA_SECURITY_KEYS, f"{where}.security", problems)
-    for secret in ("sasl_plain_password", "ssl_password"):
-        variable = security.pop(f"{secret}_env", None)
+    kafka = _walk(values["kafka"], "job.kafka", where, problems)
+    security = _walk(kafka.get("security", {}), "job.kafka.security", f"{where}.security", problems)
+    for name in ("sasl_plain_password", "ssl_password"):
+        variable = security.pop(f"{name}_env", None)
         if variable is None:
             continue
-        if secret in security:
-            problems.append(f"{where}.security: set {secret} or {secret}_env, not both")
-        elif variable not in environ:
-            problems.append(f"{where}.security.{secret}_env: environment variable {variable} is not set")
+        if name in security:
+            problems.append(f"{where}.security: set {name} or {name}_env, not both")
         else:
-            security[secret] = environ[variable]
+            security[name] = secret.read(variable, f"{where}.security.{name}_env")
     record_format = kafka.get("format", "flat")
     markers = kafka.get("transaction_markers", record_format == "protobuf")
     if markers and record_format == "flat":
@@ -470,18 +333,10 @@ def _kafka(values: dict[str, Any], where: str, environ: dict[str, str], problems
     if len(problems) > count:
         return None
     servers = kafka["bootstrap_servers"]
-    return KafkaSettings(
-        bootstrap_servers=tuple(s.strip() for s in (servers.split(",") if isinstance(servers, str) else servers)),
-        topic=kafka["topic"], group_id=kafka.get("group_id", f"canalbridge-{values.get('name', '')}"),
-        record_format=record_format, transaction_markers=markers, security=security,
-        **_given(kafka, "client_id", "start_from", "poll_timeout_ms", "max_poll_records", "request_timeout_ms",
-                 "debug"),
-    )
-
-
-def _given(values: dict[str, Any], *names: str) -> dict[str, Any]:
-    """The keys among ``names`` that the file set."""
-    return {name: values[name] for name in names if name in values}
+    kafka.update(bootstrap_servers=[s.strip() for s in (servers.split(",") if isinstance(servers, str) else servers)],
+                 group_id=kafka.get("group_id", f"canalbridge-{values.get('name', '')}"),
+                 transaction_markers=markers, security=security)
+    return KafkaSettings(**_attributes(KafkaSettings, {"job.kafka": kafka}))
 
 
 def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> None:

@@ -24,6 +24,10 @@ class ControlError(Exception):
     """The control endpoint refused a request or cannot be reached."""
 
 
+class ControlUnreachable(ControlError):
+    """Nothing answers at the control endpoint: the daemon is not running (or listens elsewhere)."""
+
+
 Action = Callable[[str, str], dict[str, Any]]
 
 
@@ -150,7 +154,7 @@ def request(address: str, method: str, path: str, token: str | None, timeout: fl
         response = connection.getresponse()
         body = json.loads(response.read() or b"{}")
     except (OSError, http.client.HTTPException, json.JSONDecodeError) as exc:
-        raise ControlError(f"control endpoint {address} is not reachable: {exc}") from exc
+        raise ControlUnreachable(f"control endpoint {address} is not reachable: {exc}") from exc
     finally:
         connection.close()
     if response.status != 200:

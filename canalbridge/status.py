@@ -1,6 +1,6 @@
 """``canalbridge status``: the same document live (control endpoint) and offline (state store).
 
-The JSON form is stable (documented in README, "Status"): a top-level
+The JSON form is stable (documented in docs/reference/status-json.md): a top-level
 object ``{"live": bool, "jobs": [...]}``; each job has ``name``, ``state``,
 ``channels`` (``source``, ``target``, ``committed_position``, ``layout_note``:
 null, or why the target's layout makes commits slow, live only;
@@ -8,7 +8,8 @@ null, or why the target's layout makes commits slow, live only;
 ``ack_position``, ``ack_time_ms``, ``delay_ms``, ``execute_time``,
 ``last_commit_time_ms``, ``position_info``, ``fail_message`` (``kind``,
 ``text``) or null, ``stuck`` (threads of a stopped run still busy: a
-commit hanging in the target), the four timestamps, and ``config`` with
+commit hanging in the target), the four timestamps, ``recorded_time_ms``
+(when the state was last recorded), and ``config`` with
 the password masked. A position is ``{"journal", "offset", "gtid",
 "execute_time_ms"}``, a Kafka source's with ``lane`` and ``kafka`` (every
 partition's mark). A Kafka job adds ``source_transactions`` and, live,
@@ -44,7 +45,7 @@ def source_json(settings: JobSettings) -> dict[str, Any]:
         }}
     assert canal is not None
     return {"canal": {"host": canal.host, "port": canal.port, "destination": canal.destination,
-                      "username": canal.username, "password": MASK if canal.password else "",
+                      "username": canal.username, "password": MASK if canal.password or canal.password_env else "",
                       "client_id": canal.client_id, "batch_size": canal.batch_size, "debug": canal.debug}}
 
 
@@ -103,15 +104,17 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "last_start_time_ms": record.last_start_time_ms,
         "last_stop_time_ms": record.last_stop_time_ms,
         "finish_time_ms": record.finish_time_ms,
+        "recorded_time_ms": record.updated_ms,
         "config": job_config_json(settings) if settings else None,
     }
 
 
 def render_text(document: dict[str, Any]) -> str:
     """The human form of a status document."""
-    lines = [f"daemon: {'running' if document['live'] else 'not running (state from the state store)'}"]
+    live = document["live"]
+    lines = [f"daemon: {'running' if live else 'not running (what it last recorded in its state store)'}"]
     for job in document["jobs"]:
-        lines.append(f"job {job['name']}: {job['state']}")
+        lines.append(f"job {job['name']}: {job['state']}{'' if live else _as_of(job.get('recorded_time_ms'))}")
         lines.append(f"  {job['position_info']}")
         if job["last_commit_time_ms"]:
             lines.append(f"  last commit: {_iso(job['last_commit_time_ms'])}")
@@ -148,6 +151,13 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append(f"  kafka {','.join(kafka['bootstrap_servers'])} topic {kafka['topic']} group "
                          f"{kafka['group_id']} format {kafka['format']}")
     return "\n".join(lines)
+
+
+def _as_of(recorded_ms: int | None) -> str:
+    """When a state read from the store was recorded: the daemon may have died since, so it is not "now"."""
+    if recorded_ms is None:
+        return " (never run from this state directory)"
+    return f" (as of {_iso(recorded_ms)}, daemon not running)"
 
 
 def _channel_lines(channel: dict[str, Any], indent: str) -> list[str]:

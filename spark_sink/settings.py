@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
+
+from canalbridge.sync.options import local_path, non_empty, one_of, positive, setting
 
 
 @dataclass(frozen=True)
@@ -15,14 +18,25 @@ class SparkSettings:
     warehouse at ``warehouse`` is configured.
     """
 
-    master: str = "local[*]"
-    app_name: str = "canalbridge"
-    catalog: str = "lake"
-    warehouse: str = "warehouse"
-    conf: dict[str, str] = field(default_factory=dict)
-    # Staged rows kept in memory per channel before spilling to Parquet in spill_dir.
-    spill_rows: int = 50_000  # per channel; about 40 MB of Python objects for a 10-column table
-    spill_dir: str = "state/spill"
-    # Who decodes Canal's RowChange bytes: "jvm" (Spark, with the decoder `make decoder-jar`
-    # builds), "python" (the channel's thread), or "auto": the JVM when its jar is there.
-    decoder: str = "auto"
+    SECTION: ClassVar[str] = "spark"
+
+    master: str = setting("local[*]", doc="any Spark master", check=non_empty)
+    app_name: str = setting("canalbridge", doc="the Spark application's name", check=non_empty)
+    catalog: str = setting("lake", doc="the Iceberg catalog the targets name; a Hadoop catalog at `warehouse` "
+                                       "unless `conf` defines it", check=non_empty)
+    warehouse: str = setting("warehouse", default_text="`state_dir/warehouse`", check=non_empty,
+                             doc="the default Hadoop catalog's warehouse; relative to the config file")
+    conf: dict[str, str] = setting(
+        {}, doc="any `spark.*` key, passed through; without `spark.driver.memory` here the driver's heap is 2g "
+                "(not Spark's 1g), which also overrides `spark-defaults.conf` and `SPARK_DRIVER_MEMORY`")
+    # About 40 MB of Python objects for a 10-column table.
+    spill_rows: int = setting(50_000, check=positive,
+                              doc="staged rows per channel kept in memory before spilling to Parquet (entries, with "
+                                  "the JVM decoder)")
+    spill_dir: str = setting("state/spill", default_text="`state_dir/spill`", check=local_path,
+                             doc="where staged rows go as Parquet files for Spark to read at commit; on a cluster, a "
+                                 "directory every executor reads at the same path (a shared mount); relative to the "
+                                 "config file")
+    decoder: str = setting("auto", check=one_of("auto", "jvm", "python"),
+                           doc="who decodes Canal's rows: `jvm` (Spark, with the jar `make decoder-jar` builds), "
+                               "`python` (the channel's thread), `auto` (the JVM when its jar is in the cache)")

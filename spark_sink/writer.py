@@ -116,7 +116,7 @@ class _IcebergWriter:
         self.table = TargetTable(spark, channel.target)
         safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", channel.target)
         self._decodes = jvm_decoder(spark, settings)
-        # The job's and the table's: no other daemon may run this job (README, spark.spill_dir).
+        # The job's and the table's: no other daemon may run this job (docs/guide/limits.md#spill-dir).
         self._spill_dir = Path(settings.spill_dir) / job / safe_name
         shutil.rmtree(self._spill_dir, ignore_errors=True)  # what a daemon that died mid-transaction left
         self._view = f"canalbridge_staged_{next(_view_ids)}"

@@ -1,26 +1,38 @@
 """``canalbridge demo``: the main job on its embedded default, verified table by table.
 
-It starts the dev server with a generated workload (every MySQL type,
-inserts, updates with primary-key changes, deletes, DDL), writes a config,
-runs the daemon against it with Spark local and a local Iceberg warehouse
-until Canal has every entry acked, prints the status, and compares every
-target table with the generator's expected table. Exit 0 only if all match.
+It generates a workload (every MySQL type, inserts, updates with
+primary-key changes, deletes, DDL), serves it from the dev server in a
+process of its own, writes a config, runs the daemon against it with Spark
+local and a local Iceberg warehouse until the job has acked the last entry
+(printing its progress), prints the status, and compares every target table
+with the generator's expected table. Exit 0 only if all match; a daemon
+that stops, a job that pauses or a dev server that dies ends it at once,
+with the cause and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
+import subprocess
+import sys
 import tempfile
-import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from canalbridge.config import load_config
-from canalbridge.devkit import DestinationConfig, DevServer
 from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.entry_file import write_entries
+from canalbridge.devkit.processes import die_with_parent
+from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.logs import configure_logging
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.status import render_text
+from canalbridge.sync.position import EntryPosition
 
 PASSWORD_ENV = "CANALBRIDGE_DEMO_PASSWORD"
 _CONFIG_TEMPLATE = """\
@@ -79,8 +91,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     from canalbridge.daemon import Daemon
 
     configure_logging("warning")
@@ -90,38 +100,79 @@ def run(args: argparse.Namespace) -> int:
     workload = Workload(WorkloadSpec(tables=tables, row_changes=args.rows, pk_change_ratio=0.1, ddl_every=50,
                                      seed=args.seed))
     started = time.monotonic()
+    print(f"generating {args.rows:,} row changes over {args.tables} tables", flush=True)
+    entries_file = workdir / "entries.bin"
+    last = _write(entries_file, workload)
     password = "demo-" + os.urandom(4).hex()
     os.environ[PASSWORD_ENV] = password
-    with DevServer([DestinationConfig("demo", "canal", password)]) as server:
-        server.feed("demo", workload)
+    with _dev_server(entries_file) as (server, port):
+        print(f"dev server (pid {server.pid}) serves them on 127.0.0.1:{port}; starting the daemon", flush=True)
         channels = "\n".join(
             f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.demo.{t.name}"' for t in tables
         )
         config_path = workdir / "canalbridge.toml"
-        config_path.write_text(demo_config(host="127.0.0.1", port=server.port, destination="demo", user="canal",
+        config_path.write_text(demo_config(host="127.0.0.1", port=port, destination="demo", user="canal",
                                             batch_size=4096, channels=channels))
         config_path.chmod(0o600)
-        config = load_config(config_path)
-        daemon = Daemon(config)
-        runner = threading.Thread(target=daemon.run, kwargs={"install_signals": False}, name="demo-daemon")
-        runner.start()
+        runner = DaemonThread(Daemon(load_config(config_path))).start()
         try:
-            drained = server.destinations["demo"].wait_acked(1800)
-            print(render_text(daemon.status()))
-            verdicts = _verify(workload, tables) if drained else {}
+            watch = RunWatch(runner, "demo", checks=(lambda: _exited("the dev server", server),))
+            outcome = watch.wait(lambda: acked_through(runner, "demo", last), timeout_s=1800)
+            if outcome.reached:
+                print(render_text(runner.daemon.status()))
+                verdicts = _verify(workload, tables)
         finally:
-            daemon.stop_requested.set()
-            runner.join()
+            runner.stop()
     elapsed = time.monotonic() - started
     print(f"\n{args.rows} row changes through Canal's protocol into Iceberg in {elapsed:.1f} s (workdir {workdir})")
-    if not drained:
-        print("demo: FAILED, not everything was committed and acked")
+    if not outcome.reached:
+        print(f"demo: FAILED: {outcome.reason}", flush=True)
         return 1
     for name, (rows, ok) in verdicts.items():
         print(f"  {name:<24} {rows:>7} rows  {'OK' if ok else 'MISMATCH'}")
     failures = sum(not ok for _, ok in verdicts.values())
     print("demo: all tables match" if not failures else f"demo: {failures} table(s) differ")
     return 0 if not failures else 1
+
+
+def _write(path: Path, workload: Workload) -> EntryPosition:
+    """Save the workload's entries for the dev server; the position of the last one."""
+    last: list[EntryPosition] = []
+
+    def noting(entries: Iterable[entry_pb.Entry]) -> Iterator[entry_pb.Entry]:
+        for entry in entries:
+            yield entry
+        last.append(EntryPosition.of(entry))
+
+    write_entries(path, noting(workload))
+    return last[0]
+
+
+@contextlib.contextmanager
+def _dev_server(entries: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """``canalbridge devserver`` in its own process (it could be killed apart from the demo), and its port."""
+    command = [sys.executable, "-m", "canalbridge", "--log-level", "warning", "devserver", "--port", "0",
+               "--destination", "demo", "--user", "canal", "--password-env", PASSWORD_ENV, "--entries", str(entries)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+    try:
+        line = server.stdout.readline() if server.stdout else ""  # ends when it listens, or when it exits
+        match = re.search(r":(\d+) destination", line)
+        if match is None:
+            server.wait(30)
+            raise SystemExit(f"demo: FAILED: the dev server did not start (exit status {server.returncode})")
+        yield server, int(match.group(1))
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _exited(name: str, process: subprocess.Popen[str]) -> str | None:
+    """Why ``process`` is gone (its exit status or signal), or None while it runs."""
+    status = process.poll()
+    if status is None:
+        return None
+    how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+    return f"{name} (pid {process.pid}) {how} before every change was acked"
 
 
 def _verify(workload: Workload, tables) -> dict[str, tuple[int, bool]]:  # type: ignore[no-untyped-def]

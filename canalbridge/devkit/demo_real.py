@@ -13,24 +13,21 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from canalbridge.config import load_config
 from canalbridge.devkit.canal_server import CanalDestination, CanalServer
 from canalbridge.devkit.demo import PASSWORD_ENV, demo_config
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.mariadb import MariaDBServer
+from canalbridge.devkit.processes import ServiceProcess
+from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
 from canalbridge.devkit.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
 from canalbridge.logs import configure_logging
 from canalbridge.status import render_text
 from canalbridge.sync.position import EntryPosition
-
-if TYPE_CHECKING:
-    from canalbridge.daemon import Daemon
 
 DB = "demo"
 
@@ -59,24 +56,24 @@ def run(args: argparse.Namespace) -> int:
             config_path.write_text(demo_config(host=canal.host, port=canal.port, destination=DB, user=canal.user,
                                                batch_size=1024, channels=channels, variant=" --real"))
             config_path.chmod(0o600)
-            daemon = Daemon(load_config(config_path))
-            runner = threading.Thread(target=daemon.run, kwargs={"install_signals": False}, name="demo-daemon")
-            runner.start()
+            runner = DaemonThread(Daemon(load_config(config_path))).start()
             try:
                 source = Source(mariadb, DB, tables, seed=args.seed)
                 mixed_workload(source, tables, rounds=args.rounds, progress=lambda done: _progress(
                     f"SQL: {done}/{args.rounds} rounds written") if done % 10 == 0 or done == args.rounds else None)
                 last = EntryPosition(*mariadb.last_event_start("Xid"))
-                drained = _wait_acked(daemon, last, timeout_s=1800)
-                print(render_text(daemon.status()))
-                verdicts = _verify(source, tables) if drained else {}
+                watch = RunWatch(runner, "demo", checks=(lambda: _stopped("MariaDB", mariadb),
+                                                         lambda: _stopped("Canal", canal)))
+                outcome = watch.wait(lambda: acked_through(runner, "demo", last), timeout_s=1800)
+                if outcome.reached:
+                    print(render_text(runner.daemon.status()))
+                    verdicts = _verify(source, tables)
             finally:
-                daemon.stop_requested.set()
-                runner.join()
+                runner.stop()
     elapsed = time.monotonic() - started
     print(f"\nMariaDB -> Canal -> canalbridge -> Iceberg in {elapsed:.1f} s (workdir {workdir})")
-    if not drained:
-        print("demo: FAILED, the daemon did not ack the last transaction")
+    if not outcome.reached:
+        print(f"demo: FAILED: {outcome.reason}", flush=True)
         return 1
     for name, (rows, ok) in verdicts.items():
         print(f"  {name:<24} {rows:>7} rows  {'OK' if ok else 'MISMATCH'}")
@@ -89,26 +86,9 @@ def _progress(line: str) -> None:
     print(line, flush=True)
 
 
-def _wait_acked(daemon: Daemon, last: EntryPosition, timeout_s: float) -> bool:
-    """Wait until the daemon's job has acked ``last``, printing where it is every few seconds."""
-    deadline = time.monotonic() + timeout_s
-    tick = threading.Event()  # never set: the wait paces the progress lines
-    while time.monotonic() < deadline:
-        jobs = daemon.status()["jobs"]
-        if not jobs:
-            _progress("the daemon is starting (Spark, the Iceberg tables)")
-            tick.wait(3.0)
-            continue
-        (job,) = jobs
-        acked = EntryPosition.from_dict(job["ack_position"]) if job["ack_position"] else None
-        if acked is not None and acked >= last:
-            return True
-        if job["state"] not in ("PENDING", "RUNNING"):
-            print(f"job {job['state']}: {job['fail_message']}")
-            return False
-        _progress(f"acked through {acked or 'nothing yet'}, waiting for {last}")
-        tick.wait(3.0)
-    return False
+def _stopped(name: str, service: ServiceProcess) -> str | None:
+    """Why a service the demo started is gone, or None while it runs."""
+    return None if service.running else f"{name} (started by the demo) is no longer running"
 
 
 def _verify(source: Source, tables: Sequence[TableDef]) -> dict[str, tuple[int, bool]]:

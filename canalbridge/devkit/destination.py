@@ -225,7 +225,7 @@ class Destination:
         Canal's parser records a position only at a transaction end it has put
         in the store, and dumps the binlog again from there: that end and all
         put after it come a second time, in the same stream, with no rollback
-        for the clients (seen with real Canal, see README "Limits"). A chunk
+        for the clients (seen with real Canal: docs/guide/limits.md#canal-lost-connection). A chunk
         waiting for room in a full store is dropped, because Canal interrupts
         its sink, while the next chunk the parser had in hand is still put: the
         first pass then has a gap that only the second fills.
@@ -247,7 +247,7 @@ class Destination:
         with self._source_cond:
             # Canal's parser flushes a chunk at each transaction end. Had the next chunk
             # ended one, Canal would dump again from that end and the lost chunk would be
-            # lost for good (README "Limits"), which no client can mend: model the other case.
+            # lost for good (docs/guide/limits.md#what-remains), which no client can mend: model the other case.
             after = self._draw_locked(before_an_end=True)
         try:
             self.store.put(after)

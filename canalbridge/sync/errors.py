@@ -180,5 +180,5 @@ class SourceChangedError(SyncError):
         super().__init__(
             f"canal {address} destination {destination!r}: entry at {position} cannot follow the acked position "
             f"{acked} (another binlog: a MySQL failover or a reset binlog?). Positions no longer compare, so "
-            f"nothing was applied; see README, 'Failover'"
+            f"nothing was applied; see docs/design/delivery-semantics.md#failover"
         )

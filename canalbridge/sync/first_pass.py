@@ -3,8 +3,8 @@
 When Canal's MySQL connection breaks inside a transaction, Canal dumps the
 binlog again from the last transaction end it had put and sends everything
 after it a second time. Its first pass can have a gap there: a chunk whose
-put into a full store was interrupted, which only the second pass has (README
-"Limits"). If the Consumer committed past that gap (a source transaction
+put into a full store was interrupted, which only the second pass has
+(docs/guide/limits.md#first-pass-gap). If the Consumer committed past that gap (a source transaction
 split for a full store), the second pass brings entries at or before a
 channel's committed position that were never applied; skipping them as
 "already committed" would lose them.

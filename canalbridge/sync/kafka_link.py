@@ -24,7 +24,7 @@ delivered before (a gap in Canal's first pass, filled late) and one of
 another binlog (a failover) pause the job instead. Flat messages carry no
 binlog position: a batch Canal sent twice is applied twice (an upsert
 target ends the same; a changelog target holds the changes twice). See
-README, "Canal's Kafka mode".
+docs/guide/kafka.md#positions.
 """
 
 from __future__ import annotations
@@ -465,7 +465,7 @@ class KafkaLink:
             f"partition {partition} offset {offset}: Canal sent an entry at {position.journal}:{position.offset} "
             "behind entries it had sent, without having sent it before (its first pass skipped it, as it can "
             "when its MySQL connection breaks); applied now it could undo later changes, so the job pauses. "
-            "README, \"Canal's Kafka mode\"", transient=False)
+            "See docs/guide/kafka.md#positions", transient=False)
 
     def _last_delivered(self, lane: _Lane) -> KafkaPosition | None:
         mark = lane.mark

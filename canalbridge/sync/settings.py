@@ -1,34 +1,85 @@
-"""Settings of one sync job, as values. The TOML config builds these."""
+"""Settings of one sync job, as values. The TOML config builds these.
+
+Each configurable field declares its key with :func:`~canalbridge.sync.options.setting`:
+that declaration is the key's only statement of its type, default, check and meaning.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from canalbridge.canal.server_defaults import (
+    BATCH_MODES,
     STORE_BATCH_MODE,
     STORE_BUFFER_SIZE,
     STORE_MEMUNIT,
     TRANSACTION_SIZE,
+)
+from canalbridge.sync.options import (
+    Option,
+    java_short,
+    names,
+    non_empty,
+    not_negative,
+    one_of,
+    port,
+    positive,
+    setting,
 )
 from canalbridge.sync.tables import TablePattern
 
 MB = 1024 * 1024
 
 
+def _bootstrap(value: str | list) -> str | None:
+    servers = value.split(",") if isinstance(value, str) else value
+    if not servers or not all(isinstance(s, str) and s.strip().rpartition(":")[2].isdigit() for s in servers):
+        return f"must be host:port, or a list of them, got {value!r}"
+    return None
+
+
+def _schema_table(value: str) -> str | None:
+    return None if len([part for part in value.split(".") if part]) >= 2 else f"{value!r} must name schema.table"
+
+
+def _store_capacity(value: int) -> str | None:
+    if value > 0 and value & (value - 1) == 0:
+        return None
+    return f"must be a power of 2 like canal.instance.memory.buffer.size, got {value}"
+
+
+def _batch_mode(value: str) -> str | None:
+    if value in BATCH_MODES:
+        return None
+    return f"must be one of {', '.join(BATCH_MODES)} like canal.instance.memory.batch.mode, got {value!r}"
+
+
+
 @dataclass(frozen=True)
 class CanalSettings:
-    """Where the job reads from (Doris's canal.* job properties)."""
+    """Where the job reads from: a Canal server's destination over its TCP protocol (Doris's canal.* job
+    properties). Canal's store settings, which decide when commits are cut, are kept in :class:`CommitSettings`."""
 
-    host: str
-    port: int
-    destination: str
-    username: str = ""
-    password: str = field(default="", repr=False)
-    client_id: str = "1001"
-    batch_size: int = 8192  # canal.batchSize
-    poll_timeout_ms: int = 1000  # how long a get may wait on the server for a full batch
-    debug: bool = False
+    SECTION: ClassVar[str] = "job.canal"
+
+    host: str = setting(doc="the Canal server's host", check=non_empty)
+    port: int = setting(doc="the Canal server's port (`canal.port`)", check=port)
+    destination: str = setting(doc="the Canal destination (instance) to read; one job per host:port and "
+                                   "destination", check=non_empty)
+    username: str = setting("", doc="Canal's `canal.user`")
+    password: str = setting("", doc="Canal's password (`canal.passwd` holds its SHA1(SHA1)); prefer "
+                                    "`password_env`", secret=True)
+    # The variable's name (no secret): the loader reads the password from it.
+    password_env: str | None = setting(None, check=non_empty,
+                                       doc="the environment variable that holds the password, instead of `password`")
+    client_id: str = setting("1001", doc="the Canal client id (a Java short)", check=java_short)
+    batch_size: int = setting(8192, doc="a getWithoutAck's size (Doris `canal.batchSize`): entries in `ITEMSIZE` "
+                                        "mode, KB in `MEMSIZE` mode", check=positive)
+    poll_timeout_ms: int = setting(1000, doc="how long a get may wait on the server for a full batch",
+                                   check=positive)
+    debug: bool = setting(False, doc="log a summary of every batch and every row (Doris's `printSummary`)")
 
     @property
     def address(self) -> str:
@@ -37,7 +88,8 @@ class CanalSettings:
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where a job reads Canal's Kafka topic (``canal.serverMode = kafka``), as kafka-python takes it.
+    """Where a job reads Canal's Kafka topic (``canal.serverMode = kafka``), as kafka-python takes it, instead of
+    ``[job.canal]``.
 
     ``record_format`` is Canal's ``canal.mq.flatMessage``: "flat" (true, its
     default) or "protobuf". ``transaction_markers``: whether the records carry
@@ -48,19 +100,33 @@ class KafkaSettings:
     ``ssl_*``); it is never logged or shown.
     """
 
-    bootstrap_servers: tuple[str, ...]
-    topic: str
-    group_id: str
-    client_id: str = "canalbridge"
-    record_format: str = "flat"
-    transaction_markers: bool = False
-    start_from: str = "earliest"  # with no committed offsets anywhere: "earliest" or "latest"
-    poll_timeout_ms: int = 1000
-    max_poll_records: int = 500
+    SECTION: ClassVar[str] = "job.kafka"
+
+    bootstrap_servers: tuple[str, ...] = setting(
+        doc='the brokers, as `"h:p,h:p"` or a list', kinds=(str, list), check=_bootstrap)
+    topic: str = setting(doc="Canal's topic (`canal.mq.topic`)", check=non_empty)
+    group_id: str = setting(doc="the consumer group that holds the committed offsets; one job per topic and group",
+                            check=non_empty, required=False, default_text="`canalbridge-<job name>`")
+    client_id: str = setting("canalbridge", doc="kafka-python's client id", check=non_empty)
+    record_format: str = setting("flat", name="format", check=one_of("flat", "protobuf"),
+                                 doc="Canal's `canal.mq.flatMessage`: `flat` (true, Canal's default) or `protobuf` "
+                                     "(false)")
+    transaction_markers: bool = setting(
+        False, default_text="true for `protobuf`, false for `flat`",
+        doc="whether the records carry transaction ends (protobuf on a topic Canal does not hash); false for "
+            "hashed topics; flat messages have none")
+    start_from: str = setting("earliest", check=one_of("earliest", "latest"),
+                              doc="where a partition starts when neither the group nor any target holds an offset "
+                                  "for it")
+    poll_timeout_ms: int = setting(1000, doc="how long one poll may wait", check=positive)
+    max_poll_records: int = setting(500, doc="records one poll takes at most", check=positive)
     # One bootstrap, offset request or offset commit; past it the link reconnects (with back-off).
-    request_timeout_ms: int = 10_000
-    security: Mapping[str, object] = field(default_factory=dict, repr=False)
-    debug: bool = False
+    request_timeout_ms: int = setting(10_000, check=positive,
+                                      doc="a bootstrap, offset request or offset commit; past it the job reconnects "
+                                          "with back-off")
+    security: Mapping[str, object] = setting(
+        {}, secret=True, doc="kafka-python's security settings: the `[job.kafka.security]` table below")
+    debug: bool = setting(False, doc="log every poll's summary and every row")
 
     @property
     def address(self) -> str:
@@ -83,38 +149,46 @@ class RetrySettings:
 
 @dataclass(frozen=True)
 class CommitSettings:
-    """When the consumer commits, and how it retries (Doris names in comments)."""
+    """When the consumer commits, and how it retries (Doris's names in the descriptions)."""
 
-    interval_seconds: float = 10.0  # sync_commit_interval_second
-    min_events: int = 10_000  # min_sync_commit_size
-    min_bytes: int = 15 * MB  # min_bytes_sync_commit
-    max_bytes: int = 64 * MB  # max_bytes_sync_commit
-    # How long a commit may wait for an open source transaction to end before
-    # committing part of it (see README, "Commits and source transactions").
-    max_source_txn_wait_seconds: float = 30.0
-    # Canal's canal.instance.memory.buffer.size: the store holds at most this
-    # many un-acked entries, so a larger source transaction is committed in parts.
-    store_capacity: int = STORE_BUFFER_SIZE
-    # Canal's canal.instance.memory.batch.mode: in MEMSIZE mode the store also
-    # holds at most store_capacity x memunit bytes, and a get's batch_size counts
+    SECTION: ClassVar[str] = "job.commit"
+
+    interval_seconds: float = setting(10.0, doc="Doris `sync_commit_interval_second`", check=positive)
+    min_events: int = setting(10_000, check=not_negative,
+                              doc="Doris `min_sync_commit_size`; a warning when it exceeds Canal's store")
+    min_bytes: int = setting(15 * MB, check=not_negative,
+                             doc="Doris `min_bytes_sync_commit`; a warning when it exceeds Canal's store")
+    max_bytes: int = setting(64 * MB, doc="Doris `max_bytes_sync_commit`", check=positive)
+    # How long a commit may wait for an open source transaction to end before committing part of it.
+    max_source_txn_wait_seconds: float = setting(30.0, check=positive,
+                                                 doc="then a commit may take part of a source transaction")
+    # The store holds at most this many un-acked entries, so a larger source transaction is committed in parts.
+    store_capacity: int = setting(STORE_BUFFER_SIZE, section="job.canal", check=_store_capacity,
+                                  doc="Canal's `canal.instance.memory.buffer.size` (a power of 2)")
+    # In MEMSIZE mode the store also holds at most store_capacity x memunit bytes, and a get's batch_size counts
     # memunits rather than entries.
-    store_batch_mode: str = STORE_BATCH_MODE
+    store_batch_mode: str = setting(STORE_BATCH_MODE, section="job.canal", name="batch_mode",
+                                    check=_batch_mode,
+                                    doc="Canal's `canal.instance.memory.batch.mode`: `MEMSIZE` (the shipped "
+                                        "`canal.properties`) or `ITEMSIZE`")
     store_memunit: int = STORE_MEMUNIT
-    # Canal's canal.instance.transaction.size: the store takes the parser's entries
-    # only when this many slots are free.
-    store_transaction_size: int = TRANSACTION_SIZE
-    retries: int = 5  # consecutive failed attempts before the job pauses
-    retry_initial_seconds: float = 1.0
-    retry_max_seconds: float = 60.0
-    reconnect_attempts: int = 10
+    # The store takes the parser's entries only when this many slots are free.
+    store_transaction_size: int = setting(TRANSACTION_SIZE, section="job.canal", name="transaction_size",
+                                          doc="Canal's `canal.instance.transaction.size`", check=positive)
+    retries: int = setting(5, doc="failed transactions retried with back-off, then the job pauses",
+                           check=not_negative)
+    retry_initial_seconds: float = setting(1.0, doc="the first back-off of a retry or reconnect", check=positive)
+    retry_max_seconds: float = setting(60.0, doc="the longest back-off (it doubles up to this)", check=positive)
+    reconnect_attempts: int = setting(10, doc="connection attempts in a row before the job pauses", check=positive)
     queue_batches: int = 1024  # receiver -> consumer queue (Doris: 1024)
-    # How long the Consumer waits for a channel's commit (or its queue) before it
-    # calls the channel stuck and pauses the job; a MERGE into a big table may
-    # legitimately take minutes.
-    commit_timeout_seconds: float = 600.0
-    stop_timeout_seconds: float = 60.0  # how long stopping a job waits for its threads, in all
-    # Route the next transaction while a commit is applied (one commit at a time, acks in order).
-    overlap: bool = True
+    # A MERGE into a big table may legitimately take minutes.
+    commit_timeout_seconds: float = setting(600.0, check=positive,
+                                            doc="a commit (or a channel's queue) that takes longer pauses the job, "
+                                                "naming the channel")
+    stop_timeout_seconds: float = setting(60.0, check=positive,
+                                          doc="how long pausing or stopping waits for the job's threads, in all")
+    overlap: bool = setting(True, doc="read and stage the next transaction while a commit is applied (one commit "
+                                      "at a time, acks in order); false waits for each commit")
 
     @property
     def commit_retry(self) -> RetrySettings:
@@ -128,7 +202,7 @@ class CommitSettings:
 
 @dataclass(frozen=True)
 class ChannelSettings:
-    """One source table synced into one target table, or a rule that makes such channels.
+    """One source table synced into one target table, or a rule that makes such channels (a ``[[job.channel]]``).
 
     A rule (``pattern`` set) takes every table its pattern matches, each into
     the target its template names (:mod:`canalbridge.sync.routes` makes the
@@ -139,15 +213,30 @@ class ChannelSettings:
     adds them to the key (shards whose keys may collide).
     """
 
-    source: str  # "db.table"; a rule's: its pattern
-    target: str  # "lake.db.table"; a rule's: a template with {schema} and {table}
-    columns: tuple[str, ...] | None = None  # target names in source column order
-    key: tuple[str, ...] | None = None  # overrides the source primary key
-    mode: str = "upsert"  # or "changelog"
+    SECTION: ClassVar[str] = "job.channel"
+
+    source: str = setting(
+        required=False, check=_schema_table, default_text="(this or `source_regex`)",
+        doc="`db.table`; or a pattern with `*`, `?` or `[...]` in either part (`shop.*`, `shop_??.orders_[0-9]*`)")
+    target: str = setting(
+        check=non_empty,
+        doc="`catalog.namespace.table`, once per config; for a pattern, a template (`lake.shop.{table}`, "
+            "`lake.db.{schema}_{table}`)")
+    columns: tuple[str, ...] | None = setting(
+        None, check=names, default_text="by name",
+        doc="target column names in source column order (a rename in the mapping); without it, each source column "
+            "goes to the target column of its name")
+    key: tuple[str, ...] | None = setting(None, check=names, default_text="the source's primary key",
+                                          doc="key columns, for tables without a primary key")
+    mode: str = setting("upsert", check=one_of("upsert", "changelog"),
+                        doc="`upsert` keeps the last change per key; `changelog` appends every change")
     pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
-    schema_column: str | None = None
-    table_column: str | None = None
-    source_in_key: bool = False
+    schema_column: str | None = setting(None, check=non_empty,
+                                        doc="a target column that records each row's source schema (shards merged "
+                                            "into one target)")
+    table_column: str | None = setting(None, check=non_empty,
+                                       doc="a target column that records each row's source table")
+    source_in_key: bool = setting(False, doc="add those columns to the key, when the shards' keys may collide")
     rule: str | None = None  # the pattern of the rule that made this channel
     merged: bool = False
 
@@ -173,28 +262,39 @@ class MaintenanceSettings:
 
     Compaction of data and delete files, then expiry of old snapshots (never
     of the one that carries the channel's position). Off for users who run
-    their own (README, "Table maintenance").
+    their own (docs: guide/operations.md).
     """
 
-    enabled: bool = True
-    interval_minutes: float = 60.0  # per target, from its channel's start and from its last run
-    # Snapshots younger than this stay for time travel; expiry never takes the position's snapshot.
-    keep_snapshots_hours: float = 24.0
+    SECTION: ClassVar[str] = "job.maintenance"
+
+    enabled: bool = setting(True, doc="compaction and snapshot expiry of each target between its commits; false "
+                                      "when you run your own")
+    interval_minutes: float = setting(60.0, check=positive,
+                                      doc="per target, from the channel's start and from its last run")
+    keep_snapshots_hours: float = setting(24.0, check=not_negative,
+                                          doc="younger snapshots stay; the one holding the channel's position "
+                                              "always stays")
     # How long the Consumer waits for a channel busy with maintenance before it calls it stuck.
-    timeout_seconds: float = 3600.0
+    timeout_seconds: float = setting(3600.0, check=positive,
+                                     doc="a run that takes longer pauses the job, naming the channel")
 
 
 @dataclass(frozen=True)
 class SchemaSettings:
-    """How a job follows the source's DDL (README, "Schema changes")."""
+    """How a job follows the source's DDL (docs: guide/schema-changes.md)."""
 
-    # DROP COLUMN: "drop" the target's column too (its data goes), or "keep" it, NULL in new rows.
-    drop_column: str = "keep"
-    # TRUNCATE TABLE: "apply" it (an upsert target loses every row, in one commit) or "ignore" it.
-    truncate: str = "ignore"
-    # RENAME TABLE of a table a channel is named for: "follow" it (the channel goes on with the table under
-    # its new name, into the same target) or "ignore" it (the channel stays with the name).
-    rename_table: str = "ignore"
+    SECTION: ClassVar[str] = "job.schema"
+
+    drop_column: str = setting("keep", check=one_of("keep", "drop"),
+                               doc="what a source's `DROP COLUMN` does to the target: `keep` the column (NULL in new "
+                                   "rows) or `drop` it and its data")
+    truncate: str = setting("ignore", check=one_of("ignore", "apply"),
+                            doc="what a source's `TRUNCATE TABLE` does to an upsert target: `ignore` it or `apply` "
+                                "it (every row goes, in one commit)")
+    rename_table: str = setting("ignore", check=one_of("ignore", "follow"),
+                                doc="what a source's `RENAME TABLE` does to the channel named for that table: "
+                                    "`ignore` it (the channel stays with the name) or `follow` the table to its new "
+                                    "name, into the same target")
 
     @property
     def drop_columns(self) -> bool:
@@ -211,15 +311,25 @@ class SchemaSettings:
 
 @dataclass(frozen=True)
 class JobSettings:
-    """A whole job: one source (a Canal destination over TCP, or Canal's Kafka topic) and its channels."""
+    """A whole job (a ``[[job]]``): one source (a Canal destination over TCP, or Canal's Kafka topic) and its
+    channels."""
 
-    name: str
-    canal: CanalSettings | None
-    channels: tuple[ChannelSettings, ...]
-    commit: CommitSettings = CommitSettings()
-    maintenance: MaintenanceSettings = MaintenanceSettings()
-    kafka: KafkaSettings | None = None
-    schema: SchemaSettings = SchemaSettings()
+    SECTION: ClassVar[str] = "job"
+
+    name: str = setting(doc="the job's name, unique in the file", check=non_empty)
+    canal: CanalSettings | None = setting(
+        kinds=(dict,), required=False, default_text="(this or `[job.kafka]`)",
+        doc="the `[job.canal]` table: a Canal destination over Canal's TCP protocol")
+    channels: tuple[ChannelSettings, ...] = setting(name="channel", kinds=(list,),
+                                                    doc="the `[[job.channel]]` tables, at least one")
+    commit: CommitSettings = setting(CommitSettings(), kinds=(dict,), default_text="(defaults)",
+                                     doc="the `[job.commit]` table")
+    maintenance: MaintenanceSettings = setting(MaintenanceSettings(), kinds=(dict,), default_text="(defaults)",
+                                               doc="the `[job.maintenance]` table")
+    kafka: KafkaSettings | None = setting(None, kinds=(dict,), default_text="(this or `[job.canal]`)",
+                                          doc="the `[job.kafka]` table: Canal's Kafka topic, instead of `[job.canal]`")
+    schema: SchemaSettings = setting(SchemaSettings(), kinds=(dict,), default_text="(defaults)",
+                                     doc="the `[job.schema]` table")
 
     def __post_init__(self) -> None:
         if (self.canal is None) == (self.kafka is None):
@@ -251,3 +361,29 @@ class JobSettings:
     def has_rules(self) -> bool:
         """Whether channels appear as their tables do (the job cannot list its targets before it meets them)."""
         return any(channel.pattern is not None for channel in self.channels)
+
+
+CHANNEL_SOURCE_REGEX = Option("job.channel", "source_regex", (str,), check=non_empty,
+                              default_text="(this or `source`)",
+                              doc="instead of `source`: a regex over `schema.table` (`shop_\\d+\\.orders_\\d+`), "
+                                  "matched whole and case-blind")
+# kafka-python's consumer settings a job may pass, by kafka-python's names; a *_password may come from *_password_env.
+KAFKA_SECURITY = tuple(Option("job.kafka.security", name, kinds, check=check, doc=doc, secret="password" in name)
+                       for name, kinds, check, doc in (
+    ("security_protocol", (str,), one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "how to reach the brokers"),
+    ("sasl_mechanism", (str,), one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"),
+     "the SASL mechanism"),
+    ("sasl_plain_username", (str,), None, "the SASL user"),
+    ("sasl_plain_password", (str,), None, "the SASL password; prefer `sasl_plain_password_env`"),
+    ("sasl_plain_password_env", (str,), non_empty, "the environment variable that holds the SASL password"),
+    ("sasl_kerberos_service_name", (str,), non_empty, "Kerberos service name"),
+    ("sasl_kerberos_domain_name", (str,), non_empty, "Kerberos domain name"),
+    ("ssl_cafile", (str,), non_empty, "CA certificate file"),
+    ("ssl_certfile", (str,), non_empty, "client certificate file"),
+    ("ssl_keyfile", (str,), non_empty, "client key file"),
+    ("ssl_password", (str,), None, "the client key's password; prefer `ssl_password_env`"),
+    ("ssl_password_env", (str,), non_empty, "the environment variable that holds the client key's password"),
+    ("ssl_crlfile", (str,), non_empty, "certificate revocation list file"),
+    ("ssl_check_hostname", (bool,), None, "check the broker's host name against its certificate"),
+    ("ssl_ciphers", (str,), non_empty, "allowed ciphers, OpenSSL's syntax"),
+))

@@ -379,7 +379,7 @@ def test_get_of_a_dropped_connection_that_holds_the_lock_cannot_strand_entries_a
 
 
 def test_a_lost_mysql_connection_sends_the_open_transaction_again_in_the_same_stream(dev_server_factory):
-    # What real Canal most often does (README "Limits"): its parser dumps the binlog again
+    # What real Canal most often does (docs/guide/limits.md#canal-lost-connection): its parser dumps the binlog again
     # from the last transaction end it put; the chunk it was putting into the full store is lost
     # from the first pass, and the chunk after it still comes.
     server = dev_server_factory(DestinationConfig("example", "canal", PASSWORD, capacity=16))

@@ -84,3 +84,19 @@ def test_run_and_status_name_a_truncated_state_store(tmp_path):
         result = subprocess.run([*CLI, command, "-c", str(config)], capture_output=True, text=True, timeout=120)
         assert result.returncode == 1, (command, result.stderr)
         assert str(path) in result.stderr and "secret-in-file" not in result.stderr + result.stdout, command
+
+
+def test_status_of_a_stopped_daemon_needs_no_password_variable(tmp_path):
+    config = write(tmp_path, VALID.replace('password = "secret-in-file"', 'password_env = "CANALBRIDGE_UNSET_PW"'))
+    store = StateStore(tmp_path / "state")
+    store.close()
+    env = {k: v for k, v in os.environ.items() if k != "CANALBRIDGE_UNSET_PW"}
+    result = subprocess.run([*CLI, "status", "-c", str(config)], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "daemon: not running" in result.stdout
+    assert "job a: PENDING (never run from this state directory)" in result.stdout
+    assert "password ******" in result.stdout  # a password is configured, and not shown
+    # Commands that connect still refuse to start without it.
+    result = subprocess.run([*CLI, "validate", "-c", str(config)], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 2 and "CANALBRIDGE_UNSET_PW is not set" in result.stderr

@@ -31,7 +31,7 @@ def assert_changelog_once(spark, entries, name: str, target: str) -> None:
 
     ``entries`` come from a second reader of the same binlog through Canal. When Canal's MySQL
     connection breaks (a MariaDB restart), it sends part of the binlog again in the same stream
-    (README "Limits"), so each position counts once.
+    (docs/guide/limits.md#canal-lost-connection), so each position counts once.
     """
     want: Counter = Counter()
     positions = set()

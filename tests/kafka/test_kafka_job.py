@@ -96,7 +96,8 @@ class KafkaJob:
 
 def workload(changes: int = 1500, seed: int = 7, *, key_changes: bool = True) -> tuple[Workload, list[entry_pb.Entry]]:
     """A workload; without ``key_changes`` for topics hashed by key, where Canal sends an update that
-    changes a key with the new key, so it can overtake the old key's earlier changes (README)."""
+    changes a key with the new key, so it can overtake the old key's earlier changes
+    (docs/guide/kafka.md#hashed-partitions)."""
     load = Workload(WorkloadSpec(row_changes=changes, seed=seed, pk_change_ratio=0.1 if key_changes else 0.0))
     return load, list(load)
 
@@ -230,7 +231,7 @@ def test_a_record_that_is_not_a_canal_message_pauses_the_job_naming_it_until_ski
     before = [e for record in good[:10] for e in _entries(record)]
     assert job.applied() == expected_row_writes(before)
     assert ends[0] == len(good) + 1
-    # What an operator does (README): move the group's offset past the record, then resume.
+    # What an operator does (docs/guide/kafka.md#bad-record): move the group's offset past the record, then resume.
     job.set_group_offsets({0: 11})
     run(job, ends, resume=True)
     job.assert_tables()

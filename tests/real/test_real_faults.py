@@ -132,7 +132,7 @@ def test_kills_and_restarts_of_every_part_end_exact_and_once(real_destination, c
         # 3. MariaDB restarted under Canal and the daemon, once the daemon has caught up; then
         # more SQL. Caught up first: MySQL's connection breaking while Canal's parser is still
         # behind the binlog's end can lose a rows event inside Canal, which no client can see
-        # (README, Limits; seen here once: a batch held 69 of its binlog range's 70 entries).
+        # (docs/guide/limits.md#what-remains; seen here once: a batch held 69 of its binlog range's 70 entries).
         caught_up = EntryPosition(*mariadb.last_event_start("Xid"))
         assert eventually(lambda: daemon.poll() is not None or acked_through(config, caught_up), 300), (
             f"not acked through {caught_up}: {job_status(config, 'real')}")

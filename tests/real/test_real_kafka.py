@@ -244,7 +244,7 @@ def test_flat_messages_hashed_over_three_partitions_land_equal_to_mariadb(kafka_
                           (orders, accounts), db, markers=False)
     source = Source(mariadb, db, (orders, accounts), seed=42)
     with running_daemon(config) as daemon:
-        for round_ in range(30):  # inserts, updates and deletes; no key changes (README: hashed topics)
+        for round_ in range(30):  # inserts, updates and deletes; no key changes (docs/guide/kafka.md#hashed-partitions)
             source.insert(orders, [source.row(orders) for _ in range(5)])
             source.insert(accounts, [source.row(accounts) for _ in range(3)])
             for table in (orders, accounts):

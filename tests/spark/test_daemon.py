@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
+import time
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
@@ -98,12 +102,32 @@ def test_sigterm_mid_run_then_restart_is_exact(spark, spark_settings, dev_server
     assert_exact(spark, workload, "sigterm")
 
 
-def test_demo_verifies_every_table(tmp_path):
-    result = subprocess.run([*CLI, "demo", "--rows", "20000", "--workdir", str(tmp_path)],
+def test_demo_shows_its_progress_and_verifies_every_table(tmp_path):
+    result = subprocess.run([*CLI, "demo", "--rows", "3000", "--workdir", str(tmp_path)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r"^\[ *\d+s\] RUNNING  committed [\d,]+ rows .* lag .* acked through ", result.stdout, re.M)
     assert "demo: all tables match" in result.stdout
     assert result.stdout.count(" OK") == 3
+
+
+def test_demo_whose_dev_server_dies_stops_within_seconds_and_names_the_cause(tmp_path):
+    with open(tmp_path / "stderr.log", "w") as stderr:  # Spark's warnings: never a pipe nobody reads
+        demo = subprocess.Popen([*CLI, "demo", "--rows", "20000", "--workdir", str(tmp_path)],
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        lines = iter(demo.stdout.readline, "")
+        server = next(int(m.group(1)) for line in lines if (m := re.search(r"dev server \(pid (\d+)\)", line)))
+        next(line for line in lines if re.search(r"committed [1-9][\d,]* rows", line))  # in the middle of it
+        os.kill(server, signal.SIGKILL)
+        killed = time.monotonic()
+        rest = demo.stdout.read()
+        assert demo.wait(30) == 1
+        assert time.monotonic() - killed < 30
+    finally:
+        demo.kill()
+    assert f"demo: FAILED: the dev server (pid {server}) was killed by signal 9 before every change was acked" \
+        in rest, rest[-3000:]
 
 
 def test_a_pattern_job_lists_each_patterns_tables_live_offline_and_after_a_restart(spark, spark_settings,

@@ -2,7 +2,7 @@
 
 Canal then dumps the binlog again from the last transaction end it had put,
 with no rollback; its first pass can even have a gap there that only the
-second pass fills (README "Limits", :mod:`canalbridge.sync.first_pass`).
+second pass fills (docs/guide/limits.md#canal-lost-connection, :mod:`canalbridge.sync.first_pass`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .harness import FAST_COMMITS, Harness, Strike, expected_writes_by_position,
 def test_canal_sending_part_of_a_transaction_again_applies_each_change_once(dev_server_factory, flavor,
                                                                             into_the_transaction):
     # Canal had read part of a transaction when its MySQL connection broke: it sends its
-    # last transaction end and that part again, in the same stream (README "Limits").
+    # last transaction end and that part again, in the same stream (docs/guide/limits.md#canal-lost-connection).
     server = dev_server_factory(DestinationConfig("example"))
     workload = Workload(WorkloadSpec(row_changes=600, rows_per_transaction=(8, 20)), BinlogWriter(flavor=flavor))
     harness = Harness(server, workload, job_settings(server, workload, batch_size=16))

@@ -67,3 +67,15 @@ def test_status_lists_under_each_pattern_the_tables_it_maps_with_their_positions
             "    shop.items -> lake.shop.items  (mysql-bin.000002:8)\n"
             "    shop.orders -> lake.shop.orders  (mysql-bin.000001:4)\n"
             "  pattern eu_*.orders -> lake.eu.orders: 0 tables so far\n") in text
+
+
+def test_an_offline_state_says_when_it_was_recorded_and_that_the_daemon_is_not_running():
+    recorded = JobRecord("shop", JobState.RUNNING, (), updated_ms=1_795_500_000_000)
+    never_run = JobRecord("new", JobState.PENDING, ())
+    document = {"live": False, "jobs": [job_json(recorded, None), job_json(never_run, None)]}
+    lines = render_text(document).splitlines()
+    assert lines[0] == "daemon: not running (what it last recorded in its state store)"
+    assert "job shop: RUNNING (as of 2026-11-24T06:00:00Z, daemon not running)" in lines
+    assert "job new: PENDING (never run from this state directory)" in lines
+    live = render_text({"live": True, "jobs": [job_json(recorded, None)]}).splitlines()
+    assert live[:2] == ["daemon: running", "job shop: RUNNING"]
