@@ -21,6 +21,7 @@ from canalbridge.devkit.catalog import narrow_table
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
+from canalbridge.devkit.progress import lag_text
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.changes import Alteration, BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.job import SyncJob
@@ -230,12 +231,6 @@ def drain(job: SyncJob, name: str, last: Position, committed: Counter, started: 
                       f"{c.settings.target} {c.rows_written:,}" for c in job.channels), flush=True)
             last_report, rows_then = now, rows
     return peak_rss
-
-
-def lag_text(job: SyncJob) -> str:
-    """Now minus the execute time of the job's ack position, as a progress line shows it."""
-    ack = job.acks.position
-    return f"{max(time.time() - ack.execute_time_ms / 1000, 0):.1f}s" if ack and ack.execute_time_ms else "-"
 
 
 @dataclass

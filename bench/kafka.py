@@ -38,7 +38,6 @@ from bench.common import (
     bench_tables,
     commit_settings,
     cpu_seconds,
-    lag_text,
     local_spark_settings,
     rss_mb,
     run_result,
@@ -49,6 +48,7 @@ from canalbridge.devkit.entry_file import read_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.kafka_broker import KafkaBroker
 from canalbridge.devkit.kafka_feed import flat_message, protobuf_records
+from canalbridge.devkit.progress import lag_text
 from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob

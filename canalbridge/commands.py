@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     # Reading the status needs no Canal or Kafka password; the control token, when the daemon has one, is used
-    # if its variable is set (a daemon that wants it says no, and that is reported).
+    # if its variable is set (a daemon that wants it says no, and that is reported). Only an endpoint where
+    # nothing listens means the daemon is down: then the state store says what it last recorded.
     config = _load(args, secrets=False)
     if config is None:
         return EXIT_CONFIG
@@ -110,7 +111,7 @@ def offline_status(config: Config) -> dict[str, Any]:
 
 
 def act(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = _load(args, secrets=False)  # the request goes to the daemon, which holds the sources' secrets
     if config is None:
         return EXIT_CONFIG
     try:

@@ -60,7 +60,8 @@ which reads no secret); a flat topic declared to carry transaction markers;
 holds a comma (Canal 1.1.7 splits its filter at every comma); a template
 with another placeholder than `{schema}` and `{table}`; `columns` together
 with `schema_column` / `table_column`; `source_in_key` without them; two
-jobs on one Canal destination, or on one Kafka topic and group.
+jobs of one name; two jobs on one Canal destination, or on one Kafka topic
+and group.
 
 Warnings, which do not stop the daemon: commit minimums above what Canal's
 store holds (commits are then cut by the store or the interval); a config

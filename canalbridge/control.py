@@ -25,7 +25,7 @@ class ControlError(Exception):
 
 
 class ControlUnreachable(ControlError):
-    """Nothing answers at the control endpoint: the daemon is not running (or listens elsewhere)."""
+    """Nothing listens at the control endpoint (connection refused, no socket): the daemon is not running."""
 
 
 Action = Callable[[str, str], dict[str, Any]]
@@ -153,8 +153,11 @@ def request(address: str, method: str, path: str, token: str | None, timeout: fl
         connection.request(method, path, headers=headers)
         response = connection.getresponse()
         body = json.loads(response.read() or b"{}")
-    except (OSError, http.client.HTTPException, json.JSONDecodeError) as exc:
+    except (ConnectionRefusedError, FileNotFoundError) as exc:
         raise ControlUnreachable(f"control endpoint {address} is not reachable: {exc}") from exc
+    except (OSError, http.client.HTTPException, json.JSONDecodeError) as exc:
+        # Something listens but gave no answer (a timeout, a dropped connection): not proof that it is down.
+        raise ControlError(f"control endpoint {address} did not answer: {exc}") from exc
     finally:
         connection.close()
     if response.status != 200:

@@ -163,7 +163,11 @@ def _dev_server(entries: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
         yield server, int(match.group(1))
     finally:
         server.terminate()
-        server.wait(30)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(30)
 
 
 def _exited(name: str, process: subprocess.Popen[str]) -> str | None:

@@ -11,6 +11,7 @@ readable.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +39,8 @@ class DaemonThread:
         self.daemon = daemon
         self.error: BaseException | None = None
         self.exit_status: int | None = None
-        self._thread = threading.Thread(target=self._run, name="demo-daemon")
+        # A daemon thread: a run that will not stop (a commit hanging in Spark) must not keep the demo alive.
+        self._thread = threading.Thread(target=self._run, name="demo-daemon", daemon=True)
 
     def _run(self) -> None:
         try:
@@ -47,17 +49,22 @@ class DaemonThread:
             self.error = exc
 
     def start(self) -> DaemonThread:
+        """Start the daemon's run; returns self."""
         self._thread.start()
         return self
 
     @property
     def alive(self) -> bool:
+        """Whether the daemon still runs."""
         return self._thread.is_alive()
 
-    def stop(self, timeout_s: float = 120.0) -> None:
-        """Ask the daemon to stop and wait for it (bounded: its own stop is bounded by stop_timeout_seconds)."""
+    def stop(self, timeout_s: float = 120.0) -> bool:
+        """Ask the daemon to stop and wait for it (its own stop is bounded by stop_timeout_seconds); whether it did."""
         self.daemon.stop_requested.set()
         self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            print(f"the daemon did not stop within {timeout_s:.0f} s; leaving it behind", file=sys.stderr)
+        return not self._thread.is_alive()
 
 
 def acked_through(runner: DaemonThread, job: str, last: EntryPosition) -> bool:
@@ -65,6 +72,12 @@ def acked_through(runner: DaemonThread, job: str, last: EntryPosition) -> bool:
     found = runner.daemon.jobs.get(job)
     acked = found.acks.position if found is not None else None
     return isinstance(acked, EntryPosition) and acked >= last
+
+
+def lag_text(job: SyncJob) -> str:
+    """How far the job is behind its source: now minus the execute time of its ack position ("-" before one)."""
+    ack = job.acks.position
+    return f"{max(time.time() - ack.execute_time_ms / 1000, 0):.1f}s" if ack and ack.execute_time_ms else "-"
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,9 @@ class RunWatch:
         job = self._job()
         if job is None:
             return "starting (Spark, the Iceberg tables)", {}, 0.0, "-", "nothing"
-        committed = {channel.settings.target: channel.rows_written for channel in job.channels}
+        committed: dict[str, int] = {}
+        for channel in job.channels:  # shards merged into one target are one line
+            committed[channel.settings.target] = committed.get(channel.settings.target, 0) + channel.rows_written
         total = sum(committed.values())
         now = time.monotonic()
         since, before = self._last
@@ -146,9 +161,8 @@ class RunWatch:
             self._rate = (total - before) / (now - since)
             self._last = (now, total)
         ack = job.acks.position
-        lag = f"{max(time.time() - ack.execute_time_ms / 1000, 0):.1f}s" if ack and ack.execute_time_ms else "-"
         acked = f"{ack.journal}:{ack.offset}" if ack else "nothing"
-        return job.state.value, committed, self._rate, lag, acked
+        return job.state.value, committed, self._rate, lag_text(job), acked
 
     def line(self) -> str:
         """One plain line: elapsed time, state, rows committed (per table), rate and lag."""

@@ -59,10 +59,12 @@ class Option:
 
     @property
     def key(self) -> str:
+        """Its dotted path, ``job.commit.interval_seconds``."""
         return f"{self.section}.{self.name}"
 
     @property
     def required(self) -> bool:
+        """Whether the file must set it."""
         return self.default is REQUIRED
 
     def problem(self, value: object) -> str | None:
@@ -162,51 +164,57 @@ def toml_value(value: Any) -> Any:
 # -- checks shared by the declarations --------------------------------------------------------------
 
 def port(value: int) -> str | None:
+    """A TCP port."""
     return None if 1 <= value <= 65535 else f"port {value} is outside 1..65535"
 
 
 def port_or_zero(value: int) -> str | None:
+    """A TCP port, or 0 for none."""
     return None if 0 <= value <= 65535 else f"port {value} is outside 0..65535"
 
 
 def positive(value: float) -> str | None:
+    """Above zero."""
     return None if value > 0 else f"must be positive, got {value}"
 
 
 def not_negative(value: float) -> str | None:
+    """Zero or more."""
     return None if value >= 0 else f"must not be negative, got {value}"
 
 
 def one_of(*choices: str) -> Check:
+    """One of ``choices`` (the reference lists them)."""
+
     def check(value: str) -> str | None:
         return None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
 
-    check.choices = choices  # type: ignore[attr-defined]  # the reference lists them
+    check.choices = choices  # type: ignore[attr-defined]
     return check
 
 
 def non_empty(value: str) -> str | None:
+    """Not blank."""
     return None if value.strip() else "must not be empty"
 
 
 def local_path(value: str) -> str | None:
+    """A path Python can write to (no ``scheme://``)."""
     if not value.strip():
         return "must not be empty"
     # Python writes the staged files: an address only Spark's file systems know would become a local folder.
     return f"must be a local (or mounted) path, got {value!r}" if "://" in value else None
 
 
-def power_of_two(value: int) -> str | None:
-    return None if value > 0 and value & (value - 1) == 0 else f"must be a power of 2, got {value}"
-
-
 def java_short(value: str) -> str | None:
+    """A number as text that fits a Java short (Canal's client id)."""
     if value.lstrip("-").isdigit() and -32768 <= int(value) <= 32767:
         return None
     return f"must be a number that fits a Java short, got {value!r}"
 
 
 def names(value: list) -> str | None:
+    """A non-empty list of column names."""
     if value and all(isinstance(item, str) and item for item in value):
         return None
     return "must be a non-empty list of column names"

@@ -72,7 +72,7 @@ class CanalSettings:
     password: str = setting("", doc="Canal's password (`canal.passwd` holds its SHA1(SHA1)); prefer "
                                     "`password_env`", secret=True)
     # The variable's name (no secret): the loader reads the password from it.
-    password_env: str | None = setting(None, check=non_empty,
+    password_env: str | None = setting(None, check=non_empty, secret=True,  # (hidden in errors: a password typed here)
                                        doc="the environment variable that holds the password, instead of `password`")
     client_id: str = setting("1001", doc="the Canal client id (a Java short)", check=java_short)
     batch_size: int = setting(8192, doc="a getWithoutAck's size (Doris `canal.batchSize`): entries in `ITEMSIZE` "
@@ -262,7 +262,7 @@ class MaintenanceSettings:
 
     Compaction of data and delete files, then expiry of old snapshots (never
     of the one that carries the channel's position). Off for users who run
-    their own (docs: guide/operations.md).
+    their own (docs/guide/operations.md).
     """
 
     SECTION: ClassVar[str] = "job.maintenance"
@@ -281,7 +281,7 @@ class MaintenanceSettings:
 
 @dataclass(frozen=True)
 class SchemaSettings:
-    """How a job follows the source's DDL (docs: guide/schema-changes.md)."""
+    """How a job follows the source's DDL (docs/guide/schema-changes.md)."""
 
     SECTION: ClassVar[str] = "job.schema"
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 
 from canalbridge import __version__
 from canalbridge.canal import CanalAuthError, CanalConnector
@@ -100,3 +103,28 @@ def test_status_of_a_stopped_daemon_needs_no_password_variable(tmp_path):
     result = subprocess.run([*CLI, "validate", "-c", str(config)], capture_output=True, text=True, env=env,
                             timeout=120)
     assert result.returncode == 2 and "CANALBRIDGE_UNSET_PW is not set" in result.stderr
+
+
+def test_status_does_not_take_an_endpoint_that_answers_badly_for_a_daemon_that_is_down(tmp_path):
+    # Something listens at the control address but closes every connection unanswered: the daemon may be
+    # busy or broken, not down, so status must not present the state store's last record as the truth.
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def refuse_to_answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                connection.close()
+
+    threading.Thread(target=refuse_to_answer, daemon=True).start()
+    try:
+        control = f'state_dir = "state"\ncontrol = "127.0.0.1:{port}"'
+        config = write(tmp_path, VALID.replace('state_dir = "state"', control))
+        StateStore(tmp_path / "state").close()
+        result = subprocess.run([*CLI, "status", "-c", str(config)], capture_output=True, text=True, timeout=120)
+    finally:
+        listener.close()
+    assert result.returncode == 1, result.stdout
+    assert f"control endpoint 127.0.0.1:{port} did not answer" in result.stderr
+    assert "not running" not in result.stdout

@@ -24,11 +24,12 @@ def anchors(page: Path) -> set[str]:
 
 def pointers() -> list[tuple[str, str, str | None]]:
     found = []
-    for folder in ("canalbridge", "spark_sink", "tests", "bench", "deploy"):
-        for path in (ROOT / folder).rglob("*"):
-            if path.suffix in (".py", ".toml", ".java", ".xml", ".sh") and path.is_file():
-                for match in POINTER.finditer(path.read_text(encoding="utf-8", errors="replace")):
-                    found.append((str(path.relative_to(ROOT)), match.group(1), match.group(2)))
+    paths = [ROOT / "Makefile", *(path for folder in ("canalbridge", "spark_sink", "tests", "bench", "deploy")
+                                   for path in (ROOT / folder).rglob("*"))]
+    for path in paths:
+        if (path.suffix in (".py", ".toml", ".java", ".xml", ".sh") or path.name == "Makefile") and path.is_file():
+            for match in POINTER.finditer(path.read_text(encoding="utf-8", errors="replace")):
+                found.append((str(path.relative_to(ROOT)), match.group(1), match.group(2)))
     return found
 
 

@@ -70,8 +70,9 @@ def test_a_service_that_is_gone_ends_the_watch_by_name():
         runner.stop()
 
 
-def test_progress_lines_give_rows_per_table_the_rate_lag_and_ack_position():
-    job = FakeJob(channels=[channel("lake.demo.a", 1200), channel("lake.demo.b", 34)])
+def test_progress_lines_give_rows_per_target_the_rate_lag_and_ack_position():
+    shards = [channel("lake.demo.a", 1000), channel("lake.demo.a", 200)]  # two tables merged into one target
+    job = FakeJob(channels=[*shards, channel("lake.demo.b", 34)])
     job.acks.position = EntryPosition("mysql-bin.000002", 4521, 0)
     run, runner, out = watch(FakeDaemon({"demo": job}))
     done = threading.Event()
