@@ -121,7 +121,7 @@ class KafkaBroker(ServiceProcess):
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         """Create ``name`` with ``partitions`` partitions (replication factor 1); waits until it has leaders."""
-        from kafka import KafkaAdminClient, KafkaConsumer
+        from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
 
         security = self.client_security()
@@ -130,7 +130,26 @@ class KafkaBroker(ServiceProcess):
             admin.create_topics([NewTopic(name, partitions, 1)])
         finally:
             admin.close()
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit", **security)
+        self._wait_for_leaders(name, partitions)
+
+    def add_partitions(self, name: str, partitions: int) -> None:
+        """Grow topic ``name`` to ``partitions`` partitions in all (as an operator does for more throughput)."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewPartitions
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit",
+                                 **self.client_security())
+        try:
+            admin.create_partitions({name: NewPartitions(partitions)})
+        finally:
+            admin.close()
+        self._wait_for_leaders(name, partitions)
+
+    def _wait_for_leaders(self, name: str, partitions: int) -> None:
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="canalbridge-devkit",
+                                 **self.client_security())
         try:
             if not wait_for(lambda: len(consumer.partitions_for_topic(name) or ()) == partitions, 30.0):
                 raise ServiceError(f"topic {name} on {self.bootstrap} has no leaders for its {partitions} partitions")

@@ -139,6 +139,9 @@ class KafkaLink:
         self._consumer_factory = consumer_factory
         self._consumer: Any = None
         self._assigned: list[Any] = []  # TopicPartitions
+        # Every partition the link has assigned since it was made: one that appears later was added to the
+        # topic while the job ran, and is read from its beginning whatever start_from says.
+        self._seen: set[int] | None = None
         self._ends_read_at = 0.0
         self._lanes: dict[int, _Lane] = {}
         self._queue: collections.deque[TakenBatch] = collections.deque()
@@ -198,7 +201,8 @@ class KafkaLink:
                                        "transaction_markers = false, or each commit waits max_source_txn_wait_seconds")
             assigned = [TopicPartition(settings.topic, partition) for partition in partitions]
             consumer.assign(assigned)
-            starts = self._start_offsets(consumer, assigned)
+            added = set(partitions) - self._seen if self._seen is not None else set()
+            starts = self._start_offsets(consumer, assigned, added)
             self._assigned = assigned
             self._ends_read_at = time.monotonic()
         except KafkaError as exc:
@@ -209,6 +213,7 @@ class KafkaLink:
             raise
         with self._cond:
             self._consumer = consumer
+            self._seen = (self._seen or set()) | set(partitions)
             for partition in partitions:
                 lane = self._lanes.setdefault(partition, _Lane(partition, f"{settings.topic}:{partition}"))
                 lane.acked_next = starts[partition]
@@ -225,6 +230,9 @@ class KafkaLink:
                 self._to_commit.append((ahead, None))
         self._log.info("kafka.connected", epoch=epoch, partitions=len(partitions),
                        start={partition: starts[partition] for partition in partitions})
+        if added:
+            self._log.warning("kafka.partitions_added", added=sorted(added), partitions=len(partitions),
+                              note="read from their beginning; see docs/guide/kafka.md#partitions-added")
 
     def _new_consumer(self) -> Any:
         from kafka import KafkaConsumer
@@ -236,11 +244,18 @@ class KafkaLink:
             # "none": an offset out of range raises instead of jumping (every seek here is explicit).
             client_id=settings.client_id, enable_auto_commit=False, auto_offset_reset="none",
             max_poll_records=settings.max_poll_records, bootstrap_timeout_ms=settings.request_timeout_ms,
+            # The topic's metadata as often as the end offsets are read, so that an added partition is seen.
+            metadata_max_age_ms=int(END_OFFSETS_EVERY_S * 1000),
             **dict(settings.security),
         )
 
-    def _start_offsets(self, consumer: Any, assigned: Sequence[Any]) -> dict[int, int]:
-        """Each partition's start: the group's offset, or the targets' when every target is further."""
+    def _start_offsets(self, consumer: Any, assigned: Sequence[Any], added: set[int]) -> dict[int, int]:
+        """Each partition's start: the group's offset, or the targets' when every target is further.
+
+        A partition with neither starts where ``start_from`` says, unless it is one of ``added`` (the topic
+        gained it while the job ran): that one starts at its beginning, since its records came after the job's
+        start.
+        """
         beginning = consumer.beginning_offsets(assigned, timeout_ms=self.settings.request_timeout_ms)
         end = consumer.end_offsets(assigned, timeout_ms=self.settings.request_timeout_ms)
         starts = {}
@@ -252,7 +267,7 @@ class KafkaLink:
                 # With no group offset, a target that holds any Kafka position means the job ran before:
                 # read from the beginning (replays are skipped) rather than jump to the end.
                 # A job with rules cannot tell before it reads: it reads from the beginning too.
-                earliest = self.settings.start_from == "earliest" or self._rules or any(
+                earliest = self.settings.start_from == "earliest" or self._rules or tp.partition in added or any(
                     isinstance(self._committed.get(source), KafkaPosition) for source in self._sources)
                 start = beginning[tp] if earliest else end[tp]
             else:
@@ -347,9 +362,11 @@ class KafkaLink:
                     return 0
             polled = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
             ends = {tp: consumer.highwater(tp) for tp in polled}
+            grown: set[int] = set()
             if time.monotonic() - self._ends_read_at >= END_OFFSETS_EVERY_S:
                 ends = consumer.end_offsets(self._assigned, timeout_ms=self.settings.request_timeout_ms)
                 self._ends_read_at = time.monotonic()
+                grown = set(consumer.partitions_for_topic(topic) or ()) - {tp.partition for tp in self._assigned}
             with self._cond:
                 for tp, end in ends.items():
                     if end is not None:
@@ -358,6 +375,10 @@ class KafkaLink:
             with self._cond:
                 self._to_commit = commits + self._to_commit  # all channels committed them: sent after the reconnect
             raise KafkaSourceError(self.description, _describe(exc)) from exc
+        if grown:
+            # Partitions added to the topic: reconnect (what is not committed is read again) and assign them all.
+            raise KafkaSourceError(self.description, f"the topic has new partitions {sorted(grown)}: reconnecting to "
+                                                     f"read them")
         queued = 0
         for tp, records in polled.items():
             queued += self._receive(epoch, tp.partition, records)

@@ -389,3 +389,25 @@ def test_sasl_credentials_are_used_and_refused_ones_pause_the_job_without_showin
         right.assert_tables()
     finally:
         broker.stop()
+
+
+def test_a_partition_added_while_the_job_runs_is_read_from_its_beginning(kafka_broker, topic):
+    # Issue 33, hole 6: partitions were listed once, at connect; one added to Canal's topic was never read.
+    name = topic(2)
+    load, entries = workload(seed=15, key_changes=False)
+    ends_at = [i for i, e in enumerate(entries) if e.entryType == entry_pb.EntryType.TRANSACTIONEND]
+    half = ends_at[len(ends_at) // 2] + 1
+    job = KafkaJob(kafka_broker.bootstrap, name, load, markers=False)
+    job.job.start()
+    try:
+        job.wait_committed(publish(kafka_broker.bootstrap, name, hashed_protobuf_records(entries[:half], 2)))
+        kafka_broker.add_partitions(name, 3)  # Canal's partitionsNum raised to 3 with it: the rest hashes over 3
+        rest = hashed_protobuf_records(entries[half:], 3, batch_entries=25)
+        assert rest[2], "the new partition gets rows"
+        job.wait_committed(publish(kafka_broker.bootstrap, name, rest))
+        partitions = {p.partition for p in job.job.record().partitions}
+    finally:
+        job.job.pause()
+    assert partitions == {0, 1, 2}  # status and lag cover the new partition
+    job.assert_tables()
+    assert job.applied() == expected_row_writes(entries), "a row change was applied twice or lost"
