@@ -105,7 +105,7 @@ def decoded_changes(raw: DataFrame, columns: Sequence[SourceColumn], key_indexes
         "_entry", "_journal", "_offset", "_execute_time_ms",
         F.posexplode(F.call_function(FUNCTION, F.col("_store_value"), F.lit(keys))).alias("_pos", "_change"),
     )
-    expected = column_signature([(c.name, c.mysql_type) for c in columns])
+    expected = column_signature([(c.name, c.mysql_type, c.is_key) for c in columns])
     found, decoded_kind = F.col("_change.columns"), F.col("_change.kind")
 
     def failure(marker: str) -> Column:

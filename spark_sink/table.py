@@ -118,10 +118,10 @@ class TargetTable:
                 for f in self.spark.table(self.identifier).schema.fields]
 
     def evolve(self, operations: Sequence[Operation], summary: Mapping[str, str] | None,
-               properties: Mapping[str, str] | None = None) -> None:
-        """Carry ``operations`` out, set ``properties`` and (with a ``summary``) add a snapshot of no files
-        whose summary it is, all in one Iceberg transaction: the schema change and the position it
-        carries land together or not at all."""
+               properties: Mapping[str, str] | None = None, identifier_fields: Sequence[str] | None = None) -> None:
+        """Carry ``operations`` out, set ``properties`` (and ``identifier_fields``, when given) and (with a
+        ``summary``) add a snapshot of no files whose summary it is, all in one Iceberg transaction: the
+        schema change and the position it carries land together or not at all."""
         spark = self.spark
         jvm = spark._jvm
         assert jvm is not None, "the SparkSession has no JVM"
@@ -142,6 +142,13 @@ class TargetTable:
                 update.deleteColumn(operation.name)
             elif isinstance(operation, MakeNullable):
                 update.makeColumnOptional(operation.name)
+            update.commit()
+        if identifier_fields is not None:
+            fields = jvm.java.util.ArrayList()
+            for name in identifier_fields:
+                fields.add(name)
+            update = transaction.updateSchema().caseSensitive(False)
+            update.setIdentifierFields(fields)
             update.commit()
         if properties:
             update_properties = transaction.updateProperties()

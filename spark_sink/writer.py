@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING
 import structlog
 
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import RenameTable, TruncateTable, column_aliases, renamed
+from canalbridge.sync.ddl import (
+    ChangeKey,
+    RenameTable,
+    SchemaChange,
+    TruncateTable,
+    column_aliases,
+    key_after,
+    renamed,
+)
 from canalbridge.sync.errors import SchemaChangeError, SyncError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -34,7 +42,7 @@ from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register, removes
 from spark_sink.evolve import Column as TargetSchemaColumn
-from spark_sink.evolve import EvolutionRefused, plan, widening
+from spark_sink.evolve import EvolutionRefused, MakeNullable, Operation, plan, widening
 from spark_sink.identifiers import quote
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
@@ -237,8 +245,11 @@ class _IcebergWriter:
                               shared=alteration.shared)
         except EvolutionRefused as exc:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
-        new_key = list(renamed(tuple(key), alteration.changes))
+        new_key = list(key_after(tuple(key), alteration.changes))
         table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else {}
+        identifier_fields = None  # (renamed with their columns by Iceberg)
+        if any(isinstance(change, ChangeKey) for change in alteration.changes):
+            identifier_fields = self._key_identifier_fields(new_key, columns, alteration.changes, operations)
         if alteration.shared:  # the other shards' rows keep the old names until their own DDL
             aliases = json.loads(properties.get(PROP_COLUMN_ALIASES, "{}"))
             now = column_aliases(aliases, tuple(c.name for c in columns), alteration.changes)
@@ -247,7 +258,7 @@ class _IcebergWriter:
         for change in alteration.changes:
             if isinstance(change, RenameTable):  # a rename the channel follows: read back at its next start
                 table_properties[PROP_SOURCE_TABLE] = f"{change.to.schema}.{change.to.table}"
-        self.table.evolve(operations, summary, table_properties)
+        self.table.evolve(operations, summary, table_properties, identifier_fields)
         self._ready = False  # the next commit checks its columns against the new schema
         self._log.info("spark.schema_changed", sql=alteration.sql, operations=[repr(o) for o in operations])
 
@@ -343,6 +354,24 @@ class _IcebergWriter:
 
     def _identifier_fields(self, key_names: list[str]) -> list[str]:
         return key_names  # one row per key
+
+    def _key_identifier_fields(self, key: list[str], columns: list[TargetSchemaColumn],
+                               changes: tuple[SchemaChange, ...], operations: list[Operation]) -> list[str]:
+        """Iceberg's identifier fields after the source's primary key became ``key``.
+
+        They must be required columns, and a column Iceberg has as optional cannot become required
+        (its old rows may hold nulls): then the table has none, and ``canalbridge.primary-key`` alone
+        names the key (the MERGE uses the rows' key either way).
+        """
+        wanted = self._identifier_fields(key)
+        nullable = {o.name.lower() for o in operations if isinstance(o, MakeNullable)}
+        required = renamed(tuple(c.name for c in columns if not c.nullable and c.name.lower() not in nullable),
+                           changes)
+        if all(name.lower() in {r.lower() for r in required} for name in wanted):
+            return wanted
+        self._log.warning("spark.identifier_fields_dropped", key=key,
+                          reason="a key column is optional in Iceberg; canalbridge.primary-key names the key")
+        return []
 
     def _converted(self, batch: RowBatch | RawBatch) -> list[Column]:
         from pyspark.sql import functions as F

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.ddl import DropColumn, RenameTable, TruncateTable, column_aliases, columns_after, renamed
+from canalbridge.sync.ddl import (
+    DropColumn,
+    RenameTable,
+    TruncateTable,
+    column_aliases,
+    columns_after,
+    key_after,
+    renamed,
+)
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
@@ -115,7 +123,7 @@ class InMemoryWriter:
 
     def send_raw(self, batch: RawBatch) -> None:
         assert self.decode_raw, "send_raw on a writer that does not decode"
-        expected = column_signature([(c.name, c.mysql_type) for c in batch.columns])
+        expected = column_signature([(c.name, c.mysql_type, c.is_key) for c in batch.columns])
         mapper = RowMapper(batch.table, batch.target_columns, [batch.target_columns[i] for i in batch.key_indexes],
                            before_images=self.before_images())
         rows = []
@@ -123,7 +131,8 @@ class InMemoryWriter:
             change = entry_pb.RowChange.FromString(raw.row_change)
             first = change.rowDatas[0] if change.rowDatas else None
             columns = (first.afterColumns or first.beforeColumns) if first is not None else []
-            found = column_signature([(c.name, c.mysqlType) for c in columns]) if first is not None else expected
+            found = (column_signature([(c.name, c.mysqlType, c.isKey) for c in columns]) if first is not None
+                     else expected)
             if found != expected:  # as the JVM decoder does, found when the commit runs
                 self._raw_failure = self._raw_failure or ColumnsChangedError(batch.table, found, len(columns),
                                                                              raw.position)
@@ -191,11 +200,25 @@ class InMemoryWriter:
                 self.columns = columns_after(self.columns, alteration.changes, drop=alteration.drop_columns)
             for key, (names, values) in list(self._table.items()):
                 self._table[key] = _altered(names, values, alteration)
+            new_key = key_after((), alteration.changes)
+            if new_key:  # the source's primary key changed: the rows are keyed by the new one from here on
+                self._table = self._rekeyed(new_key)
             for change in alteration.changes:
                 if isinstance(change, RenameTable):
                     self.renamed_to = f"{change.to.schema}.{change.to.table}"
             self.alterations.append((alteration.sql, stamp))
             self.commits.append(CommitRecord(f"ddl at {alteration.position}", stamp, 0))
+
+    def _rekeyed(self, key: tuple[str, ...]) -> dict[tuple[str | None, ...], tuple[tuple[str, ...],
+                                                                                     tuple[str | None, ...]]]:
+        rekeyed = {}
+        for names, values in self._table.values():
+            spelled = [name.lower() for name in names]
+            new = tuple(values[spelled.index(column.lower())] for column in key)
+            if new in rekeyed:
+                raise ValueError(f"{self.table}: two rows have the key {new} under the new key ({', '.join(key)})")
+            rekeyed[new] = (names, values)
+        return rekeyed
 
     def source_table(self) -> str | None:
         with self._lock:

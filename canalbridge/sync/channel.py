@@ -54,6 +54,7 @@ from google.protobuf.message import DecodeError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import Alteration, ChangeRow, RawChange, RowBatch
 from canalbridge.sync.ddl import (
+    ChangeKey,
     RenameTable,
     SchemaChange,
     TableName,
@@ -63,7 +64,13 @@ from canalbridge.sync.ddl import (
     columns_after,
     parse_ddl,
 )
-from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, ColumnsChangedError, EntryDecodeError
+from canalbridge.sync.errors import (
+    ChannelCommitError,
+    ChannelStuckError,
+    ColumnsChangedError,
+    EntryDecodeError,
+    SchemaChangeError,
+)
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import Position, later
 from canalbridge.sync.retry import Stopping
@@ -456,6 +463,17 @@ class Channel:
         # the session's schema, as MySQL reads it.
         changes = tuple(RenameTable(TableName(c.to.schema or schema, c.to.table)) if isinstance(c, RenameTable)
                         else c for c in ddl.changes_for(schema, name) if follows or not isinstance(c, RenameTable))
+        if any(isinstance(c, ChangeKey) for c in changes):
+            if self.settings.key is not None:
+                # Rows are keyed by the configured key: the source's new key only changes their key flags.
+                mapper.alter(Alteration(f"{schema}.{name}", sql, (), position))
+                changes = tuple(c for c in changes if not isinstance(c, ChangeKey))
+                self._log.info("channel.source_key_changed", sql=sql, position=str(position),
+                               key=list(self.settings.key), note="the channel keeps its configured key")
+            elif shared:
+                raise SchemaChangeError(f"{schema}.{name}", sql, position,
+                                        "the primary key of one shard of a merged target changed; the target's key "
+                                        "is every shard's: change it by hand, or set key for the channel")
         applied: tuple[SchemaChange, ...] = tuple(
             c for c in changes
             if (isinstance(c, TruncateTable) and self.schema.applies_truncate and not shared)

@@ -102,6 +102,14 @@ class RenameColumn:
 
 
 @dataclass(frozen=True)
+class ChangeKey:
+    """The primary key after ``DROP PRIMARY KEY``, ``ADD PRIMARY KEY (...)`` or a column declared ``PRIMARY KEY``:
+    ``columns`` in key order, empty when the table is left without one."""
+
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CreateTable:
     """``CREATE TABLE``; ``columns`` is empty for ``CREATE TABLE ... LIKE`` or ``AS SELECT``."""
 
@@ -126,7 +134,7 @@ class RenameTable:
     to: TableName
 
 
-SchemaChange = (AddColumn | DropColumn | ChangeColumn | RenameColumn
+SchemaChange = (AddColumn | DropColumn | ChangeColumn | RenameColumn | ChangeKey
                 | CreateTable | TruncateTable | DropTable | RenameTable)
 
 
@@ -204,6 +212,12 @@ def _alter(sql: str, statement: exp.Alter) -> Ddl:
     for action in statement.args.get("actions") or ():
         if isinstance(action, exp.ColumnDef):
             changes.append((table, AddColumn(_column(action), _place(action))))
+            if _declares_key(action):
+                changes.append((table, ChangeKey((_name(action.this),))))
+        elif isinstance(action, exp.DropPrimaryKey):
+            changes.append((table, ChangeKey(())))
+        elif isinstance(action, exp.AddConstraint) and (key := _primary_key(action)) is not None:
+            changes.append((table, ChangeKey(key)))
         elif isinstance(action, exp.Drop) and str(action.args.get("kind", "")).upper() == "COLUMN":
             changes.extend((table, DropColumn(_name(column))) for column in action.args.get("tables") or ())
         elif isinstance(action, exp.ModifyColumn):
@@ -214,6 +228,8 @@ def _alter(sql: str, statement: exp.Alter) -> Ddl:
             column = _column(definition)
             changes.append((table, ChangeColumn(_name(was) if was is not None else column.name, column,
                                                 _place(definition))))
+            if _declares_key(definition):
+                changes.append((table, ChangeKey((column.name,))))
         elif isinstance(action, exp.RenameColumn):
             changes.append((table, RenameColumn(_name(action.this), _name(action.args["to"]))))
         elif isinstance(action, exp.AlterRename):
@@ -222,6 +238,22 @@ def _alter(sql: str, statement: exp.Alter) -> Ddl:
         # Anything else (indexes, constraints, defaults, options) leaves the columns as they are.
     tables = tuple(dict.fromkeys([table, *(c.to for _, c in changes if isinstance(c, RenameTable))]))
     return Ddl(sql, tuple(changes), tables)
+
+
+def _declares_key(definition: exp.ColumnDef) -> bool:
+    """``col type PRIMARY KEY``: the column alone becomes the key."""
+    return any(isinstance(c.args.get("kind"), exp.PrimaryKeyColumnConstraint)
+               for c in definition.args.get("constraints") or ())
+
+
+def _primary_key(action: exp.AddConstraint) -> tuple[str, ...] | None:
+    """The columns of ``ADD [CONSTRAINT name] PRIMARY KEY (...)``; None for another constraint (an index)."""
+    for node in action.expressions:
+        named = node.expressions if isinstance(node, exp.Constraint) else [node]  # CONSTRAINT name PRIMARY KEY
+        for key in named:
+            if isinstance(key, exp.PrimaryKey):
+                return tuple(_name(column) for column in key.expressions)
+    return None
 
 
 def _create(sql: str, statement: exp.Create) -> Ddl:
@@ -388,5 +420,16 @@ def renamed(names: tuple[str, ...], changes: tuple[SchemaChange, ...]) -> tuple[
 
 
 def changes_columns(changes: tuple[SchemaChange, ...]) -> bool:
-    """Whether any of ``changes`` touches the columns (the others are about the table as a whole)."""
-    return any(isinstance(c, AddColumn | DropColumn | ChangeColumn | RenameColumn) for c in changes)
+    """Whether any of ``changes`` touches the columns or the key (the others are about the table as a whole)."""
+    return any(isinstance(c, AddColumn | DropColumn | ChangeColumn | RenameColumn | ChangeKey) for c in changes)
+
+
+def key_after(key: tuple[str, ...], changes: tuple[SchemaChange, ...]) -> tuple[str, ...]:
+    """A table's primary key (column names, in key order) as ``changes`` leave it: renamed with its columns,
+    replaced by a :class:`ChangeKey`."""
+    for change in changes:
+        if isinstance(change, ChangeKey):
+            key = change.columns
+        else:
+            key = renamed(key, (change,))
+    return key

@@ -81,7 +81,8 @@ class RowMapper:
         self.target_columns = tuple(target_columns) if target_columns is not None else None
         self.key_columns = tuple(key_columns) if key_columns else None
         self._columns: tuple[SourceColumn, ...] | None = None
-        self._signature: tuple[tuple[str, str], ...] | None = None  # (name, mysqlType) of the rows so far
+        # (name, mysqlType, isKey) of the rows so far: a row whose key flags differ is keyed otherwise.
+        self._signature: tuple[tuple[str, str, bool], ...] | None = None
         self._last_ddl: tuple[str, Position] | None = None
         self._ddl_unread: str | None = None  # why the last DDL could not be read, if it could not
         self._expected: tuple[str, ...] | None = None  # the columns the last DDLs leave, for the next row
@@ -168,13 +169,13 @@ class RowMapper:
         self._ddl_unread = reason
 
     def _check_shape(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
-        signature = tuple([(c.name, c.mysqlType) for c in columns])
+        signature = tuple([(c.name, c.mysqlType, c.isKey) for c in columns])
         if signature == self._signature:
             return
         if self._signature is not None:
             raise self.columns_changed(column_signature(signature), len(signature), position)
         if self._expected is not None:
-            names = [name for name, _ in signature]
+            names = [name for name, _, _ in signature]
             if [n.lower() for n in names] != [n.lower() for n in self._expected]:
                 raise self._error(f"the row's columns ({', '.join(names)}) are not the ones the DDL leaves "
                                   f"({', '.join(self._expected)})", position)
@@ -189,6 +190,11 @@ class RowMapper:
         was = column_signature(earlier)
         if count != len(earlier):
             return self._error(f"row has {count} columns ({now}), earlier rows had {len(earlier)} ({was})", position)
+        if _unkeyed(was) == _unkeyed(now):
+            # Upserts keyed by the old key would collapse rows the new key tells apart: never go on silently.
+            return self._error(f"the source's primary key changed: the row's columns are ({now}), earlier rows' "
+                               f"({was}); canalbridge follows a key change only through the DDL that makes it "
+                               f"(docs/guide/schema-changes.md#primary-key)", position)
         return self._error(f"the row's columns changed from ({was}) to ({now})", position)
 
     def _error(self, message: str, position: Position) -> RowMappingError:
@@ -265,9 +271,17 @@ class RowMapper:
         return RawBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(changes))
 
 
-def column_signature(columns: Sequence[tuple[str, str]]) -> str:
-    """Columns as errors and the JVM decoder describe a row's: ``name mysqlType``, joined by ``, ``."""
-    return ", ".join(f"{name} {mysql_type}" for name, mysql_type in columns)
+def column_signature(columns: Sequence[tuple[str, str, bool]]) -> str:
+    """Columns as errors and the JVM decoder describe a row's: ``name mysqlType``, then `` key`` for a column of
+    the primary key, joined by ``, ``."""
+    return ", ".join(f"{name} {mysql_type}{KEY_MARK if is_key else ''}" for name, mysql_type, is_key in columns)
+
+
+KEY_MARK = " key"  # (RowChangeDecoder.java writes the same)
+
+
+def _unkeyed(signature: str) -> str:
+    return ", ".join(part.removesuffix(KEY_MARK) for part in signature.split(", "))
 
 
 def is_ddl(store_value: bytes) -> bool:

@@ -106,6 +106,33 @@ def test_every_kind_of_column_change_reaches_the_target_in_stream_order(real_des
 
 
 @pytest.mark.spark
+def test_a_primary_key_change_is_followed_and_rows_the_new_key_tells_apart_stay_apart(real_destination, canal,
+                                                                                      mariadb, spark, spark_settings):
+    # Issue 33, hole 2, through MariaDB and the real Canal, with no restart between the ALTER and the rows.
+    db = "ddl_key"
+    real_destination(db, setup=["CREATE TABLE t (id INT NOT NULL, b INT NOT NULL, note VARCHAR(10), PRIMARY KEY (id))"])
+    source = Source(mariadb, db, (), seed=1)
+    job = iceberg_job(spark, spark_settings, canal, db)
+    job.start()
+    try:
+        source.sql("INSERT INTO t VALUES (1, 1, 'one'), (2, 1, 'two')")
+        source.commit()
+        caught_up(job, mariadb)  # Canal read these under the old key before the ALTER ran
+        source.sql("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, b)")
+        source.sql("INSERT INTO t VALUES (1, 2, 'one-two')")
+        source.sql("UPDATE t SET note = 'two!' WHERE id = 2 AND b = 1")
+        source.commit()
+        caught_up(job, mariadb)
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    final = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("b", "int(11)", is_key=True),
+                               ColumnDef.of("note", "varchar(10)")))
+    assert_target_equals_source(spark, source, final, f"lake.{db}.t")
+    assert spark.table(quote_table(f"lake.{db}.t")).count() == 3
+
+
+@pytest.mark.spark
 def test_a_type_change_iceberg_cannot_follow_pauses_naming_table_ddl_and_position(real_destination, canal, mariadb,
                                                                                  spark, spark_settings):
     db = "ddl_narrow"

@@ -81,7 +81,7 @@ def test_a_row_change_with_other_columns_fails_the_query_and_names_its_position(
     changed, message = _failure_decoding(spark, fits, altered)
     assert isinstance(changed, ColumnsChangedError), message
     assert changed.position.same_place(EntryPosition.of(altered)) and changed.count == 4
-    assert changed.columns == "tenant int(11), id bigint(20), name varchar(32), added int(11)"
+    assert changed.columns == "tenant int(11) key, id bigint(20) key, name varchar(32), added int(11)"
 
 
 def test_bytes_that_are_not_a_row_change_fail_the_query_and_name_their_position(spark):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from canalbridge.sync.changes import Alteration, ChangeKind, ChangeRow, RowBatch, SourceColumn
@@ -17,12 +19,12 @@ ID = SourceColumn("id", "int(11)", 4, True)
 NAME = SourceColumn("name", "varchar(32)", 12, False)
 
 
-def commit(writer, end, columns: tuple[SourceColumn, ...], *rows: tuple) -> None:
+def commit(writer, end, columns: tuple[SourceColumn, ...], *rows: tuple, key: tuple[int, ...] = (0,)) -> None:
     names = tuple(c.name for c in columns)
     changes = tuple(ChangeRow(ChangeKind.INSERT, tuple(None if v is None else str(v) for v in row), end)
                     for row in rows)
     writer.begin(f"l{end.offset}")
-    writer.send(RowBatch("db.t", names, columns, (0,), changes))
+    writer.send(RowBatch("db.t", names, columns, key, changes))
     writer.commit(end)
 
 
@@ -100,6 +102,27 @@ def test_a_renamed_key_column_stays_the_key(spark, spark_settings):
     commit(writer, position(200), (pk, NAME), (2, "B"))  # an upsert by the renamed key replaces the row
     assert table(spark, target) == (["pk", "name"], [(1, "a"), (2, "B")])
     assert '"pk"' in TargetTable(spark, target).properties()["canalbridge.primary-key"]
+
+
+def identifier_fields(spark, target: str) -> list[str]:
+    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, target)
+    return sorted(str(name) for name in table.schema().identifierFieldNames())
+
+
+def test_a_primary_key_change_is_recorded_with_its_position_and_later_upserts_use_the_new_key(spark, spark_settings):
+    # Issue 33, hole 2: (1, 'b') must not replace (1, 'a') once the key is (id, name).
+    target = "lake.evolve_key_change.t"
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, position(100), (ID, NAME), (1, "a"))
+    assert identifier_fields(spark, target) == ["id"]
+    alter(writer, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, name)", position(150))
+    assert writer.committed_position() == position(150)  # the key change's snapshot carries its position
+    assert json.loads(TargetTable(spark, target).properties()["canalbridge.primary-key"]) == ["id", "name"]
+    # `name` is optional in Iceberg and cannot become required: the table has no identifier fields now.
+    assert identifier_fields(spark, target) == []
+    keyed = (ID, SourceColumn("name", "varchar(32)", 12, True))
+    commit(writer, position(200), keyed, (1, "b"), (1, "a"), key=(0, 1))
+    assert table(spark, target) == (["id", "name"], [(1, "a"), (1, "b")])
 
 
 def test_a_column_added_narrower_than_its_rows_is_widened_before_they_land(spark, spark_settings):

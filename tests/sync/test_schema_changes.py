@@ -27,9 +27,12 @@ ID = ColumnDef.of("id", "int(11)", is_key=True)
 BEFORE = TableDef("db", "t", (ID, ColumnDef.of("name", "varchar(8)")))
 
 
-def harness_for(server, *, decode_raw: bool = False, **options) -> Harness:
+def harness_for(server, *, decode_raw: bool = False, key: tuple[str, ...] | None = None, **options) -> Harness:
     workload = Workload(WorkloadSpec(tables=(BEFORE,), row_changes=0))
     settings = job_settings(server, workload)
+    if key is not None:
+        settings = dataclasses.replace(settings, channels=tuple(dataclasses.replace(c, key=key)
+                                                                for c in settings.channels))
     return Harness(server, workload, settings, **{BEFORE.qualified: {"decode_raw": decode_raw, **options}})
 
 
@@ -173,7 +176,7 @@ def test_a_channel_with_an_explicit_columns_list_is_not_altered_and_pauses_when_
     harness.job.start()
     assert harness.job.wait_state(JobState.PAUSED, 30), harness.job.state
     text = harness.job.fail_message.text
-    assert "row has 3 columns (id int(11), name varchar(8), qty int(11)), earlier rows had 2" in text, text
+    assert "row has 3 columns (id int(11) key, name varchar(8), qty int(11)), earlier rows had 2" in text, text
     assert f"after the DDL 'ALTER TABLE t ADD qty INT' at {EntryPosition.of(ddl)}" in text, text
     writer = harness.writers["db.t"]
     assert writer.rows == {("1",): {"id": "1", "customer_name": "a"}} and writer.alterations == []
@@ -223,3 +226,53 @@ def test_a_truncate_is_ignored_unless_the_job_applies_it(dev_server_factory, tru
     kept = {} if truncate == "apply" else {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
     assert writer.rows == {**kept, ("3",): {"id": "3", "name": "c"}}
     assert writer.alterations == ([("TRUNCATE TABLE t", EntryPosition.of(ddl))] if truncate == "apply" else [])
+
+
+@pytest.mark.parametrize("decode_raw", [False, True], ids=["decoded", "undecoded"])
+def test_a_primary_key_change_keys_the_rows_after_it_by_the_new_key(dev_server_factory, decode_raw):
+    # Issue 33, hole 2: the DDL read as no change, the channel kept keying rows by `id`, and (1, 'b') replaced
+    # (1, 'a') although MySQL holds both under the key (id, name).
+    server = dev_server_factory(DestinationConfig("example"))
+    harness = harness_for(server, decode_raw=decode_raw)
+    rekeyed = TableDef("db", "t", (ID, ColumnDef.of("name", "varchar(8)", is_key=True)))
+    binlog = BinlogWriter()
+    entries = insert(binlog, BEFORE, {"id": 1, "name": "a"})
+    change = alter(binlog, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, name)")
+    entries += [change, *insert(binlog, rekeyed, {"id": 1, "name": "b"}, {"id": 2, "name": "c"})]
+    run(server, harness, entries)
+    writer = harness.writers["db.t"]
+    assert writer.rows == {("1", "a"): {"id": "1", "name": "a"}, ("1", "b"): {"id": "1", "name": "b"},
+                           ("2", "c"): {"id": "2", "name": "c"}}
+    assert writer.alterations == [("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, name)",
+                                   EntryPosition.of(change))]
+
+
+@pytest.mark.parametrize("decode_raw", [False, True], ids=["decoded", "undecoded"])
+def test_rows_whose_key_changed_with_no_ddl_read_pause_the_job_naming_it(dev_server_factory, decode_raw):
+    # The safety net: a key change canalbridge did not read (here the DDL never came) never collapses rows.
+    server = dev_server_factory(DestinationConfig("example"))
+    harness = harness_for(server, decode_raw=decode_raw)
+    rekeyed = TableDef("db", "t", (ID, ColumnDef.of("name", "varchar(8)", is_key=True)))
+    binlog = BinlogWriter()
+    entries = insert(binlog, BEFORE, {"id": 1, "name": "a"}) + insert(binlog, rekeyed, {"id": 1, "name": "b"})
+    harness.set_entries(entries)
+    server.feed("example", entries)
+    harness.job.start()
+    assert harness.job.wait_state(JobState.PAUSED, 30), harness.job.state
+    message = str(harness.job.fail_message)
+    assert "table db.t" in message and "the source's primary key changed" in message
+    assert "(id int(11) key, name varchar(8) key)" in message
+    assert harness.writers["db.t"].rows.get(("1",)) in (None, {"id": "1", "name": "a"})  # never (1, 'b')
+
+
+def test_a_channel_with_its_own_key_keeps_it_through_a_source_key_change(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    harness = harness_for(server, key=("id",))
+    rekeyed = TableDef("db", "t", (ID, ColumnDef.of("name", "varchar(8)", is_key=True)))
+    binlog = BinlogWriter()
+    entries = insert(binlog, BEFORE, {"id": 1, "name": "a"})
+    entries += [alter(binlog, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, name)"),
+                *insert(binlog, rekeyed, {"id": 1, "name": "b"})]
+    run(server, harness, entries)
+    assert harness.writers["db.t"].rows == {("1",): {"id": "1", "name": "b"}}  # keyed by `id`, as configured
+    assert harness.writers["db.t"].alterations == []

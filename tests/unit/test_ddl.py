@@ -19,6 +19,8 @@ from canalbridge.sync.ddl import (
     RenameTable,
     TableName,
     TruncateTable,
+    changes_columns,
+    key_after,
     parse_ddl,
 )
 
@@ -75,9 +77,27 @@ def test_several_actions_come_in_statement_order_and_others_leave_the_columns():
         AddColumn(ColumnDef("c2", "int"), Place(first=True)), DropColumn("c1"), AddColumn(ColumnDef("c4", "text")))
 
 
+@pytest.mark.parametrize(("sql", "key"), [
+    ("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, b)", ("id", "b")),
+    ("ALTER TABLE t ADD CONSTRAINT pk PRIMARY KEY (b, id)", ("b", "id")),
+    ("ALTER TABLE t DROP PRIMARY KEY", ()),
+    ("ALTER TABLE t MODIFY b INT NOT NULL PRIMARY KEY", ("b",)),
+    ("ALTER TABLE t ADD COLUMN c INT PRIMARY KEY", ("c",)),
+    ("ALTER TABLE t RENAME COLUMN id TO ident", ("ident",)),
+    ("ALTER TABLE t ADD INDEX i (b), ADD UNIQUE KEY u (b)", ("id",)),
+])
+def test_a_primary_key_change_is_read_in_statement_order(sql, key):
+    # Issue 33, hole 2: these were "no change", and a channel kept keying rows by the old key.
+    ddl = parse_ddl(sql)
+    assert ddl.understood
+    changes = ddl.changes_for("shop", "t")
+    assert changes_columns(changes) == (key != ("id",))
+    assert key_after(("id",), changes) == key
+
+
 @pytest.mark.parametrize("sql", [
     "ALTER TABLE t ADD INDEX idx (a)", "ALTER TABLE t COMMENT 'x'", "ALTER TABLE t ENGINE=InnoDB",
-    "ALTER TABLE t DROP PRIMARY KEY", "ALTER TABLE t DROP INDEX i", "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1",
+    "ALTER TABLE t ADD UNIQUE KEY u (b)", "ALTER TABLE t DROP INDEX i", "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1",
     "ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES u(id)",
 ])
 def test_a_ddl_that_changes_no_column_is_understood_with_no_changes(sql):

@@ -110,7 +110,7 @@ def test_columns_that_change_under_a_running_mapper_pause_naming_the_ddl():
         mapper.map(change(EventType.INSERT, [(None, {"id": 2, "label": "b"})], RENAMED), later)
     message = str(failure.value)
     assert "table db.t at binlog position mysql-bin.000003:900" in message
-    assert "columns changed from (id int(11), name varchar(8)) to (id int(11), label varchar(8))" in message
+    assert "columns changed from (id int(11) key, name varchar(8)) to (id int(11) key, label varchar(8))" in message
     assert "after the DDL 'ALTER TABLE t CHANGE name label VARCHAR(8)' at mysql-bin.000003:500" in message
 
 
@@ -118,7 +118,7 @@ def test_a_type_change_pauses_too():
     widened = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(20)")))
     mapper = RowMapper("db.t", None)
     mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
-    with pytest.raises(RowMappingError, match=r"name varchar\(8\)\) to \(id int\(11\), name varchar\(20\)\)"):
+    with pytest.raises(RowMappingError, match=r"name varchar\(8\)\) to \(id int\(11\) key, name varchar\(20\)\)"):
         mapper.map(change(EventType.INSERT, [(None, {"id": 2, "name": "b"})], widened), POSITION)
 
 

@@ -26,7 +26,8 @@ import org.apache.spark.sql.api.java.UDF2;
  *   <li>{@code kind}: the change vocabulary's code, +I, -U, +U or -D (an UPDATE is
  *       its old image, -U, then its new one, +U);
  *   <li>{@code columns}: on the first change of a RowChange only (null on the others),
- *       the RowChange's column signature, "name mysqlType" joined by ", ", which Spark
+ *       the RowChange's column signature, "name mysqlType" (then " key" for a primary-key
+ *       column) joined by ", ", which Spark
  *       compares with the columns the channel expects (one table map per RowChange);
  *   <li>{@code values}: the row's values as Canal's text, null for SQL NULL.
  * </ul>
@@ -103,6 +104,9 @@ public final class RowChangeDecoder implements UDF2<byte[], String, List<Row>> {
         text.append(", ");
       }
       text.append(column.getName()).append(' ').append(column.getMysqlType());
+      if (column.getIsKey()) {
+        text.append(" key");  // a primary-key column (canalbridge.sync.rows.KEY_MARK)
+      }
     }
     return text.toString();
   }
