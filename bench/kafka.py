@@ -162,11 +162,11 @@ def run(name: str, broker: KafkaBroker, topic: str, end: int, rows: int, spark_s
         if job.fail_message is not None or now - started > 3600:
             raise SystemExit(f"{name}: not drained: {job.state} {job.fail_message}")
         if now - last_report >= 5.0:
-            rows = sum(lags.values())
-            print(f"{name}: [{now - started:5.0f}s] {rows:,} row changes committed in {job.stats.commits} commits "
-                  f"({(rows - rows_then) / (now - last_report):,.0f}/s), lag {lag_text(job)}, "
+            done = sum(lags.values())  # (rows is the run's total)
+            print(f"{name}: [{now - started:5.0f}s] {done:,} row changes committed in {job.stats.commits} commits "
+                  f"({(done - rows_then) / (now - last_report):,.0f}/s), lag {lag_text(job)}, "
                   f"offset {committed.get(0, 0):,} of {end:,}", flush=True)
-            last_report, rows_then = now, rows
+            last_report, rows_then = now, done
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     jvm_cpu, broker_cpu = cpu_seconds(jvm) - jvm_started, cpu_seconds(broker.pid or 0) - broker_started
     job.pause()
