@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
     CHANNEL_SOURCE_REGEX,
+    GET_SHARE_OF_STORE,
     KAFKA_SECURITY,
     MB,
     CanalSettings,
@@ -249,6 +250,13 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
             f"{where}.commit.min_bytes: {commit_settings.min_bytes} bytes exceed Canal's store "
             f"({store_capacity} x memunit {commit_settings.store_memunit} = {store_bytes} bytes in MEMSIZE mode): "
             f"commits will be cut by the store limit or the interval instead"
+        )
+    asked = canal.get("batch_size")
+    if asked is not None and asked > store_capacity // GET_SHARE_OF_STORE:
+        warnings.append(
+            f"{where}.canal.batch_size: {asked} is more than a quarter of Canal's store ({store_capacity}): each get "
+            f"asks for {max(1, store_capacity // GET_SHARE_OF_STORE)}, so that no get can fill the store in the "
+            f"middle of a source transaction (which would force a commit to split it)"
         )
     if commit_settings.max_bytes < commit_settings.min_bytes:
         problems.append(f"{where}.commit.max_bytes: smaller than min_bytes ({commit_settings.min_bytes})")

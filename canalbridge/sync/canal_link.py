@@ -38,10 +38,11 @@ class CanalLink:
     marks_transactions = True
 
     def __init__(self, job: str, connector: CanalConnector, canal: CanalSettings, subscribe_filter: str,
-                 capacity: int, acks: AckState) -> None:
+                 capacity: int, acks: AckState, *, fetch_size: int) -> None:
         self.job = job
         self.connector = connector
         self.canal = canal
+        self.fetch_size = fetch_size  # JobSettings.fetch_size: batch_size, capped below Canal's store
         self.subscribe_filter = subscribe_filter
         self.capacity = capacity
         self.acks = acks
@@ -97,7 +98,7 @@ class CanalLink:
                 if self._ledger.epoch == epoch:
                     self._ledger.rolled_back()
                 epoch = self._ledger.epoch
-        batch = self.connector.get_without_ack(self.canal.batch_size, self.canal.poll_timeout_ms)
+        batch = self.connector.get_without_ack(self.fetch_size, self.canal.poll_timeout_ms)
         with self._cond:
             self._acks_landed_locked()
             if batch.is_empty:

@@ -8,18 +8,21 @@ end, so a target never shows half of one, unless waiting must end:
 
 - the source transaction has been open longer than
   ``max_source_txn_wait_seconds``, or
-- the un-acked entries come close to Canal's store capacity, where the
-  store stops handing out entries and the transaction end could never
-  arrive. Close means: within one get's ``batch_size`` of the capacity, or
-  within one parser flush (``canal.instance.transaction.size`` entries, which
-  the store takes only when that many slots are free), or past half of it,
-  whichever is smallest. The store counts entries, and in
-  MEMSIZE mode (Canal's shipped default) also serialized bytes against
-  ``store_capacity x memunit``, with a get's ``batch_size`` in memunits;
-  whichever bound is nearer decides.
+- the un-acked entries come so close to Canal's store capacity that the
+  store would stop handing out entries and the transaction end could never
+  arrive: within one get's size of the capacity, or within one parser flush
+  (``canal.instance.transaction.size`` entries, which the store takes only
+  when that many slots are free), whichever is nearer.
 
 Either way the commit then takes part of the source transaction, and the
-log says so.
+log says so. Well before that, from half of the store on, a commit is due
+at the next clean cut (the store's ``store_capacity`` reason): so only a
+source transaction too large for the room left ever has to be split. A get
+takes at most a quarter of the store (:attr:`JobSettings.fetch_size`), so
+that no single batch fills it. The store counts entries, and in MEMSIZE
+mode (Canal's shipped default) also serialized bytes against
+``store_capacity x memunit``, with a get's size in memunits; whichever bound
+is nearer decides.
 
 While an earlier commit is still being applied (``commit.overlap``), what
 it holds is acked when it lands: store pressure counts only what came
@@ -62,24 +65,28 @@ class CommitPolicy:
         self.settings = settings
         self.store = store  # False: the source holds no store that un-acked entries fill (Kafka)
         capacity = settings.store_capacity
-        entries = min(capacity - min(settings.store_transaction_size, capacity), capacity // 2)
-        self.pressure_bytes: int | None = None
+        # Past these the store may stop handing out entries before the transaction ends: a split is a must.
+        full = capacity - min(settings.store_transaction_size, capacity)
+        self.split_bytes: int | None = None
+        self.pressure_bytes: int | None = None  # from here a commit is due at the next clean cut
         if settings.store_batch_mode == "MEMSIZE":
             # A get hands out up to batch_size memunits, however many entries that is.
             store_bytes, get_bytes = capacity * settings.store_memunit, batch_size * settings.store_memunit
-            self.pressure_bytes = max(1, min(store_bytes - get_bytes, store_bytes // 2))
+            self.split_bytes = max(1, store_bytes - get_bytes)
+            self.pressure_bytes = min(store_bytes // 2, self.split_bytes)
         else:
-            entries = min(entries, capacity - batch_size)
-        self.pressure_entries = max(1, entries)
+            full = min(full, capacity - batch_size)
+        self.split_entries = max(1, full)
+        self.pressure_entries = max(1, min(capacity // 2, self.split_entries))
 
-    def _store_pressure(self, outstanding: Outstanding, committing: Outstanding | None) -> bool:
+    def _store_pressure(self, outstanding: Outstanding, committing: Outstanding | None, *, split: bool) -> bool:
         if not self.store:
             return False
         if committing is not None:
             outstanding = outstanding.less(committing)
-        if outstanding.entries >= self.pressure_entries:
-            return True
-        return self.pressure_bytes is not None and outstanding.bytes >= self.pressure_bytes
+        entries, size = (self.split_entries, self.split_bytes) if split else (self.pressure_entries,
+                                                                            self.pressure_bytes)
+        return outstanding.entries >= entries or (size is not None and outstanding.bytes >= size)
 
     def due(self, work: PendingWork, outstanding: Outstanding, now: float,
             committing: Outstanding | None = None) -> str | None:
@@ -93,14 +100,14 @@ class CommitPolicy:
             return "min_events_and_bytes"
         if now - work.started_at >= settings.interval_seconds:
             return "interval"
-        if self._store_pressure(outstanding, committing):
+        if self._store_pressure(outstanding, committing, split=False):
             return "store_capacity"
         return None
 
     def must_split_source_txn(self, work: PendingWork, outstanding: Outstanding, now: float,
                               committing: Outstanding | None = None) -> str | None:
         """Why a due commit may not wait for the source transaction to end, or None."""
-        if self._store_pressure(outstanding, committing):
+        if self._store_pressure(outstanding, committing, split=True):
             return "store_capacity"
         if work.source_txn_open_since is not None:
             if now - work.source_txn_open_since >= self.settings.max_source_txn_wait_seconds:

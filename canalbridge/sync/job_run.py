@@ -124,7 +124,8 @@ class JobRun:
         assert canal is not None, "a job reads Canal or Kafka"
         connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
                                    password=canal.password, client_id=canal.client_id)
-        return CanalLink(settings.name, connector, canal, settings.canal_filter, capacity, self._acks)
+        return CanalLink(settings.name, connector, canal, settings.canal_filter, capacity, self._acks,
+                         fetch_size=settings.fetch_size)
 
     @property
     def link(self) -> SourceLink | None:

@@ -31,6 +31,7 @@ from canalbridge.sync.options import (
 from canalbridge.sync.tables import TablePattern
 
 MB = 1024 * 1024
+GET_SHARE_OF_STORE = 4  # a get asks for at most 1/4 of Canal's store (JobSettings.fetch_size)
 
 
 def _bootstrap(value: str | list) -> str | None:
@@ -75,8 +76,10 @@ class CanalSettings:
     password_env: str | None = setting(None, check=non_empty, secret=True,  # (hidden in errors: a password typed here)
                                        doc="the environment variable that holds the password, instead of `password`")
     client_id: str = setting("1001", doc="the Canal client id (a Java short)", check=java_short)
-    batch_size: int = setting(8192, doc="a getWithoutAck's size (Doris `canal.batchSize`): entries in `ITEMSIZE` "
-                                        "mode, KB in `MEMSIZE` mode", check=positive)
+    batch_size: int = setting(8192, check=positive,
+                              doc="a getWithoutAck's size (Doris `canal.batchSize`): entries in `ITEMSIZE` mode, KB "
+                                  "in `MEMSIZE` mode; at most a quarter of `store_capacity` is asked for, so that no "
+                                  "get can fill Canal's store in the middle of a transaction")
     poll_timeout_ms: int = setting(1000, doc="how long a get may wait on the server for a full batch",
                                    check=positive)
     debug: bool = setting(False, doc="log a summary of every batch and every row (Doris's `printSummary`)")
@@ -342,8 +345,12 @@ class JobSettings:
 
     @property
     def fetch_size(self) -> int:
-        """How much one read takes from the source (Canal's store counts it against its capacity)."""
-        return self.canal.batch_size if self.canal is not None else 0
+        """How much one get asks of Canal: ``batch_size``, but at most a quarter of its store (in the store's
+        unit, entries or memunits), so that no single batch can fill the store in the middle of a transaction
+        and force a split (Kafka: 0, no store)."""
+        if self.canal is None:
+            return 0
+        return max(1, min(self.canal.batch_size, self.commit.store_capacity // GET_SHARE_OF_STORE))
 
     @property
     def canal_filter(self) -> str:

@@ -309,3 +309,13 @@ def test_shards_merged_without_their_source_in_the_key_warn_that_keys_may_collid
     text = VALID.replace('source = "db.t"\ntarget = "lake.db.t"', 'source = "shop_*.orders"\ntarget = "lake.s.orders"')
     warnings = load_config(write(tmp_path, text), {}).warnings
     assert any("rows of different tables with the same key replace each other" in w for w in warnings), warnings
+
+
+def test_a_batch_size_above_a_quarter_of_the_store_is_capped_with_a_warning(tmp_path):
+    config = load_config(write(tmp_path, VALID.replace('password = "secret-in-file"',
+                                                       'batch_size = 8192\nstore_capacity = 4096')), {})
+    (job,) = config.jobs
+    assert job.fetch_size == 1024
+    assert any(w.startswith("job[0].canal.batch_size: 8192 is more than a quarter of Canal's store (4096): each get "
+                            "asks for 1024") for w in config.warnings), config.warnings
+    assert not load_config(write(tmp_path, VALID), {}).warnings  # the defaults: 8192 of 16384, capped silently

@@ -158,6 +158,27 @@ def test_a_store_full_of_bytes_in_memsize_mode_also_commits_in_parts(dev_server_
     harness.assert_exact()
 
 
+def test_small_transactions_are_never_split_when_batch_size_exceeds_the_store(dev_server_factory):
+    # Issue 33, hole 5: batch_size above the whole store made every get take the whole store, ending inside a
+    # transaction, and commits split transactions of 2 rows that the store could hold hundreds of.
+    # The store: 4096 slots of 16 bytes, 64 KB (a small canal.instance.memory.buffer.memunit stands for a busy
+    # store); batch_size 8192 memunits, twice the store.
+    store = DestinationConfig("example", capacity=4096, mem_unit=16, batch_mode=BatchMode.MEMSIZE)
+    commit = dataclasses.replace(FAST_COMMITS, store_capacity=4096, interval_seconds=0.2, min_events=10_000,
+                                 min_bytes=1 << 30, max_source_txn_wait_seconds=3600)
+    harness = make(dev_server_factory, store=store, batch_size=8192, commit=commit, row_changes=2000,
+                   rows_per_transaction=(2, 2), rows_per_event=1, pk_change_ratio=0.0, tables=standard_tables(2))
+    harness.run_until_acked(timeout_s=60)
+    harness.job.pause()
+    harness.assert_exact()
+    assert harness.job.stats.split_source_txns == 0
+    ends = {EntryPosition.of(e).sort_key for e in harness.workload_entries
+            if e.entryType == entry_pb.EntryType.TRANSACTIONEND}
+    commits = [c for w in harness.writers.values() for c in w.commits]
+    assert len(commits) > 10  # the store made many commits, each at a transaction's end
+    assert [c.end_position for c in commits if c.end_position.sort_key not in ends] == []
+
+
 def test_idle_running_job_uses_almost_no_cpu(dev_server_factory):
     server = dev_server_factory(DestinationConfig("example"))
     workload = Workload(WorkloadSpec(row_changes=0))

@@ -40,7 +40,8 @@ def test_split_only_under_store_pressure_or_after_the_wait_bound():
     open_txn = PendingWork(0.0, source_txn_open_since=5.0)
     assert policy.must_split_source_txn(open_txn, held(10), now=20) is None
     assert policy.must_split_source_txn(open_txn, held(10), now=35) == "source_txn_wait"
-    assert policy.must_split_source_txn(open_txn, held(512), now=6) == "store_capacity"
+    assert policy.must_split_source_txn(open_txn, held(512), now=6) is None  # due at the next clean cut
+    assert policy.must_split_source_txn(open_txn, held(960), now=6) == "store_capacity"  # a flush from full
 
 
 def test_store_pressure_counts_only_what_came_after_the_cut_of_the_commit_in_flight():
@@ -50,7 +51,8 @@ def test_store_pressure_counts_only_what_came_after_the_cut_of_the_commit_in_fli
     assert policy.due(open_txn, held(512), now=1, committing=held(500)) is None
     assert policy.must_split_source_txn(open_txn, held(512), now=1, committing=held(500)) is None
     assert policy.due(open_txn, held(1012), now=1, committing=held(500)) == "store_capacity"
-    assert policy.must_split_source_txn(open_txn, held(1012), now=1, committing=held(500)) == "store_capacity"
+    assert policy.must_split_source_txn(open_txn, held(1012), now=1, committing=held(500)) is None
+    assert policy.must_split_source_txn(open_txn, held(1460), now=1, committing=held(500)) == "store_capacity"
 
 
 def test_store_pressure_leaves_room_for_a_get_and_a_parser_flush():
@@ -76,9 +78,29 @@ def test_memsize_mode_also_counts_the_bytes_the_store_holds():
     assert policy.due(work, held(10, 8 * 1024 * 1024 - 1), now=1) is None
     assert policy.due(work, held(10, 8 * 1024 * 1024), now=1) == "store_capacity"
     assert policy.must_split_source_txn(work, held(10, 8 * 1024 * 1024), now=1) == "store_capacity"
+    quarter = CommitPolicy(settings, 4096)  # the get JobSettings.fetch_size asks for: a quarter of the store
+    assert quarter.pressure_bytes == 8 * 1024 * 1024  # due at the next clean cut from half the store
+    assert quarter.split_bytes == 12 * 1024 * 1024  # split only within one get of full
+    assert quarter.must_split_source_txn(work, held(10, 8 * 1024 * 1024), now=1) is None
     itemsize = CommitPolicy(dataclasses.replace(settings, store_batch_mode="ITEMSIZE"), 8192)
     assert itemsize.pressure_bytes is None
     assert itemsize.due(work, held(10, 1 << 40), now=1) is None
+
+
+def test_a_get_asks_for_at_most_a_quarter_of_canals_store():
+    # Issue 33, hole 5: a batch_size larger than the store made one get the whole store, ending inside a
+    # transaction, and every commit had to split (the store-pressure bound fell to 1 byte).
+    def fetch(batch_size: int, capacity: int) -> int:
+        canal = CanalSettings("127.0.0.1", 11111, "d", batch_size=batch_size)
+        return JobSettings("j", canal, (ChannelSettings("db.t", "lake.db.t"),),
+                           CommitSettings(store_capacity=capacity)).fetch_size
+
+    assert fetch(8192, 4096) == 1024
+    assert fetch(8192, 16384) == 4096
+    assert fetch(512, 16384) == 512
+    assert fetch(8, 16) == 4
+    memsize = CommitSettings(store_capacity=4096, store_batch_mode="MEMSIZE")
+    assert CommitPolicy(memsize, fetch(8192, 4096)).pressure_bytes == 2 * 1024 * 1024  # not 1 byte
 
 
 def test_subscription_filter_quotes_every_source():
