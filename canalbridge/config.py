@@ -1,8 +1,12 @@
 """The TOML configuration: load, validate, and turn into settings.
 
-Every problem is reported with the file and the key path
-(``job[0].canal.port``), all of them at once, and nothing starts: the
-``canalbridge`` commands exit with status 2. Passwords are never echoed.
+Each key is declared once, in the field of its settings class
+(:func:`canalbridge.sync.options.setting`: type, default, check,
+description): this module walks those declarations, turns the values into
+settings, and adds the checks across keys. Every problem is reported with
+the file and the key path (``job[0].canal.port``), all of them at once, and
+nothing starts: the ``canalbridge`` commands exit with status 2. Passwords
+are never echoed.
 """
 
 from __future__ import annotations
