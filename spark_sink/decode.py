@@ -30,7 +30,7 @@ import structlog
 from canalbridge.sync.changes import ChangeKind, SourceColumn
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError, SyncError
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import column_signature
+from canalbridge.sync.rows import KEY_MARK, column_signature
 from spark_sink.session import SparkSetupError, decoder_jar
 from spark_sink.settings import SparkSettings
 
@@ -87,7 +87,8 @@ def jvm_decoder(spark: SparkSession, settings: SparkSettings) -> bool:
     return True
 
 
-def decoded_changes(raw: DataFrame, columns: Sequence[SourceColumn], key_indexes: Sequence[int] | None) -> DataFrame:
+def decoded_changes(raw: DataFrame, columns: Sequence[SourceColumn], key_indexes: Sequence[int] | None, *,
+                    source_key: bool = True) -> DataFrame:
     """Raw staged rows (:data:`RAW_FIELDS`) as change rows, one per row change, in binlog order.
 
     Columns: ``_kind`` (the :class:`ChangeKind` value), ``_seq``, ``_journal``,
@@ -105,8 +106,10 @@ def decoded_changes(raw: DataFrame, columns: Sequence[SourceColumn], key_indexes
         "_entry", "_journal", "_offset", "_execute_time_ms",
         F.posexplode(F.call_function(FUNCTION, F.col("_store_value"), F.lit(keys))).alias("_pos", "_change"),
     )
-    expected = column_signature([(c.name, c.mysql_type, c.is_key) for c in columns])
+    expected = column_signature([(c.name, c.mysql_type, source_key and c.is_key) for c in columns])
     found, decoded_kind = F.col("_change.columns"), F.col("_change.kind")
+    if not source_key:  # a channel with its own key: Canal's key flags are no part of the rows' shape
+        found = F.regexp_replace(found, f"{KEY_MARK}(?=, |$)", "")
 
     def failure(marker: str) -> Column:
         count = F.coalesce(F.size(F.col("_change.values")), F.lit(0)).cast("string")

@@ -127,6 +127,10 @@ class TargetTable:
         assert jvm is not None, "the SparkSession has no JVM"
         table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.target)
         transaction = table.newTransaction()
+        if identifier_fields is not None:  # cleared first: the operations may drop or rename an old key column
+            update = transaction.updateSchema()
+            update.setIdentifierFields(jvm.java.util.ArrayList())
+            update.commit()
         for operation in operations:  # one update each: every one sees the names the one before left
             update = transaction.updateSchema().caseSensitive(False)
             if isinstance(operation, Add):
@@ -143,11 +147,13 @@ class TargetTable:
             elif isinstance(operation, MakeNullable):
                 update.makeColumnOptional(operation.name)
             update.commit()
-        if identifier_fields is not None:
+        if identifier_fields:
+            schema = transaction.table().schema()
             fields = jvm.java.util.ArrayList()
-            for name in identifier_fields:
-                fields.add(name)
-            update = transaction.updateSchema().caseSensitive(False)
+            for name in identifier_fields:  # as the table spells it: Iceberg looks identifier fields up as given
+                field = schema.caseInsensitiveFindField(name)
+                fields.add(field.name() if field is not None else name)
+            update = transaction.updateSchema()
             update.setIdentifierFields(fields)
             update.commit()
         if properties:

@@ -206,7 +206,8 @@ class _IcebergWriter:
             if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
                 keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
-                changes = decoded_changes(txn.raw_staging.to_dataframe(self.spark), batch.columns, keys)
+                changes = decoded_changes(txn.raw_staging.to_dataframe(self.spark), batch.columns, keys,
+                                          source_key=self.channel.key is None)
                 staged = self._from_changes(changes, batch)
             else:
                 staged = txn.staging.to_dataframe(self.spark)
@@ -240,15 +241,17 @@ class _IcebergWriter:
         columns = [c for c in self.table.schema() if c.name not in own]
         properties = self.table.properties()
         key = json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
+        new_key = list(key_after(tuple(key), alteration.changes))
+        keys_change = any(isinstance(change, ChangeKey) for change in alteration.changes)
         try:
-            operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns, key=key,
-                              shared=alteration.shared)
+            # A key the statement replaces may lose its columns in it (DROP PRIMARY KEY, DROP COLUMN id, ...).
+            operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns,
+                              key=new_key if keys_change else key, shared=alteration.shared)
         except EvolutionRefused as exc:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
-        new_key = list(key_after(tuple(key), alteration.changes))
         table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else {}
         identifier_fields = None  # (renamed with their columns by Iceberg)
-        if any(isinstance(change, ChangeKey) for change in alteration.changes):
+        if keys_change:
             identifier_fields = self._key_identifier_fields(new_key, columns, alteration.changes, operations)
         if alteration.shared:  # the other shards' rows keep the old names until their own DDL
             aliases = json.loads(properties.get(PROP_COLUMN_ALIASES, "{}"))

@@ -472,8 +472,9 @@ class Channel:
                                key=list(self.settings.key), note="the channel keeps its configured key")
             elif shared:
                 raise SchemaChangeError(f"{schema}.{name}", sql, position,
-                                        "the primary key of one shard of a merged target changed; the target's key "
-                                        "is every shard's: change it by hand, or set key for the channel")
+                                        "the primary key of one shard of a merged target changed, and the target's "
+                                        "key is every shard's: set key for the channel (the columns that identify a "
+                                        "row in every shard) and resume")
         applied: tuple[SchemaChange, ...] = tuple(
             c for c in changes
             if (isinstance(c, TruncateTable) and self.schema.applies_truncate and not shared)

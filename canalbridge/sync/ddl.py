@@ -425,11 +425,7 @@ def changes_columns(changes: tuple[SchemaChange, ...]) -> bool:
 
 
 def key_after(key: tuple[str, ...], changes: tuple[SchemaChange, ...]) -> tuple[str, ...]:
-    """A table's primary key (column names, in key order) as ``changes`` leave it: renamed with its columns,
-    replaced by a :class:`ChangeKey`."""
-    for change in changes:
-        if isinstance(change, ChangeKey):
-            key = change.columns
-        else:
-            key = renamed(key, (change,))
-    return key
+    """A table's primary key (column names, in key order) as ``changes`` leave it: the last :class:`ChangeKey`'s
+    (MySQL reads its columns by the names the statement leaves), else ``key`` renamed with its columns."""
+    replaced = [change.columns for change in changes if isinstance(change, ChangeKey)]
+    return replaced[-1] if replaced else renamed(key, changes)

@@ -169,7 +169,8 @@ class RowMapper:
         self._ddl_unread = reason
 
     def _check_shape(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
-        signature = tuple([(c.name, c.mysqlType, c.isKey) for c in columns])
+        source_key = self.key_columns is None  # (a channel with its own key does not care about Canal's)
+        signature = tuple([(c.name, c.mysqlType, source_key and c.isKey) for c in columns])
         if signature == self._signature:
             return
         if self._signature is not None:

@@ -84,6 +84,19 @@ def test_a_row_change_with_other_columns_fails_the_query_and_names_its_position(
     assert changed.columns == "tenant int(11) key, id bigint(20) key, name varchar(32), added int(11)"
 
 
+def test_key_flags_are_part_of_the_shape_unless_the_channel_has_its_own_key(spark):
+    writer = BinlogWriter()
+    fits = writer.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
+    rekeyed = TableDef("src", "two_keys", (ColumnDef.of("tenant", "int(11)"), *TWO_KEYS.columns[1:]))
+    moved = writer.rows(rekeyed, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b"})])
+    changed, message = _failure_decoding(spark, fits, moved)  # keyed by the source's flags: a changed key
+    assert isinstance(changed, ColumnsChangedError), message
+    assert changed.columns == "tenant int(11), id bigint(20) key, name varchar(32)"
+    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
+    frame = decoded_changes(_raw_frame(spark, [fits, moved]), mapper.columns, None, source_key=False)
+    assert frame.count() == 2  # a channel with its own key: the same shape
+
+
 def test_bytes_that_are_not_a_row_change_fail_the_query_and_name_their_position(spark):
     binlog = BinlogWriter()
     fits = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])

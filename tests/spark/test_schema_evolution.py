@@ -125,6 +125,30 @@ def test_a_primary_key_change_is_recorded_with_its_position_and_later_upserts_us
     assert table(spark, target) == (["id", "name"], [(1, "a"), (1, "b")])
 
 
+def test_a_key_narrowed_to_columns_already_required_keeps_them_as_identifier_fields(spark, spark_settings):
+    # The DDL spells the column otherwise than the table: Iceberg looks identifier fields up as given.
+    target = "lake.evolve_key_narrow.t"
+    tenant = SourceColumn("tenant", "int(11)", 4, True)
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, position(100), (tenant, ID, NAME), (1, 1, "a"), (2, 1, "b"), key=(0, 1))
+    assert identifier_fields(spark, target) == ["id", "tenant"]
+    alter(writer, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (TENANT)", position(150))
+    assert identifier_fields(spark, target) == ["tenant"]
+    assert json.loads(TargetTable(spark, target).properties()["canalbridge.primary-key"]) == ["TENANT"]
+
+
+def test_a_key_replaced_with_its_old_column_dropped_in_one_statement(spark, spark_settings):
+    target = "lake.evolve_key_replaced.t"
+    code = SourceColumn("code", "varchar(32)", 12, False)
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, position(100), (ID, code), (1, "x"))
+    alter(writer, "ALTER TABLE t DROP PRIMARY KEY, DROP COLUMN id, ADD PRIMARY KEY (code)", position(150), drop=True)
+    assert writer.committed_position() == position(150)
+    assert table(spark, target) == (["code"], [("x",)])
+    assert json.loads(TargetTable(spark, target).properties()["canalbridge.primary-key"]) == ["code"]
+    assert identifier_fields(spark, target) == []  # code is optional in Iceberg
+
+
 def test_a_column_added_narrower_than_its_rows_is_widened_before_they_land(spark, spark_settings):
     # MySQL's REAL is a DOUBLE; sqlglot reads the DDL's REAL as a FLOAT. The rows say double.
     target = "lake.evolve_real.t"

@@ -130,3 +130,23 @@ def test_without_a_columns_list_the_row_names_must_be_the_targets():
         fresh.map(change(EventType.INSERT, [(None, {"id": 2, "label": "b"})], RENAMED), POSITION)
     explicit = RowMapper("db.t", ("id", "name"))  # an explicit list maps by position, whatever the names
     assert explicit.map(change(EventType.INSERT, [(None, {"id": 2, "label": "b"})], RENAMED), POSITION)
+
+
+KEYED_BY_BOTH = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True),
+                                      ColumnDef.of("name", "varchar(8)", is_key=True)))
+
+
+def test_rows_whose_key_flags_changed_pause_a_mapper_keyed_by_the_source():
+    mapper = RowMapper("db.t", None)
+    mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    with pytest.raises(RowMappingError, match=r"the source's primary key changed: the row's columns are "
+                                              r"\(id int\(11\) key, name varchar\(8\) key\)"):
+        mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "b"})], KEYED_BY_BOTH), POSITION)
+
+
+def test_a_mapper_with_its_own_key_ignores_the_sources_key_flags():
+    # A channel's `key` (a table without a primary key, say) stays its key when the source gains one.
+    mapper = RowMapper("db.t", None, ["id"])
+    mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    rows = mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "b"})], KEYED_BY_BOTH), POSITION)
+    assert [row.values for row in rows] == [("1", "b")] and mapper.key_indexes == (0,)
