@@ -169,7 +169,7 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
 
     if "control_token_env" in daemon_values:  # the token itself replaces the variable's name
         daemon_values["control_token_env"] = secret.read(daemon_values["control_token_env"],
-                                                         "daemon.control_token_env") or None
+                                                         "daemon.control_token_env", empty_is_unset=True) or None
     jobs = [_job(raw_job, index, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
     _check_across_jobs(jobs, problems)
     if _has_password(raw) and _world_readable(path):
@@ -201,9 +201,9 @@ class _Secrets:
         self.needed = needed
         self.problems = problems
 
-    def read(self, variable: str, where: str) -> str:
+    def read(self, variable: str, where: str, *, empty_is_unset: bool = False) -> str:
         value = self.environ.get(variable)
-        if value is None or (not value and where == "daemon.control_token_env"):  # an empty token is none
+        if value is None or (not value and empty_is_unset):
             if self.needed:
                 self.problems.append(f"{where}: environment variable {variable} is not set")
             return ""

@@ -13,6 +13,7 @@ configuration reference page from them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -107,6 +108,7 @@ def setting(default: Any = REQUIRED, *, doc: str, check: Check | None = None, na
     return dataclasses.field(default=default, metadata=metadata, repr=not secret)
 
 
+@functools.cache  # the loader asks per section and per channel: the type hints are read once per class
 def options_of(cls: type) -> tuple[Option, ...]:
     """The keys a settings class declares, in field order."""
     hints = typing.get_type_hints(cls)
