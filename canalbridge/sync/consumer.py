@@ -28,7 +28,8 @@ So when the stream goes back, the Consumer drops its open transaction,
 rolls Canal back, and in the replay skips the entries of the first pass
 that the second pass sends again: exactly those it had taken, not acked,
 at or after the position the stream went back to. Their batches are acked
-without waiting for them, or Canal's store would stay full. If it had
+without waiting for them, or Canal's store would stay full: through the last
+cut every channel committed, never a failed commit's. If it had
 committed past the gap, the second pass fills the gap in
 (:mod:`canalbridge.sync.first_pass`): a changelog channel applies the
 missed entries alone, an upsert channel applies them and everything after
@@ -150,7 +151,8 @@ class Consumer(Worker):
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
         self._last_position: Position | None = None
         self._high: Position | None = None  # the latest position routed in this epoch
-        self._last_cut: Position | None = None  # the latest commit's cut
+        self._last_cut: Position | None = None  # the latest commit's cut, landed or not
+        self._landed_cut: Position | None = None  # the latest cut every channel committed: acks go no further
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[TakenPositions] = collections.deque()
         self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
@@ -349,8 +351,9 @@ class Consumer(Worker):
             # or the store stays full and the second pass never comes. (If one is a
             # transaction end past a gap, the ack moves Canal's meta cursor there: a
             # Canal restart before the second pass is committed would skip the gap.)
+            # Only through a cut that landed: a failed commit's cut holds nothing.
             self.link.supersede(self._epoch, batch_id, counts_through)
-            self._acked(self.link.ack_through(self._epoch, self._last_cut))
+            self._acked(self.link.ack_through(self._epoch, self._landed_cut))
         return False
 
     def _cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
@@ -511,6 +514,7 @@ class Consumer(Worker):
                 raise failures[0]
             self._log.warning("consumer.commit_failed", label=in_flight.label, error=str(failures[0]))
             return
+        self._landed_cut = cut
         acked = self.link.ack_through(self._epoch, cut)
         self._acked(acked)
         seconds = time.monotonic() - in_flight.started
@@ -565,10 +569,10 @@ class Consumer(Worker):
         self._log.warning("consumer.canal_went_back", position=str(position), after=str(high),
                           ack_position=str(self.acks.position))
         if self._last_cut is not None and position < self._last_cut:
-            # Committed past where Canal went back (a split source transaction or a DDL cut):
-            # what the first pass missed before that commit is filled in from the second.
+            # Committed past where Canal went back (a split source transaction or a DDL cut), or tried
+            # to: what the first pass missed before that commit is filled in from the second.
             self._log.warning("consumer.canal_went_back_behind_a_commit", position=str(position),
-                              committed=str(self._last_cut))
+                              cut=str(self._last_cut), landed=self._last_cut == self._landed_cut)
         # The replay brings again, from the ack cursor, what this epoch took and did
         # not ack, in the same order: those at or after ``position`` are the first pass.
         again = sum(batch.count_from(position) for batch in self._taken)

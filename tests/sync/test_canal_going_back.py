@@ -8,11 +8,13 @@ second pass fills (docs/guide/limits.md#canal-lost-connection, :mod:`canalbridge
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import Counter
 
 import pytest
 
 from canalbridge.devkit import DestinationConfig
+from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter, Flavor
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -77,3 +79,41 @@ def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_
     else:
         assert applied.keys() == expected.keys(), "a change was lost"
         harness.assert_tables()
+
+
+def test_a_failed_commit_never_lets_a_replay_that_went_back_ack_what_it_held(dev_server_factory):
+    # Issue 33, hole 1. A commit that splits a source transaction (its cut lies past the last
+    # transaction end Canal put) fails, and Canal's MySQL connection broke meanwhile: the replay
+    # meets Canal's second pass, marks the first pass's copies to skip and acks the batches they
+    # were in. It may ack them only through a cut that landed: the failed one holds nothing.
+    server = dev_server_factory(DestinationConfig("example"))
+    spec = WorkloadSpec(tables=standard_tables(1), row_changes=60, rows_per_transaction=(6, 10))
+    workload = Workload(spec, BinlogWriter())
+    entries = list(workload)
+    ends = [i for i, entry in enumerate(entries) if entry.entryType == entry_pb.EntryType.TRANSACTIONEND]
+    fed = entries[: ends[1] + 1 + 4]  # two transactions, then a third that Canal has begun to read
+    # Every entry fed makes the first commit due (and no clock does); it must split the open transaction.
+    commit = dataclasses.replace(FAST_COMMITS, interval_seconds=3600.0, min_events=len(fed),
+                                 max_source_txn_wait_seconds=0.0, overlap=False)
+    destination = server.destinations["example"]
+    struck = threading.Event()
+
+    def lose_the_connection_then_fail(writer, cut):
+        if struck.is_set():
+            return
+        struck.set()
+        destination.lose_mysql_connection()  # Canal puts its last transaction end and what follows again
+        assert eventually(lambda: destination.sent_again, 30)
+        assert destination.wait_parsed(30)
+
+    harness = Harness(server, workload, job_settings(server, workload, commit=commit),
+                      **{spec.tables[0].qualified: {"keep_changes": True, "fail_commit_at": {1},
+                                                    "before_commit": lose_the_connection_then_fail}})
+    harness.set_entries(fed)
+    server.feed("example", fed)
+    harness.run_until_acked()
+    harness.job.pause()
+    assert struck.is_set() and harness.job.stats.went_back == 1
+    assert not harness.audit.violations, harness.audit.violations[:5]
+    (writer,) = harness.writers.values()
+    assert writer.changes == expected_writes_by_position(fed), "each change fed lands once"
