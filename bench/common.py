@@ -137,6 +137,9 @@ class LagRecorder:
     def committed_position(self) -> Position | None:
         return self.writer.committed_position()
 
+    def forget_position(self) -> None:
+        self.writer.forget_position()
+
     def before_images(self) -> BeforeImages:
         return self.writer.before_images()
 

@@ -39,6 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("job")
         command.set_defaults(handler=commands.act, action=action)
 
+    reset = sub.add_parser("reset", help="make a paused job forget where its channels stood (replay, rebuild, "
+                                         "another source)")
+    commands.add_config_argument(reset)
+    reset.add_argument("job")
+    reset.add_argument("--channel", action="append", default=[], metavar="TARGET",
+                       help="only the channel writing this target (repeat for several); default: every channel, "
+                            "and the job's last ack")
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    reset.set_defaults(handler=commands.reset)
+
     from canalbridge.devkit import demo
     from canalbridge.devkit import main as devserver_main
 

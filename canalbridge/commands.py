@@ -1,4 +1,4 @@
-"""The daemon-facing subcommands: run, validate, status, pause, resume, stop."""
+"""The daemon-facing subcommands: run, validate, status, pause, resume, stop, reset."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from canalbridge.config import Config, ConfigError, load_config
 from canalbridge.control import ControlError, ControlUnreachable, request
@@ -108,6 +109,37 @@ def offline_status(config: Config) -> dict[str, Any]:
         record = replace(stored, channels=channels) if stored else JobRecord(settings.name, JobState.PENDING, channels)
         jobs.append(job_json(record, settings))
     return {"live": False, "pid": None, "jobs": jobs}
+
+
+def reset(args: argparse.Namespace) -> int:
+    """``canalbridge reset JOB [--channel TARGET]...``: confirmed, then done by the daemon (which holds Spark)."""
+    config = _load(args, secrets=False)
+    if config is None:
+        return EXIT_CONFIG
+    what = (f"the channels writing {', '.join(args.channel)} of job {args.job}" if args.channel
+            else f"every channel of job {args.job} and its last ack")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"error: a reset makes {what} forget where they stood; confirm with --yes", file=sys.stderr)
+            return 1
+        answer = input(f"Forget where {what} stood? Whatever the source sends next is applied. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing reset")
+            return 1
+    query = "?" + urlencode([("channel", target) for target in args.channel]) if args.channel else ""
+    try:
+        result = request(config.daemon.control, "POST", f"/jobs/{quote(args.job, safe='')}/reset{query}",
+                         config.daemon.control_token)
+    except ControlUnreachable as exc:
+        print(f"error: {exc}; a reset is done by the daemon: start it (the job must be PAUSED or stopped)",
+              file=sys.stderr)
+        return 1
+    except ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"job {result['name']}: {result['state']}, reset ({what}); `canalbridge resume` applies what the "
+          f"source sends from its cursor")
+    return 0
 
 
 def act(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """The control endpoint: a small JSON HTTP API on loopback (or a Unix socket).
 
 ``GET /status`` returns the status document; ``POST /jobs/<name>/pause``,
-``/resume`` and ``/stop`` act on a job. When a token is configured every
+``/resume``, ``/stop`` and ``/reset`` act on a job (``/reset?channel=<target>``,
+repeated, resets those channels only). When a token is configured every
 request must carry ``Authorization: Bearer <token>``.
 """
 
@@ -17,7 +18,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 class ControlError(Exception):
@@ -28,7 +29,11 @@ class ControlUnreachable(ControlError):
     """Nothing listens at the control endpoint (connection refused, no socket): the daemon is not running."""
 
 
-Action = Callable[[str, str], dict[str, Any]]
+# (job, action, the targets a reset names) -> the job's status
+Action = Callable[[str, str, tuple[str, ...]], dict[str, Any]]
+
+
+ACTIONS = ("pause", "resume", "stop", "reset")
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -116,12 +121,14 @@ def _handler(token: str | None, status: Callable[[], dict[str, Any]], act: Actio
         def do_POST(self) -> None:
             if not self._authorized():
                 return
-            parts = self.path.strip("/").split("/")
-            if len(parts) != 3 or parts[0] != "jobs" or parts[2] not in ("pause", "resume", "stop"):
-                self._reply(404, {"error": f"no such action {self.path}"})
+            url = urlsplit(self.path)
+            parts = url.path.strip("/").split("/")
+            if len(parts) != 3 or parts[0] != "jobs" or parts[2] not in ACTIONS:
+                self._reply(404, {"error": f"no such action {url.path}"})
                 return
+            channels = tuple(parse_qs(url.query).get("channel", ()))
             try:
-                self._reply(200, act(unquote(parts[1]), parts[2]))
+                self._reply(200, act(unquote(parts[1]), parts[2], channels))
             except KeyError as exc:
                 self._reply(404, {"error": str(exc).strip("'")})
             except Exception as exc:  # a refused transition, reported to the caller

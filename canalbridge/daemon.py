@@ -177,11 +177,17 @@ class Daemon:
         return {"live": True, "pid": os.getpid(),
                 "jobs": [job_json(job.record(), job.settings) for job in self.jobs.values()]}
 
-    def act(self, name: str, action: str) -> dict[str, Any]:
+    def act(self, name: str, action: str, channels: tuple[str, ...] = ()) -> dict[str, Any]:
         job = self.jobs.get(name)
         if job is None:
             raise KeyError(f"no job named {name!r}")
-        if action == "pause":
+        if channels and action != "reset":
+            raise JobStateError(f"only a reset names channels, not {action}")
+        if action == "reset":
+            reset = job.reset(channels)
+            if self._store is not None:  # (the job's save keeps stored positions: clear them)
+                self._store.forget_positions(name, [c.source for c in reset] if channels else None)
+        elif action == "pause":
             job.pause()
         elif action == "resume":
             job.resume()

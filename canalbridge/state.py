@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from canalbridge.sync.position import Ack, Position, position_from_dict
@@ -98,6 +99,23 @@ class StateStore:
         self._db.close()
 
     # -- writes ---------------------------------------------------------------------------
+
+    def forget_positions(self, job: str, sources: Sequence[str] | None) -> None:
+        """``canalbridge reset``: forget the committed positions of ``sources`` (None: every channel of
+        ``job``, and the job's ack too), which :meth:`save_job` never clears."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                if sources is None:
+                    self._db.execute("UPDATE jobs SET ack_position = NULL, ack_time_ms = NULL WHERE name = ?", (job,))
+                    self._db.execute("UPDATE channels SET committed_position = NULL WHERE job = ?", (job,))
+                else:
+                    self._db.executemany("UPDATE channels SET committed_position = NULL WHERE job = ? AND source = ?",
+                                         [(job, source) for source in sources])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def save_job(self, record: JobRecord, *, transition: bool) -> None:
         """Write a job's row and its channels in one transaction; log a transition event if asked."""

@@ -36,6 +36,9 @@ PROP_PRIMARY_KEY = "canalbridge.primary-key"
 PROP_SOURCE_TABLE = "canalbridge.source-table"
 # A shared target's renamed columns: {old source name (lower case): target column}, for shards not yet renamed.
 PROP_COLUMN_ALIASES = "canalbridge.column-aliases"
+# Per job (the key ends with the job's name): the snapshot main stood at when `canalbridge reset` made the
+# job forget the table's position; positions in that snapshot and its ancestors are not read.
+PROP_POSITION_RESET = "canalbridge.position-reset."
 
 
 class TargetTableError(Exception):
@@ -198,6 +201,14 @@ class TargetTable:
         self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {table}, branch => 'main', "
                        f"to => {sql_string(name)})").collect()
 
+    def forget_position(self, job: str) -> None:
+        """Make :meth:`last_position` read none of ``job``'s positions up to main's current snapshot."""
+        current = self.spark.sql(f"SELECT snapshot_id FROM {self.identifier}.refs WHERE name = 'main'").collect()
+        if not current:
+            return  # no snapshot: no position to forget
+        self.spark.sql(f"ALTER TABLE {self.identifier} SET TBLPROPERTIES "
+                       f"({sql_string(PROP_POSITION_RESET + job)}={sql_string(str(current[0]['snapshot_id']))})")
+
     def properties(self) -> dict[str, str]:
         """The table's properties (format-version among them)."""
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.identifier}").collect()
@@ -245,13 +256,15 @@ class TargetTable:
             f"FROM {self.identifier}.snapshots",
             args={"job": job},
         ).collect()
+        reset = self.properties().get(PROP_POSITION_RESET + job)
+        forgotten = int(reset) if reset else None
         parents = {row["snapshot_id"]: row["parent_id"] for row in rows}
         found = {row["snapshot_id"]: (row["committed_ms"], row["summary"]) for row in rows
                  if row["summary"] is not None}
         snapshot_id = current[0]["snapshot_id"]
         for _ in range(len(parents)):  # bounded: a malformed parent cycle must not hang the job
-            if snapshot_id is None or snapshot_id not in parents:
-                break  # the first snapshot, or an ancestor expired: the lineage ends here
+            if snapshot_id is None or snapshot_id not in parents or snapshot_id == forgotten:
+                break  # the first snapshot, an ancestor expired, or where a reset left the table
             if snapshot_id in found:
                 return found[snapshot_id]
             snapshot_id = parents[snapshot_id]

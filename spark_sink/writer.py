@@ -153,6 +153,11 @@ class _IcebergWriter:
             return None
         return self.table.last_position(self.job)
 
+    def forget_position(self) -> None:
+        self._reconnect_if_lost()
+        if self.table.columns() is not None:
+            self.table.forget_position(self.job)
+
     def begin(self, label: str) -> None:
         self._reconnect_if_lost()
         self._open.clear()

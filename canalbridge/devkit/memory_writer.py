@@ -67,6 +67,7 @@ class InMemoryWriter:
     before_commit: Callable[[InMemoryWriter, Position], None] | None = None
     maintenance: Callable[[InMemoryWriter], None] | None = None
     maintenance_runs: int = 0
+    forgotten_commits: int = 0  # commits before a forget_position(): their positions are not read back
     _maintaining: bool = False
     keep_changes: bool = False
     decode_raw: bool = False
@@ -104,7 +105,19 @@ class InMemoryWriter:
 
     def committed_position(self) -> Position | None:
         with self._lock:
-            return self.commits[-1].end_position if self.commits else None
+            return self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
+
+    def empty(self, *, keep_position: bool) -> None:
+        """What an operator does to a target: ``DELETE FROM`` it (``keep_position``: its snapshots still carry
+        the position), or drop and create it again (no position)."""
+        with self._lock:
+            self._table.clear()
+            if not keep_position:
+                self.forgotten_commits = len(self.commits)
+
+    def forget_position(self) -> None:
+        with self._lock:
+            self.forgotten_commits = len(self.commits)
 
     def begin(self, label: str) -> None:
         with self._lock:
@@ -164,7 +177,7 @@ class InMemoryWriter:
             if self.commit_calls in self.fail_commit_at:
                 self.aborts.append("commit failed")
                 raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
-            last = self.commits[-1].end_position if self.commits else None
+            last = self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
             if last is not None and end_position < last:
                 raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
             count = 0
@@ -189,7 +202,7 @@ class InMemoryWriter:
             self.alter_calls += 1
             if self.alter_calls in self.fail_alter_at:
                 raise InjectedFailure(f"injected failure on alter #{self.alter_calls} of {self.table}")
-            last = self.commits[-1].end_position if self.commits else None
+            last = self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
             if last is not None and stamp < last:
                 raise AssertionError(f"{self.table}: DDL stamped {stamp} is before {last}")
             if any(isinstance(c, TruncateTable) for c in alteration.changes):

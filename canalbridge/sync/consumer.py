@@ -53,7 +53,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.ddl import RenameTable, parse_ddl
-from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SyncError
+from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SourceSwitchedError, SyncError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
@@ -151,6 +151,8 @@ class Consumer(Worker):
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
         self._last_position: Position | None = None
         self._high: Position | None = None  # the latest position routed in this epoch
+        # The last two transaction ends routed in this epoch: Canal's second pass never goes back before the first.
+        self._sent_ends: collections.deque[Position] = collections.deque(maxlen=2)
         self._last_cut: Position | None = None  # the latest commit's cut, landed or not
         self._landed_cut: Position | None = None  # the latest cut every channel committed: acks go no further
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
@@ -253,7 +255,6 @@ class Consumer(Worker):
 
         ``positions`` are the entries' positions when their headers do not hold them (see TakenBatch).
         """
-        ack_position = self.acks.position
         resends = self.link.resends_in_stream
         marks = self.link.marks_transactions
         superseded = 0  # entries of Canal's first pass skipped here
@@ -276,8 +277,11 @@ class Consumer(Worker):
                 continue
             high = self._high
             if high is not None and position < high:
+                self._check_same_binlog(position, high)
                 self._went_back(position, high)
                 return True  # voided; the replay starts from the ack cursor
+            if high is not None and position.journal != high.journal:
+                self._check_same_binlog(position, high)
             entry_type = entry.entryType
             missed = resends and self._second.missed(position, transaction_end=entry_type == _END)
             if missed and self._in_flight is not None:
@@ -289,9 +293,6 @@ class Consumer(Worker):
             counts_through = position
             if missed and entry_type != _ROWDATA:
                 self._second.fill(position, None)  # a transaction marker: nothing to apply
-            if ack_position is not None and position <= ack_position and not (missed or self._second.refilling):
-                self.stats.skipped += 1  # replayed after a Canal restart: already acked
-                continue
             work.events += 1
             self.stats.entries += 1
             if entry_type == _BEGIN:
@@ -299,6 +300,7 @@ class Consumer(Worker):
                 continue
             if entry_type == _END:
                 work.source_txn_open_since = None
+                self._sent_ends.append(position)
             elif entry_type == _ROWDATA:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 channel = self._channel_for(table)
@@ -561,6 +563,21 @@ class Consumer(Worker):
         self._abort_all(f"rollback: {exc}")
         self._new_epoch(self.link.rollback())
 
+    def _check_same_binlog(self, position: Position, high: Position) -> None:
+        """Raise :class:`SourceSwitchedError` unless ``position``, sent after ``high`` in one connection, can
+        be of the same binlog: a file of the same name, and (going back) no further than Canal's second pass goes.
+
+        Canal dumps again from the last transaction end it recorded, and records
+        each end just after putting it: so at most one end it sent lies after it.
+        """
+        if not isinstance(position, EntryPosition) or not isinstance(high, EntryPosition):
+            return  # (a Kafka topic: Canal's parser is not what orders its partitions)
+        ends = self._sent_ends
+        if len(ends) == ends.maxlen and position < ends[0]:
+            raise SourceSwitchedError(self.job, position, ends[-1])
+        if position.from_another_binlog_than(high):
+            raise SourceSwitchedError(self.job, position, high)
+
     def _went_back(self, position: Position, high: Position) -> None:
         """Canal sent ``position`` after ``high`` in one epoch: its parser dumped the binlog again."""
         self._land(raise_failure=False)  # the last cut must be known
@@ -583,6 +600,7 @@ class Consumer(Worker):
     def _new_epoch(self, epoch: int) -> None:
         self._epoch = epoch
         self._high = None
+        self._sent_ends.clear()
         self._taken.clear()
         self._second.new_epoch(epoch)
         self._forget_taken()

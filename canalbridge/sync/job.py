@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,7 +26,7 @@ from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.maintenance import MaintenanceRun
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
-from canalbridge.sync.routes import known_channels
+from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.writer import ChannelWriter
 
@@ -117,6 +117,41 @@ class SyncJob:
             self._stop_run()
             self._update(finish_time_ms=_now_ms())
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
+
+    def reset(self, targets: Sequence[str] = ()) -> tuple[ChannelRecord, ...]:
+        """PAUSED or CANCELLED -> PAUSED: forget where the channels writing ``targets`` stood (none named: every
+        channel, and Canal's last ack). Returns the channels reset.
+
+        Each target forgets its committed position, so what the source sends
+        next is applied whatever the target holds (``canalbridge reset``:
+        replay a range, rebuild a table, start over on another source).
+        """
+        with self._lock:
+            if self.state not in (JobState.PAUSED, JobState.CANCELLED):
+                raise JobStateError(f"job {self.name} is {self.state.value}: pause it before a reset")
+            channels = self._record.channels
+            by_target = {c.target.lower(): c for c in channels}
+            unknown = [t for t in targets if t.lower() not in by_target]
+            if unknown:
+                raise KeyError(f"job {self.name} has no channel writing {', '.join(unknown)} "
+                               f"(its targets: {', '.join(c.target for c in channels) or 'none yet'})")
+            chosen = tuple(by_target[t.lower()] for t in targets) if targets else channels
+            routes = Routes(self.name, self.settings.channels)
+            named = {c.source: c for c in self.settings.channels if c.pattern is None}
+            for record in chosen:
+                settings = named.get(record.source) or routes.made(record.source, record.target)
+                if settings is None:
+                    raise KeyError(f"job {self.name}: no channel and no rule makes {record.source} now")
+                self._writer_for(settings).forget_position()
+                self.committed.forget(record.source)
+            if not targets:
+                self.acks.forget()
+            reset = {c.source for c in chosen}
+            self._update(channels=tuple(replace(c, committed=None) if c.source in reset else c for c in channels))
+            self._log.warning("job.reset", channels=sorted(c.target for c in chosen), ack_forgotten=not targets)
+            self._update(fail=None)  # (what paused it is over: the operator chose where to start again)
+            self._set_state(JobState.PAUSED, None)
+            return chosen
 
     def shutdown(self) -> tuple[str, ...]:
         """Stop the threads for a daemon shutdown, keeping the state to resume at next start.

@@ -101,7 +101,7 @@ class JobRun:
         channel.start()  # (it starts no thread unless it read its target)
         self.channels.append(channel)  # from here the run's stop joins its threads
         _check_source(settings, channel_settings.target, channel.committed_position)
-        self._committed.advance(channel.source, channel.committed_position)
+        self._committed.read_back(channel.source, channel.committed_position)
         return channel
 
     def _open_for_consumer(self, channel_settings: ChannelSettings) -> Channel:

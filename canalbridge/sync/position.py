@@ -327,6 +327,11 @@ class AckState:
                 self.last = Ack(now, int(time.time() * 1000))
             self._changed.notify_all()
 
+    def forget(self) -> None:
+        """``canalbridge reset``: no ack is known (the next one may lie anywhere, even on another source)."""
+        with self._changed:
+            self.last = None
+
     def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``done()`` holds, looking again at each ack the source confirms."""
         with self._changed:
@@ -366,7 +371,8 @@ class CommittedPositions:
     """Each channel's last committed position: the point up to which it skips replayed entries.
 
     Owned by the job; the Consumer advances it after commits and when a
-    target reports what it holds. A position only moves forward.
+    target reports what it holds. Within a run a position only moves
+    forward; a run starts from what each target holds.
     """
 
     def __init__(self) -> None:
@@ -378,6 +384,16 @@ class CommittedPositions:
     def advance(self, source: str, position: Position | None) -> None:
         if position is not None:
             self._positions[source] = later(self._positions.get(source), position)
+
+    def forget(self, source: str) -> None:
+        """``canalbridge reset``: the channel's target no longer holds a position."""
+        self._positions.pop(source, None)
+
+    def read_back(self, source: str, position: Position | None) -> None:
+        """What the channel's target holds as its run starts: it wins, even if earlier (a table emptied or
+        rolled back since must be written again); no commit of an earlier run is in flight then."""
+        self.forget(source)
+        self.advance(source, position)
 
     def as_dict(self) -> dict[str, Position]:
         return dict(self._positions)

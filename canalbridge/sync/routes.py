@@ -45,12 +45,19 @@ class Routes:
             name = rule.source if merged else f"{schema}.{table}"
             if merged and TargetTemplate(rule.target).fields:
                 name = f"{rule.source} into {target}"  # the rule sends its shards to several targets
-            channel = replace(rule, source=name, target=target, pattern=None, rule=rule.source, merged=merged)
+            channel = _made(rule, name, target)
             known = self._targets.setdefault(target.lower(), channel)
             if known != channel:
                 raise RouteConflictError(self.job, f"{schema}.{table}", target, known.rule or known.source)
             return channel
         return None
+
+    def made(self, source: str, target: str) -> ChannelSettings | None:
+        """The settings :meth:`resolve` gives the channel a rule made, named ``source`` and writing ``target``
+        (as the state store remembers it); None when no rule makes it now."""
+        name = self.rule_of(source)
+        rule = next((rule for rule in self._rules if rule.source == name), None)
+        return None if rule is None else _made(rule, source, target)
 
     def rule_of(self, source: str) -> str | None:
         """The pattern of the rule a channel named ``source`` came from (as :meth:`resolve` names them), or
@@ -64,6 +71,12 @@ class Routes:
         schema, _, table = source.partition(".")
         return next((rule.source for rule in self._rules if table and rule.pattern is not None
                      and rule.pattern.matches(schema, table)), None)
+
+
+def _made(rule: ChannelSettings, source: str, target: str) -> ChannelSettings:
+    assert rule.pattern is not None
+    merged = merges(rule.pattern, TargetTemplate(rule.target))
+    return replace(rule, source=source, target=target, pattern=None, rule=rule.source, merged=merged)
 
 
 def known_channels(settings: JobSettings, stored: Sequence[ChannelRecord] = ()) -> tuple[ChannelRecord, ...]:

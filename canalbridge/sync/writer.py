@@ -55,6 +55,10 @@ class ChannelWriter(Protocol):
     def committed_position(self) -> Position | None:
         """Position of the last committed transaction, read back from the target."""
 
+    def forget_position(self) -> None:
+        """From now on :meth:`committed_position` reads nothing committed before this call
+        (``canalbridge reset``): what the source sends next is applied whatever the target holds."""
+
     def layout_note(self) -> str | None:
         """Why the target's layout makes commits slower than they need be (for status), or None."""
 

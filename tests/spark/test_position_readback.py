@@ -107,6 +107,26 @@ def test_rollback_reads_the_position_of_the_current_snapshot(spark, spark_settin
     assert [tuple(row) for row in rows] == [(1, "a"), (2, "B"), (3, "c")]
 
 
+def test_a_forgotten_position_is_not_read_until_the_next_commit(spark, spark_settings):
+    # `canalbridge reset`: the table keeps its rows and snapshots, the job no longer reads where it stood.
+    target = "lake.readback_reset.t"
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, "l1", position(100), (1, "a"))
+    commit(writer, "l2", position(200), (2, "b"))
+    other_job = make_writer(spark, ChannelSettings("db.t", target), "another-job", spark_settings)
+    commit(other_job, "o1", position(300), (3, "c"))
+
+    writer.forget_position()
+    assert writer.committed_position() is None
+    assert make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings).committed_position() is None
+    assert other_job.committed_position() == position(300), "another job's position is its own"
+    # Replayed from an earlier position, the next commit is read back again.
+    commit(writer, "l1-again", position(100), (1, "a"))
+    assert writer.committed_position() == position(100)
+    rows = spark.table(quote_table(target)).orderBy("id").collect()
+    assert [tuple(row) for row in rows] == [(1, "a"), (2, "b"), (3, "c")]
+
+
 def test_newer_commit_on_a_branch_counts_only_once_main_holds_it(spark, spark_settings):
     target = "lake.readback_branch.t"
     table = quote_table(target)

@@ -18,6 +18,7 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter, Flavor
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.job import JobState
 from tests.helpers import eventually
 
 from .harness import FAST_COMMITS, Harness, Strike, expected_writes_by_position, job_settings, run_through
@@ -117,3 +118,22 @@ def test_a_failed_commit_never_lets_a_replay_that_went_back_ack_what_it_held(dev
     assert not harness.audit.violations, harness.audit.violations[:5]
     (writer,) = harness.writers.values()
     assert writer.changes == expected_writes_by_position(fed), "each change fed lands once"
+
+
+def test_entries_of_another_binlog_in_one_connection_pause_the_job_and_none_is_applied(dev_server_factory):
+    # Issue 33, hole 3: Canal switches MySQL servers within one connection (its own HA, or its parser
+    # reconnecting to another master). The new server's positions go back further than Canal's second
+    # pass ever goes (the transaction end before the last one it sent): not a re-send, another binlog.
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(row_changes=200, rows_per_transaction=(1, 8)), BinlogWriter(server_id=1))
+    harness = Harness(server, workload, job_settings(server, workload))
+    harness.feed()
+    harness.run_until_acked()
+    applied = {name: list(writer.commits) for name, writer in harness.writers.items()}
+    promoted = Workload(WorkloadSpec(row_changes=40, rows_per_transaction=(1, 8), seed=7), BinlogWriter(server_id=2))
+    server.feed("example", promoted)  # the same file name, from its start: positions before the acked ones
+    assert harness.job.wait_state(JobState.PAUSED, 30), harness.job.stats
+    assert "another binlog" in harness.job.fail_message.text
+    assert {name: list(writer.commits) for name, writer in harness.writers.items()} == applied, \
+        "nothing of the other binlog may be applied"
+    harness.assert_exact()
