@@ -140,6 +140,9 @@ class LagRecorder:
     def forget_position(self) -> None:
         self.writer.forget_position()
 
+    def committed_label(self) -> str | None:
+        return self.writer.committed_label()
+
     def before_images(self) -> BeforeImages:
         return self.writer.before_images()
 

@@ -44,8 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_config_argument(reset)
     reset.add_argument("job")
     reset.add_argument("--channel", action="append", default=[], metavar="TARGET",
-                       help="only the channel writing this target (repeat for several); default: every channel, "
-                            "and the job's last ack")
+                       help="only the channel writing this target (repeat for several); default: every channel")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=commands.reset)
 

@@ -116,13 +116,17 @@ def reset(args: argparse.Namespace) -> int:
     config = _load(args, secrets=False)
     if config is None:
         return EXIT_CONFIG
+    if any(not target.strip() for target in args.channel):
+        print("error: --channel needs a target table's name", file=sys.stderr)
+        return EXIT_CONFIG
     what = (f"the channels writing {', '.join(args.channel)} of job {args.job}" if args.channel
-            else f"every channel of job {args.job} and its last ack")
+            else f"every channel of job {args.job}")
     if not args.yes:
         if not sys.stdin.isatty():
             print(f"error: a reset makes {what} forget where they stood; confirm with --yes", file=sys.stderr)
             return 1
-        answer = input(f"Forget where {what} stood? Whatever the source sends next is applied. [y/N] ")
+        answer = input(f"Forget where {what} stood, and the job's last ack? Whatever the source sends next "
+                       f"is applied. [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing reset")
             return 1
@@ -131,8 +135,7 @@ def reset(args: argparse.Namespace) -> int:
         result = request(config.daemon.control, "POST", f"/jobs/{quote(args.job, safe='')}/reset{query}",
                          config.daemon.control_token)
     except ControlUnreachable as exc:
-        print(f"error: {exc}; a reset is done by the daemon: start it (the job must be PAUSED or stopped)",
-              file=sys.stderr)
+        print(f"error: {exc}; a reset is done by the daemon: start it, and pause the job", file=sys.stderr)
         return 1
     except ControlError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -126,11 +126,11 @@ def _handler(token: str | None, status: Callable[[], dict[str, Any]], act: Actio
             if len(parts) != 3 or parts[0] != "jobs" or parts[2] not in ACTIONS:
                 self._reply(404, {"error": f"no such action {url.path}"})
                 return
-            channels = tuple(parse_qs(url.query).get("channel", ()))
+            channels = tuple(parse_qs(url.query, keep_blank_values=True).get("channel", ()))
             try:
                 self._reply(200, act(unquote(parts[1]), parts[2], channels))
             except KeyError as exc:
-                self._reply(404, {"error": str(exc).strip("'")})
+                self._reply(404, {"error": str(exc.args[0]) if exc.args else str(exc)})
             except Exception as exc:  # a refused transition, reported to the caller
                 self._reply(409, {"error": str(exc)})
 

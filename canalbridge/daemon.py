@@ -18,6 +18,7 @@ from canalbridge.metrics import Metrics
 from canalbridge.state import StateStore
 from canalbridge.status import job_json
 from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
+from canalbridge.sync.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
 log = structlog.get_logger("canalbridge.daemon")
@@ -184,9 +185,13 @@ class Daemon:
         if channels and action != "reset":
             raise JobStateError(f"only a reset names channels, not {action}")
         if action == "reset":
-            reset = job.reset(channels)
-            if self._store is not None:  # (the job's save keeps stored positions: clear them)
-                self._store.forget_positions(name, [c.source for c in reset] if channels else None)
+            store = self._store
+
+            def forget(reset: tuple[ChannelRecord, ...]) -> None:  # (the job's saves keep stored positions)
+                if store is not None:
+                    store.forget_positions(name, [c.source for c in reset])
+
+            job.reset(channels, forget)
         elif action == "pause":
             job.pause()
         elif action == "resume":

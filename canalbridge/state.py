@@ -100,18 +100,15 @@ class StateStore:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def forget_positions(self, job: str, sources: Sequence[str] | None) -> None:
-        """``canalbridge reset``: forget the committed positions of ``sources`` (None: every channel of
-        ``job``, and the job's ack too), which :meth:`save_job` never clears."""
+    def forget_positions(self, job: str, sources: Sequence[str]) -> None:
+        """``canalbridge reset``: forget the job's ack and the committed positions of its channels ``sources``,
+        which :meth:`save_job` never clears."""
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                if sources is None:
-                    self._db.execute("UPDATE jobs SET ack_position = NULL, ack_time_ms = NULL WHERE name = ?", (job,))
-                    self._db.execute("UPDATE channels SET committed_position = NULL WHERE job = ?", (job,))
-                else:
-                    self._db.executemany("UPDATE channels SET committed_position = NULL WHERE job = ? AND source = ?",
-                                         [(job, source) for source in sources])
+                self._db.execute("UPDATE jobs SET ack_position = NULL, ack_time_ms = NULL WHERE name = ?", (job,))
+                self._db.executemany("UPDATE channels SET committed_position = NULL WHERE job = ? AND source = ?",
+                                     [(job, source) for source in sources])
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")

@@ -232,6 +232,11 @@ class TargetTable:
         found = self._position_snapshot(job)
         return None if found is None else position_from_summary(found[1])
 
+    def last_label(self, job: str) -> str | None:
+        """The transaction label in the snapshot :meth:`last_position` reads, or None."""
+        found = self._position_snapshot(job)
+        return None if found is None else found[1].get(PROP_LABEL)
+
     def position_snapshot_time_ms(self, job: str) -> int | None:
         """When the snapshot that :meth:`last_position` reads was committed (ms), or None."""
         found = self._position_snapshot(job)

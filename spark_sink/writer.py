@@ -153,6 +153,12 @@ class _IcebergWriter:
             return None
         return self.table.last_position(self.job)
 
+    def committed_label(self) -> str | None:
+        self._reconnect_if_lost()
+        if self.table.columns() is None:
+            return None
+        return self.table.last_label(self.job)
+
     def forget_position(self) -> None:
         self._reconnect_if_lost()
         if self.table.columns() is not None:

@@ -107,6 +107,10 @@ class InMemoryWriter:
         with self._lock:
             return self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
 
+    def committed_label(self) -> str | None:
+        with self._lock:
+            return self.commits[-1].label if len(self.commits) > self.forgotten_commits else None
+
     def empty(self, *, keep_position: bool) -> None:
         """What an operator does to a target: ``DELETE FROM`` it (``keep_position``: its snapshots still carry
         the position), or drop and create it again (no position)."""

@@ -120,8 +120,17 @@ class _Abort:
 
 
 @dataclass(frozen=True)
+class ReadBack:
+    """What a target says after a commit that reported failure: its position (never behind what the channel
+    knew), and the label of the transaction whose snapshot carries it."""
+
+    position: Position | None
+    label: str | None
+
+
+@dataclass(frozen=True)
 class _ReadPosition:
-    result: Future[Position | None]
+    result: Future[ReadBack]
 
 
 @dataclass(frozen=True)
@@ -290,7 +299,7 @@ class Channel:
         self._put(_Abort(reason, result))
         return result
 
-    def read_committed_position(self) -> Future[Position | None]:
+    def read_committed_position(self) -> Future[ReadBack]:
         """Read the committed position back from the target (after a commit whose outcome is unknown).
 
         A commit can land in the target and still report a failure (the
@@ -298,7 +307,7 @@ class Channel:
         skip what landed, or a changelog would hold those changes twice. Read
         by the committer thread, after every commit handed to it.
         """
-        result: Future[Position | None] = Future()
+        result: Future[ReadBack] = Future()
         self._put(_ReadPosition(result))
         return result
 
@@ -630,13 +639,14 @@ class Channel:
     def _read_position(self, item: _ReadPosition) -> None:
         try:
             position = self.writer.committed_position()
+            label = self.writer.committed_label()
         except Exception as exc:
             item.result.set_exception(ChannelCommitError(self.source, self._label_sent, exc))
             return
         if position is not None and (self.committed_position is None or position > self.committed_position):
             self._log.warning("channel.commit_landed_despite_error", position=str(position))
             self.committed_position = position
-        item.result.set_result(self.committed_position)
+        item.result.set_result(ReadBack(self.committed_position, label))
 
     def _abort(self, item: _Abort) -> None:
         self._failure = None

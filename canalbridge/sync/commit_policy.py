@@ -26,7 +26,10 @@ is nearer decides.
 
 While an earlier commit is still being applied (``commit.overlap``), what
 it holds is acked when it lands: store pressure counts only what came
-after its cut (``committing`` is what Canal held at that cut).
+after its cut (``committing`` is what Canal held at that cut). Once that
+reaches half the store, the next clean cut waits for the earlier commit and
+commits: reading on past it instead would fill the store until a small
+source transaction had to be split.
 """
 
 from __future__ import annotations
@@ -87,6 +90,11 @@ class CommitPolicy:
         entries, size = (self.split_entries, self.split_bytes) if split else (self.pressure_entries,
                                                                             self.pressure_bytes)
         return outstanding.entries >= entries or (size is not None and outstanding.bytes >= size)
+
+    def pressed(self, outstanding: Outstanding, committing: Outstanding | None = None) -> bool:
+        """Whether the store is so full that the next clean cut must commit, even before the commit in flight
+        lands (it is waited for): what comes after is read only once that room is made."""
+        return self._store_pressure(outstanding, committing, split=False)
 
     def due(self, work: PendingWork, outstanding: Outstanding, now: float,
             committing: Outstanding | None = None) -> str | None:

@@ -17,7 +17,8 @@ applied. At most one commit runs at a time: N+1 commits only after N has
 *landed* (every channel answered), and acks go out as each lands, in order.
 If N failed, N+1 is aborted with it and Canal is rolled back to the ack
 cursor, which is still before N. While N runs, N+1 may grow past its
-thresholds, up to ``max_bytes`` or Canal's store, then waits for N.
+thresholds, up to ``max_bytes`` or half of Canal's store, then waits for N
+at its next clean cut.
 
 Within one epoch Canal's positions only grow, except in one case: when its
 MySQL connection breaks mid-transaction, Canal dumps the binlog again from
@@ -151,13 +152,15 @@ class Consumer(Worker):
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
         self._last_position: Position | None = None
         self._high: Position | None = None  # the latest position routed in this epoch
-        # The last two transaction ends routed in this epoch: Canal's second pass never goes back before the first.
-        self._sent_ends: collections.deque[Position] = collections.deque(maxlen=2)
+        # The last transaction ends routed in this epoch that closed rows: Canal's second pass never goes back
+        # before the first (see _check_same_binlog).
+        self._sent_ends: collections.deque[Position] = collections.deque(maxlen=3)
+        self._rows_since_end = False
         self._last_cut: Position | None = None  # the latest commit's cut, landed or not
         self._landed_cut: Position | None = None  # the latest cut every channel committed: acks go no further
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[TakenPositions] = collections.deque()
-        self._unsettled: set[str] = set()  # channels whose last commit failed: did it land?
+        self._unsettled: dict[str, str] = {}  # channels whose last commit failed (-> its label): did it land?
         self._in_flight: _InFlight | None = None  # the commit being applied while the next transaction reads
         self._log = log.bind(job=self.job)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
@@ -300,11 +303,14 @@ class Consumer(Worker):
                 continue
             if entry_type == _END:
                 work.source_txn_open_since = None
-                self._sent_ends.append(position)
+                if self._rows_since_end:
+                    self._sent_ends.append(position)
+                    self._rows_since_end = False
             elif entry_type == _ROWDATA:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 channel = self._channel_for(table)
                 if header.eventType in _DML:
+                    self._rows_since_end = True
                     if marks:
                         # MariaDB's transactions have no BEGIN entry: the first row opens one.
                         work.open_source_txn()
@@ -458,7 +464,8 @@ class Consumer(Worker):
         if reason is None:
             return False
         if in_flight is not None:
-            if not in_flight.done() and work.cut_due is None and work.bytes < self.policy.settings.max_bytes:
+            if not in_flight.done() and work.cut_due is None and work.bytes < self.policy.settings.max_bytes \
+                    and (work.in_source_txn or not self.policy.pressed(outstanding, committing)):
                 return False  # read on while the commit before this one runs
             self._land()
         if not self.link.is_current(self._epoch):
@@ -511,7 +518,7 @@ class Consumer(Worker):
         self._second.committed(cut, {failure.channel for failure in failures}, set(self.channels))
         self._last_cut = cut
         if failures:
-            self._unsettled.update(failure.channel for failure in failures)
+            self._unsettled.update({failure.channel: in_flight.label for failure in failures})
             if raise_failure:
                 raise failures[0]
             self._log.warning("consumer.commit_failed", label=in_flight.label, error=str(failures[0]))
@@ -538,14 +545,18 @@ class Consumer(Worker):
         futures = {source: self.channels[source].read_committed_position() for source in self._unsettled}
         for source, future in futures.items():
             # ChannelCommitError: retried with back-off like a failed commit.
-            landed = self.channels[source].await_result(future, "reading back what landed")
-            self.committed.advance(source, landed)
-            self._second.settled(source, landed is not None and self._last_cut is not None and landed >= self._last_cut)
-            self._unsettled.discard(source)
+            read = self.channels[source].await_result(future, "reading back what landed")
+            before = self.committed.get(source)
+            self.committed.advance(source, read.position)
+            # The table's position moved through the cut; or, for a commit stamped with what the table held
+            # already (one that filled what Canal's first pass missed), the table names that very commit.
+            moved = read.position is not None and self._last_cut is not None and read.position >= self._last_cut \
+                and (before is None or read.position > before)
+            self._second.settled(source, moved or read.label == self._unsettled.pop(source))
 
     def _abort_all(self, reason: str) -> None:
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
-        self._second.aborted(self._unsettled)
+        self._second.aborted(set(self._unsettled))
         futures = {channel: channel.abort(reason) for channel in self.channels.values()}
         for channel, future in futures.items():
             channel.await_result(future, "the abort")
@@ -567,14 +578,19 @@ class Consumer(Worker):
         """Raise :class:`SourceSwitchedError` unless ``position``, sent after ``high`` in one connection, can
         be of the same binlog: a file of the same name, and (going back) no further than Canal's second pass goes.
 
-        Canal dumps again from the last transaction end it recorded, and records
-        each end just after putting it: so at most one end it sent lies after it.
+        Canal's parser dumps again from the last transaction end it recorded.
+        It records the end of each flush it put into the store, just after the
+        put, but not an end that is alone in its flush (a transaction with no
+        rows for this client, or one whose rows filled the parser's buffer just
+        before its end). So only ends that closed rows count here, and the
+        recorded one may trail them by two: the put not yet recorded, and one
+        end alone in its flush.
         """
         if not isinstance(position, EntryPosition) or not isinstance(high, EntryPosition):
             return  # (a Kafka topic: Canal's parser is not what orders its partitions)
         ends = self._sent_ends
         if len(ends) == ends.maxlen and position < ends[0]:
-            raise SourceSwitchedError(self.job, position, ends[-1])
+            raise SourceSwitchedError(self.job, position, high)
         if position.from_another_binlog_than(high):
             raise SourceSwitchedError(self.job, position, high)
 
@@ -601,6 +617,7 @@ class Consumer(Worker):
         self._epoch = epoch
         self._high = None
         self._sent_ends.clear()
+        self._rows_since_end = False
         self._taken.clear()
         self._second.new_epoch(epoch)
         self._forget_taken()

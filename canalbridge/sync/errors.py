@@ -188,20 +188,21 @@ class SourceSwitchedError(SyncError):
     """Within one connection the stream went back further than Canal's own second pass ever goes.
 
     After its MySQL connection breaks, Canal dumps again from the last
-    transaction end it recorded, which trails the ends it sent by at most
-    one; going back further means the entries come from another binlog
-    (Canal switched masters, or was pointed at another server).
+    transaction end it recorded, which trails the ends of rows it sent by at
+    most two; going back further, or to a file of another name, means the
+    entries come from another binlog (Canal switched masters, or was pointed
+    at another server).
     """
 
     transient = False
 
-    def __init__(self, job: str, position: Position, sent_end: Position) -> None:
+    def __init__(self, job: str, position: Position, after: Position) -> None:
         self.job = job
         self.position = position
-        self.sent_end = sent_end
+        self.after = after
         super().__init__(
-            f"job {job}: Canal sent an entry at {position} after it had sent the transaction end at {sent_end} "
-            f"and the one before it, in one connection: not Canal sending part of the binlog again, but entries "
-            f"of another binlog (Canal switched MySQL servers?). Positions no longer compare, so nothing of it "
-            f"was applied; see docs/design/delivery-semantics.md#failover"
+            f"job {job}: in one connection, Canal sent an entry at {position} after {after}, further back than "
+            f"it ever sends part of the binlog again: entries of another binlog (Canal switched MySQL servers?). "
+            f"Positions no longer compare, so nothing of it was applied; see "
+            f"docs/design/delivery-semantics.md#failover"
         )

@@ -157,7 +157,7 @@ class SecondPass:
 
     @property
     def refilling(self) -> bool:
-        """Some channel applies again what it had committed: replayed entries are not skipped as acked."""
+        """Some upsert channel is applying again, in order, what followed a missed entry through what it held."""
         return bool(self._refilling)
 
     def applies_again(self, source: str, keeps_every_change: bool, position: Position, done: Position,

@@ -118,37 +118,49 @@ class SyncJob:
             self._update(finish_time_ms=_now_ms())
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
 
-    def reset(self, targets: Sequence[str] = ()) -> tuple[ChannelRecord, ...]:
-        """PAUSED or CANCELLED -> PAUSED: forget where the channels writing ``targets`` stood (none named: every
-        channel, and Canal's last ack). Returns the channels reset.
+    def reset(self, targets: Sequence[str] = (),
+              forget: Callable[[tuple[ChannelRecord, ...]], None] | None = None) -> tuple[ChannelRecord, ...]:
+        """PAUSED -> PAUSED: forget where the channels writing ``targets`` stood (none named: every channel), and
+        Canal's last ack. Returns the channels reset.
 
         Each target forgets its committed position, so what the source sends
         next is applied whatever the target holds (``canalbridge reset``:
-        replay a range, rebuild a table, start over on another source).
+        replay a range, rebuild a table, start over on another source). The
+        ack goes too: it decides nothing any more, and a replay from an
+        earlier binlog file must not be taken for another server. ``forget``
+        clears the same in the state store, under the job's lock.
         """
         with self._lock:
-            if self.state not in (JobState.PAUSED, JobState.CANCELLED):
+            if self.state is not JobState.PAUSED:
                 raise JobStateError(f"job {self.name} is {self.state.value}: pause it before a reset")
+            busy = self.stuck
+            if busy:
+                raise JobStateError(f"job {self.name} cannot be reset while threads of its last run are still busy "
+                                    f"({', '.join(busy)}): a commit hangs in the target")
             channels = self._record.channels
             by_target = {c.target.lower(): c for c in channels}
-            unknown = [t for t in targets if t.lower() not in by_target]
+            unknown = [repr(t) for t in targets if not t.strip() or t.lower() not in by_target]
             if unknown:
                 raise KeyError(f"job {self.name} has no channel writing {', '.join(unknown)} "
                                f"(its targets: {', '.join(c.target for c in channels) or 'none yet'})")
             chosen = tuple(by_target[t.lower()] for t in targets) if targets else channels
             routes = Routes(self.name, self.settings.channels)
             named = {c.source: c for c in self.settings.channels if c.pattern is None}
-            for record in chosen:
+            resolved = []
+            for record in chosen:  # every channel's settings before any target is touched
                 settings = named.get(record.source) or routes.made(record.source, record.target)
                 if settings is None:
                     raise KeyError(f"job {self.name}: no channel and no rule makes {record.source} now")
+                resolved.append(settings)
+            if forget is not None:
+                forget(chosen)
+            for settings in resolved:
                 self._writer_for(settings).forget_position()
-                self.committed.forget(record.source)
-            if not targets:
-                self.acks.forget()
+                self.committed.forget(settings.source)
+            self.acks.forget()
             reset = {c.source for c in chosen}
             self._update(channels=tuple(replace(c, committed=None) if c.source in reset else c for c in channels))
-            self._log.warning("job.reset", channels=sorted(c.target for c in chosen), ack_forgotten=not targets)
+            self._log.warning("job.reset", channels=sorted(c.target for c in chosen))
             self._update(fail=None)  # (what paused it is over: the operator chose where to start again)
             self._set_state(JobState.PAUSED, None)
             return chosen

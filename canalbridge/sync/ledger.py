@@ -188,11 +188,12 @@ class BatchLedger:
         A dead connection's GET served after our rollback may have taken the
         last entries; with nothing after them no id gap would ever show it.
         Rolling back while this client holds nothing costs nothing and puts
-        those entries back.
+        those entries back. It is a rollback like any other: a new epoch, so
+        that what Canal sends next is never read as following what it sent before.
         """
         if self.idle_rollbacks_left > 0 and not self.holds_anything:
             self.idle_rollbacks_left -= 1
-            self.rollback_due = True
+            self.reset(reconnected=False)
 
     # -- the Consumer's side ---------------------------------------------------------------
 

@@ -55,6 +55,9 @@ class ChannelWriter(Protocol):
     def committed_position(self) -> Position | None:
         """Position of the last committed transaction, read back from the target."""
 
+    def committed_label(self) -> str | None:
+        """The label of the transaction whose commit carries :meth:`committed_position` (None: none does)."""
+
     def forget_position(self) -> None:
         """From now on :meth:`committed_position` reads nothing committed before this call
         (``canalbridge reset``): what the source sends next is applied whatever the target holds."""

@@ -21,6 +21,8 @@ from canalbridge.devkit.memory_writer import InMemoryWriter, SealedInMemory
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from spark_sink.identifiers import quote_table
+from spark_sink.writer import make_writer
 
 pytestmark = pytest.mark.real
 
@@ -160,3 +162,51 @@ def test_a_transaction_larger_than_canals_store_goes_through_in_parts(real_desti
     assert job.stats.split_source_txns >= 2
     expected = dict(mariadb.execute("SELECT id, body FROM t", database=db))
     assert {int(key[0]): row["body"] for key, row in writers[f"{db}.t"].rows.items()} == expected
+
+
+ISSUE_STORE = {"canal.instance.memory.buffer.size": "4096"}  # 4096 slots; 4 MB in MEMSIZE mode (1 KB units)
+ACCTS = 50
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_every_snapshot_ever_current_on_main_holds_whole_transfers_with_a_small_store(real_destination, canal,
+                                                                                     mariadb, spark, spark_settings):
+    # Issue 33, hole 5: a 4 MB store and the default batch_size (8192 units, 8 MB a get in MEMSIZE mode).
+    # No transfer comes near the store's size, so none may be split: every snapshot that was ever main's
+    # (`.history`, not `.snapshots`, which lists the staging branch's too) sums to the same total.
+    db = "transfers_small_store"
+    real_destination(db, setup=["CREATE TABLE acct (id INT PRIMARY KEY, balance DECIMAL(12,2) NOT NULL)"],
+                     properties=ISSUE_STORE)
+    commit = CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1, store_capacity=4096)
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
+                           (ChannelSettings(f"{db}.acct", f"lake.{db}.acct"),), commit)
+    assert settings.canal.batch_size == 8192 and settings.fetch_size == 1024
+    job = SyncJob(settings, lambda channel: make_writer(spark, channel, db, spark_settings))
+    job.start()
+    rng = random.Random(11)
+    try:
+        with mariadb.connection(db, autocommit=False) as conn, conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO acct VALUES (%s, 1000.00)", [(i,) for i in range(ACCTS)])
+            conn.commit()
+            for _ in range(6000):  # small money transfers: a debit and its credit
+                amount = f"{rng.randint(1, 5000) / 100:.2f}"
+                cursor.execute("UPDATE acct SET balance = balance - %s WHERE id = %s", (amount, rng.randrange(ACCTS)))
+                cursor.execute("UPDATE acct SET balance = balance + %s WHERE id = %s", (amount, rng.randrange(ACCTS)))
+                conn.commit()
+        last = EntryPosition(*mariadb.last_event_start("Xid"))
+        assert job.acks.wait_through(last, 600), f"{job.state} {job.fail_message} {job.stats}"
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    assert job.stats.split_source_txns == 0
+    table = quote_table(f"lake.{db}.acct")
+    ever_main = [row["snapshot_id"] for row in spark.sql(f"SELECT snapshot_id FROM {table}.history").collect()]
+    assert len(ever_main) > 5, ever_main
+    for snapshot in ever_main:
+        total = spark.sql(f"SELECT count(*) AS n, sum(balance) AS total FROM {table} VERSION AS OF {snapshot}").first()
+        assert (total["n"], str(total["total"])) in ((0, "None"), (ACCTS, f"{ACCTS * 1000}.00")), \
+            f"snapshot {snapshot} holds half a transfer: {total}"
+    expected = {key: str(balance) for key, balance in mariadb.execute("SELECT id, balance FROM acct", database=db)}
+    rows = spark.table(table).collect()
+    assert {row["id"]: str(row["balance"]) for row in rows} == expected

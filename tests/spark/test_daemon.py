@@ -69,7 +69,7 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         unconfirmed = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders")
         assert unconfirmed.returncode == 1 and "confirm with --yes" in unconfirmed.stderr
         unknown = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.nosuch", "--yes")
-        assert unknown.returncode == 1 and "no channel writing lake.cli.nosuch" in unknown.stderr
+        assert unknown.returncode == 1 and "no channel writing 'lake.cli.nosuch'" in unknown.stderr
         reset = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders", "--yes")
         assert reset.returncode == 0 and "job shop: PAUSED, reset" in reset.stdout, reset.stderr
         positions = {c["target"]: c["committed_position"] for c in status(config)["jobs"][0]["channels"]}

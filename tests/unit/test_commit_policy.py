@@ -55,6 +55,16 @@ def test_store_pressure_counts_only_what_came_after_the_cut_of_the_commit_in_fli
     assert policy.must_split_source_txn(open_txn, held(1460), now=1, committing=held(500)) == "store_capacity"
 
 
+def test_from_half_the_store_on_a_clean_cut_waits_for_the_commit_in_flight():
+    # (The Consumer then lands the earlier commit and commits at that cut, rather than read on until a
+    # small source transaction must be split.)
+    policy = CommitPolicy(SETTINGS, 64)
+    assert not policy.pressed(held(511))
+    assert policy.pressed(held(512))
+    assert not policy.pressed(held(1000), committing=held(500)), "what the commit in flight holds is acked soon"
+    assert policy.pressed(held(1012), committing=held(500))
+
+
 def test_store_pressure_leaves_room_for_a_get_and_a_parser_flush():
     def entries(capacity, batch_size, mode="ITEMSIZE", flush=1024):
         settings = CommitSettings(store_capacity=capacity, store_batch_mode=mode, store_transaction_size=flush)
