@@ -62,19 +62,8 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         second = start_daemon(config)
         assert second.wait(120) == 1 and "already uses state directory" in daemon_log(config)
 
-        refused = cli("reset", "-c", str(config), "shop", "--yes")
-        assert refused.returncode == 1 and "shop is RUNNING: pause it before a reset" in refused.stderr
         assert "job shop: PAUSED" in cli("pause", "-c", str(config), "shop").stdout
         assert status(config)["jobs"][0]["state"] == "PAUSED"
-        unconfirmed = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders")
-        assert unconfirmed.returncode == 1 and "confirm with --yes" in unconfirmed.stderr
-        unknown = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.nosuch", "--yes")
-        assert unknown.returncode == 1 and "no channel writing 'lake.cli.nosuch'" in unknown.stderr
-        reset = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders", "--yes")
-        assert reset.returncode == 0 and "job shop: PAUSED, reset" in reset.stdout, reset.stderr
-        positions = {c["target"]: c["committed_position"] for c in status(config)["jobs"][0]["channels"]}
-        assert positions["lake.cli.orders"] is None and positions["lake.cli.accounts"] is not None
-        assert "job.reset" in daemon_log(config)
         assert "job shop: RUNNING" in cli("resume", "-c", str(config), "shop").stdout
         stderr = stop(daemon, config)
     assert PASSWORD not in stderr
@@ -88,6 +77,20 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
     with running_daemon(config) as daemon:
         assert eventually(lambda: cli("status", "-c", str(config), "--json").stdout.startswith("{")
                           and status(config)["live"], 120)
+        refused = cli("reset", "-c", str(config), "shop", "--yes")
+        assert refused.returncode == 1 and "shop is RUNNING: pause it before a reset" in refused.stderr
+        assert "job shop: PAUSED" in cli("pause", "-c", str(config), "shop").stdout
+        unconfirmed = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders")
+        assert unconfirmed.returncode == 1 and "confirm with --yes" in unconfirmed.stderr
+        unknown = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.nosuch", "--yes")
+        assert unknown.returncode == 1 and "no channel writing 'lake.cli.nosuch'" in unknown.stderr
+        reset = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders", "--yes")
+        assert reset.returncode == 0 and "job shop: PAUSED, reset" in reset.stdout, reset.stderr
+        after = status(config)["jobs"][0]
+        positions = {c["target"]: c["committed_position"] for c in after["channels"]}
+        assert positions["lake.cli.orders"] is None and positions["lake.cli.accounts"] is not None
+        assert after["ack_position"] is None and after["state"] == "PAUSED"
+        assert "job.reset" in daemon_log(config)
         assert "job shop: CANCELLED" in cli("stop", "-c", str(config), "shop").stdout
         stop(daemon, config)
     assert status(config)["jobs"][0]["state"] == "CANCELLED"
