@@ -117,15 +117,17 @@ class Daemon:
                 job.restore(record)
         if self.config.daemon.metrics_port:
             self._metrics.serve(self.config.daemon.metrics_port)
+        for job in self.jobs.values():
+            if job.state not in (JobState.PENDING, JobState.RUNNING):
+                # Saved before the control endpoint listens: a reset it takes must not be written over.
+                log.info("daemon.job_not_started", job=job.name, state=job.state.value)
+                self._save(job, transition=False)
         self._control = ControlServer(self.config.daemon.control, self.config.daemon.control_token,
                                       self.status, self.act)
         self._control.start()
         for job in self.jobs.values():
             if job.state in (JobState.PENDING, JobState.RUNNING):
                 self._start_job(job)
-            else:
-                log.info("daemon.job_not_started", job=job.name, state=job.state.value)
-                self._save(job, transition=False)
 
     def _start_job(self, job: SyncJob) -> None:
         try:

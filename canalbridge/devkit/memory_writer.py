@@ -67,6 +67,7 @@ class InMemoryWriter:
     before_commit: Callable[[InMemoryWriter, Position], None] | None = None
     maintenance: Callable[[InMemoryWriter], None] | None = None
     maintenance_runs: int = 0
+    label_reads: int = 0
     forgotten_commits: int = 0  # commits before a forget_position(): their positions are not read back
     _maintaining: bool = False
     keep_changes: bool = False
@@ -109,6 +110,7 @@ class InMemoryWriter:
 
     def committed_label(self) -> str | None:
         with self._lock:
+            self.label_reads += 1  # (only a read-back after a failed commit asks: tests count them)
             return self.commits[-1].label if len(self.commits) > self.forgotten_commits else None
 
     def empty(self, *, keep_position: bool) -> None:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -139,6 +140,7 @@ class Consumer(Worker):
         self._open_channel = open_channel  # starts a channel for a table a rule takes
         self._by_table: dict[tuple[str, str], Channel | None] = {}  # what each table met so far goes to
         self._label = ""  # the open transaction's
+        self._run_id = uuid.uuid4().hex[:8]
         self._follows_renames = settings.schema.follows_renames
         self.committed = committed
         self.acks = acks
@@ -214,7 +216,8 @@ class Consumer(Worker):
     def _transaction(self) -> bool:
         """Run one transaction to its end: True once committed or voided by a rollback, False if it stopped."""
         self.stats.transactions += 1
-        label = self._label = f"{self.job}-{self.stats.transactions}"
+        # Unique across runs and processes: a failed commit is told landed by the label the table holds.
+        label = self._label = f"{self.job}-{self._run_id}-{self.stats.transactions}"
         self._settle_failed_commits()
         for channel in self.channels.values():
             channel.begin(label)
@@ -464,9 +467,12 @@ class Consumer(Worker):
         if reason is None:
             return False
         if in_flight is not None:
-            if not in_flight.done() and work.cut_due is None and work.bytes < self.policy.settings.max_bytes \
-                    and (work.in_source_txn or not self.policy.pressed(outstanding, committing)):
-                return False  # read on while the commit before this one runs
+            pressed = not work.in_source_txn and self.policy.pressed(outstanding, committing)
+            if not in_flight.done():
+                if work.cut_due is None and work.bytes < self.policy.settings.max_bytes and not pressed:
+                    return False  # read on while the commit before this one runs
+                if pressed:
+                    reason = "store_capacity"  # (waits for the commit in flight: the log says why)
             self._land()
         if not self.link.is_current(self._epoch):
             # Canal was rolled back under this transaction (a reconnect or a
@@ -552,7 +558,8 @@ class Consumer(Worker):
             # already (one that filled what Canal's first pass missed), the table names that very commit.
             moved = read.position is not None and self._last_cut is not None and read.position >= self._last_cut \
                 and (before is None or read.position > before)
-            self._second.settled(source, moved or read.label == self._unsettled.pop(source))
+            label = self._unsettled.pop(source)
+            self._second.settled(source, moved or read.label == label)
 
     def _abort_all(self, reason: str) -> None:
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
