@@ -320,6 +320,15 @@ class Destination:
                 self._source_cond.notify_all()
         return len(again)
 
+    def read_another_server(self, entries: Iterable[entry_pb.Entry]) -> None:
+        """Canal pointed at another MySQL server while stopped (a failover): it starts from ``entries``, that
+        server's binlog, and what it had not yet delivered of the old one is gone. Call between stop and start."""
+        with self._source_cond:
+            self._source.clear()
+            self._since_end, self._connection_lost = [], False
+            self._source.append(iter(entries))
+            self._source_cond.notify_all()
+
     # -- observation ----------------------------------------------------------------
 
     def wait_parsed(self, timeout_s: float) -> bool:

@@ -22,6 +22,7 @@ import threading
 import structlog
 
 from canalbridge.canal import CanalBatch, CanalConnector, CanalError
+from canalbridge.sync.boundaries import SeenBoundaries
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
 from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Outstanding, Verdict
 from canalbridge.sync.position import AckState, EntryPosition, Position, PositionRange
@@ -47,6 +48,7 @@ class CanalLink:
         self.capacity = capacity
         self.acks = acks
         self._ledger = BatchLedger()
+        self._seen = SeenBoundaries()  # where a restarted Canal may start again
         self._queue: collections.deque[tuple[TakenBatch, LedgerBatch]] = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -107,11 +109,18 @@ class CanalLink:
                 return None
             range_ = PositionRange(EntryPosition.of(batch.entries[0]), EntryPosition.of(batch.entries[-1]))
             acked = self.acks.position
-            if isinstance(acked, EntryPosition) and range_.start.from_another_binlog_than(acked):
-                raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked)
+            if isinstance(acked, EntryPosition):
+                if range_.start.from_another_binlog_than(acked):
+                    raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked)
+                if self._ledger.starts_epoch and range_.start <= acked \
+                        and self._seen.explains(batch.entries[0]) is False:
+                    # Behind the ack, a restarted Canal starts at a boundary taken before (its cursor).
+                    raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked,
+                                             "not an entry taken before, which a restarted Canal would start at")
             verdict, record = self._ledger.receive(epoch, batch.batch_id, range_, len(batch.entries),
                                                    batch.raw_size)
             if record is not None:  # accepted
+                self._seen.note(batch.entries)
                 self._queue.append((TakenBatch(batch, record.epoch, record.batch_id), record))
                 self._cond.notify_all()
                 return batch

@@ -174,13 +174,14 @@ class SourceChangedError(SyncError):
 
     transient = False
 
-    def __init__(self, address: str, destination: str, position: Position, acked: Position) -> None:
+    def __init__(self, address: str, destination: str, position: Position, acked: Position,
+                 why: str | None = None) -> None:
         self.position = position
         self.acked = acked
         super().__init__(
             f"canal {address} destination {destination!r}: entry at {position} cannot follow the acked position "
-            f"{acked} (another binlog: a MySQL failover or a reset binlog?). Positions no longer compare, so "
-            f"nothing was applied; see docs/design/delivery-semantics.md#failover"
+            f"{acked}{f' ({why})' if why else ''} (another binlog: a MySQL failover or a reset binlog?). "
+            f"Positions no longer compare, so nothing was applied; see docs/design/delivery-semantics.md#failover"
         )
 
 

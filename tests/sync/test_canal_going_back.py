@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -19,6 +20,7 @@ from canalbridge.devkit.entries import BinlogWriter, Flavor
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import JobState
+from canalbridge.sync.position import EntryPosition
 from tests.helpers import eventually
 
 from .harness import FAST_COMMITS, Harness, Strike, expected_writes_by_position, job_settings, run_through
@@ -70,7 +72,9 @@ def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_
         destination.lose_mysql_connection()
 
     run_through(harness, Strike(harness, 300, lose_while_the_store_is_full))
-    assert harness.job.stats.went_back >= 1
+    # (The job meets the second pass as a stream going back, or, when it comes just after one of the idle
+    # rollbacks that follow a connect, as the start of an epoch: the missed entries are found either way.)
+    assert destination.sent_again, "Canal sent part of the binlog again"
     assert not harness.audit.violations, harness.audit.violations[:5]
     applied = sum((writer.changes for writer in harness.writers.values()), Counter())
     expected = expected_writes_by_position(harness.workload_entries)
@@ -123,17 +127,23 @@ def test_a_failed_commit_never_lets_a_replay_that_went_back_ack_what_it_held(dev
 def test_entries_of_another_binlog_in_one_connection_pause_the_job_and_none_is_applied(dev_server_factory):
     # Issue 33, hole 3: Canal switches MySQL servers within one connection (its own HA, or its parser
     # reconnecting to another master). The new server's positions go back further than Canal's second
-    # pass ever goes (the transaction end before the last one it sent): not a re-send, another binlog.
+    # pass ever goes: not a re-send, another binlog. (If they come just after one of the idle rollbacks
+    # that follow a connect, they start an epoch instead, and a restarted Canal would start at a boundary
+    # the job took before: this first entry is none of them. Either way the job pauses.)
     server = dev_server_factory(DestinationConfig("example"))
     workload = Workload(WorkloadSpec(row_changes=200, rows_per_transaction=(1, 8)), BinlogWriter(server_id=1))
     harness = Harness(server, workload, job_settings(server, workload))
     harness.feed()
     harness.run_until_acked()
+    assert harness.job.acks.wait_through(EntryPosition.of(harness.workload_entries[-1]), 30)
     applied = {name: list(writer.commits) for name, writer in harness.writers.items()}
-    promoted = Workload(WorkloadSpec(row_changes=40, rows_per_transaction=(1, 8), seed=7), BinlogWriter(server_id=2))
+    later = time.time() + 3600  # (its transactions are other ones, with other times)
+    promoted = Workload(WorkloadSpec(row_changes=40, rows_per_transaction=(1, 8), seed=7),
+                        BinlogWriter(server_id=2, clock=lambda: later))
     server.feed("example", promoted)  # the same file name, from its start: positions before the acked ones
     assert harness.job.wait_state(JobState.PAUSED, 30), harness.job.stats
-    assert "further back than it ever sends part of the binlog again" in harness.job.fail_message.text
+    text = harness.job.fail_message.text
+    assert "further back than it ever sends part of the binlog again" in text or "not an entry taken before" in text
     assert {name: list(writer.commits) for name, writer in harness.writers.items()} == applied, \
         "nothing of the other binlog may be applied"
     harness.assert_exact()

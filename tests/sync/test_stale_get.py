@@ -10,10 +10,14 @@ reproduces the interleaving that real Canal allows only rarely.
 from __future__ import annotations
 
 import threading
+import time
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
+from canalbridge.sync.job import JobState
+from canalbridge.sync.position import EntryPosition
 
 from .harness import Harness, job_settings
 
@@ -72,4 +76,46 @@ def test_a_stale_get_that_takes_the_tail_does_not_stall_the_job(dev_server_facto
     harness.job.pause()
     cutter.join()
     assert hold.wait_served(0) and hold.batch_id is not None and hold.batch_id > 0
+    harness.assert_exact()
+
+
+def test_a_restarted_canal_on_a_promoted_replica_whose_binlog_trails_the_ack_pauses_the_job(dev_server_factory):
+    # Issue 33, hole 3: the replica's binlog has the old server's file name and trails the ack by less than
+    # a file, so file names and numbers pass. A restarted Canal starts at a boundary the job took before
+    # (its cursor): this first entry is none of them.
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(tables=standard_tables(2), row_changes=300))
+    harness = Harness(server, workload, job_settings(server, workload))
+    harness.feed()
+    harness.run_until_acked()
+    last = EntryPosition.of(harness.workload_entries[-1])
+    assert harness.job.acks.wait_through(last, 30), "the job knows Canal took its last ack"
+    before = {name: list(writer.commits) for name, writer in harness.writers.items()}
+    later = time.time() + 3600  # (its transactions are other ones, with other times)
+    promoted = Workload(WorkloadSpec(tables=standard_tables(2), row_changes=100, seed=5),
+                        BinlogWriter(server_id=2, clock=lambda: later))
+    server.stop()
+    server.destinations["example"].read_another_server(promoted)
+    server.start()
+    assert harness.job.wait_state(JobState.PAUSED, 30), harness.job.stats
+    text = harness.job.fail_message.text
+    assert "mysql-bin.000001:4 cannot follow the acked position" in text and "not an entry taken before" in text
+    assert {name: list(writer.commits) for name, writer in harness.writers.items()} == before
+    assert not harness.audit.violations
+
+
+def test_a_restarted_canal_starting_again_at_its_cursor_goes_on(dev_server_factory):
+    # The counterpart: the same restart on the same server delivers its cursor's boundary again.
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(tables=standard_tables(2), row_changes=300))
+    harness = Harness(server, workload, job_settings(server, workload))
+    entries = list(workload)
+    harness.set_entries(entries)
+    server.feed("example", entries[: len(entries) // 2])
+    harness.run_until_acked()
+    server.restart(crash=True)  # (everything acked since the last meta flush comes again)
+    server.feed("example", entries[len(entries) // 2:])
+    harness.wait_acked()
+    assert harness.job.state is JobState.RUNNING
+    harness.job.pause()
     harness.assert_exact()
