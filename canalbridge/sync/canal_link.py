@@ -109,17 +109,19 @@ class CanalLink:
                 return None
             range_ = PositionRange(EntryPosition.of(batch.entries[0]), EntryPosition.of(batch.entries[-1]))
             acked = self.acks.position
-            if isinstance(acked, EntryPosition):
-                if range_.start.from_another_binlog_than(acked):
-                    raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked)
-                if self._ledger.starts_epoch and range_.start <= acked \
-                        and self._seen.explains(batch.entries[0]) is False:
-                    # Behind the ack, a restarted Canal starts at a boundary taken before (its cursor).
-                    raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked,
-                                             "not an entry taken before, which a restarted Canal would start at")
+            if isinstance(acked, EntryPosition) and range_.start.from_another_binlog_than(acked):
+                raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked)
+            # Batch ids start at 1 again only when Canal (or its instance) restarted.
+            restarted = batch.batch_id == 1 and self._ledger.last_seen_id is not None
             verdict, record = self._ledger.receive(epoch, batch.batch_id, range_, len(batch.entries),
                                                    batch.raw_size)
             if record is not None:  # accepted
+                if restarted and isinstance(acked, EntryPosition) and range_.start <= acked \
+                        and not batch.entries[0].header.gtid and self._seen.explains(batch.entries[0]) is False:
+                    # A restarted Canal dumps again from its meta cursor: a boundary taken before. (By GTID it
+                    # starts at the next transaction instead, perhaps one it had dropped as empty: not judged.)
+                    raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked,
+                                             "a restarted Canal starts at an entry taken before; this is none")
                 self._seen.note(batch.entries)
                 self._queue.append((TakenBatch(batch, record.epoch, record.batch_id), record))
                 self._cond.notify_all()

@@ -193,12 +193,14 @@ class BatchLedger:
         A dead connection's GET served after our rollback may have taken the
         last entries; with nothing after them no id gap would ever show it.
         Rolling back while this client holds nothing costs nothing and puts
-        those entries back. It is a rollback like any other: a new epoch, so
-        that what Canal sends next is never read as following what it sent before.
+        those entries back. No epoch starts: with nothing held, everything
+        taken was acked, and Canal goes on after it (a Canal that dropped acks
+        would send them again, and the Consumer would take that for a stream
+        going back).
         """
         if self.idle_rollbacks_left > 0 and not self.holds_anything:
             self.idle_rollbacks_left -= 1
-            self.reset(reconnected=False)
+            self.rollback_due = True
 
     # -- the Consumer's side ---------------------------------------------------------------
 

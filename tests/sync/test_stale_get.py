@@ -99,7 +99,7 @@ def test_a_restarted_canal_on_a_promoted_replica_whose_binlog_trails_the_ack_pau
     server.start()
     assert harness.job.wait_state(JobState.PAUSED, 30), harness.job.stats
     text = harness.job.fail_message.text
-    assert "mysql-bin.000001:4 cannot follow the acked position" in text and "not an entry taken before" in text
+    assert "mysql-bin.000001:4 cannot follow the acked position" in text and "this is none" in text
     assert {name: list(writer.commits) for name, writer in harness.writers.items()} == before
     assert not harness.audit.violations
 

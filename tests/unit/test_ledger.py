@@ -141,9 +141,8 @@ def test_a_replay_of_an_unproven_ack_keeps_it_unproven():
 def test_idle_polls_after_a_reconnect_roll_back_while_nothing_is_held():
     ledger = opened(last_seen_id=0)
     for _ in range(IDLE_ROLLBACK_POLLS):
-        epoch = ledger.epoch
         ledger.idle()
-        assert ledger.rollback_due and ledger.epoch == epoch + 1  # what comes next starts a new epoch
+        assert ledger.rollback_due
         ledger.rolled_back()
     ledger.idle()
     assert not ledger.rollback_due  # the window after the reconnect is over
