@@ -52,6 +52,17 @@ def test_canal_sending_part_of_a_transaction_again_applies_each_change_once(dev_
     assert harness.job.stats.went_back == 1
 
 
+def _lose_the_connection_once_the_store_is_full(harness: Harness) -> None:
+    """Run the job; once 300 entries are acked and the store is full, Canal's MySQL connection breaks."""
+    destination = harness.server.destinations["example"]
+
+    def lose_while_the_store_is_full():
+        assert eventually(lambda: destination.store.put_waiting, 30)
+        destination.lose_mysql_connection()
+
+    run_through(harness, Strike(harness, 300, lose_while_the_store_is_full))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("mode", ["upsert", "changelog"])
 def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_server_factory, mode, seed):
@@ -66,12 +77,7 @@ def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_
                       **{t.qualified: {"keep_changes": True} for t in workload.spec.tables})
     harness.feed()
     destination = server.destinations["example"]
-
-    def lose_while_the_store_is_full():
-        assert eventually(lambda: destination.store.put_waiting, 30)
-        destination.lose_mysql_connection()
-
-    run_through(harness, Strike(harness, 300, lose_while_the_store_is_full))
+    _lose_the_connection_once_the_store_is_full(harness)
     assert destination.sent_again and harness.job.stats.went_back >= 1, "Canal sent part of the binlog again"
     assert not harness.audit.violations, harness.audit.violations[:5]
     applied = sum((writer.changes for writer in harness.writers.values()), Counter())
@@ -188,13 +194,7 @@ def test_a_failed_commit_that_filled_a_first_pass_gap_is_filled_again(dev_server
                          for t in workload.spec.tables})
     jobs.append(harness.job)
     harness.feed()
-    destination = server.destinations["example"]
-
-    def lose_while_the_store_is_full():
-        assert eventually(lambda: destination.store.put_waiting, 30)
-        destination.lose_mysql_connection()
-
-    run_through(harness, Strike(harness, 300, lose_while_the_store_is_full))
+    _lose_the_connection_once_the_store_is_full(harness)
     assert harness.job.stats.filled_in and failed.is_set()
     applied = sum((writer.changes for writer in harness.writers.values()), Counter())
     assert applied == expected_writes_by_position(harness.workload_entries), "a changelog must hold each change once"
