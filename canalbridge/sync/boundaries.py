@@ -2,9 +2,9 @@
 
 Canal moves a client's meta cursor, on each ack, to the last transaction
 boundary of the acked batches (a BEGIN, an END, a DDL), and a restarted
-Canal dumps the binlog again from that entry: so the first entry of a
-connection that goes back behind the last ack is one of those boundaries,
-the very entry taken before, with its position and its time. An entry that
+Canal dumps the binlog again from that entry: so the first entry a
+restarted Canal sends behind the last ack is one of those boundaries, the
+very entry taken before, with its position and its time. An entry that
 is not one of them, from the stretch of binlog this process remembers, is
 another binlog's (a failover to a promoted replica whose file numbers trail
 the old server's): positions no longer compare.

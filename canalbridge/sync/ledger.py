@@ -177,11 +177,6 @@ class BatchLedger:
         self._unacked.append(batch)
         return Verdict.ACCEPTED, batch
 
-    @property
-    def starts_epoch(self) -> bool:
-        """Whether the next batch accepted is the first since the last rollback or reconnect."""
-        return self._epoch_last_id is None
-
     def _expected_id(self) -> int | None:
         if self._epoch_last_id is not None:
             return self._epoch_last_id + 1
