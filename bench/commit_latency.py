@@ -47,13 +47,13 @@ def main() -> None:
         # Half the batch updates rows already in the table, half inserts new ones.
         start_key = max(next_key - size // 2, 0)
         rows = make_rows(start_key, size, offset)
-        writer.begin(f"bench-{size}")
+        writer.begin()
         started = time.perf_counter()
         for index in range(0, size, SEND_ROWS):
             writer.send(RowBatch(TABLE.qualified, names, columns, (0,), tuple(rows[index:index + SEND_ROWS])))
         staged = time.perf_counter() - started
         started = time.perf_counter()
-        writer.commit(EntryPosition("mysql-bin.000001", offset))
+        writer.commit(EntryPosition("mysql-bin.000001", offset), f"bench-{size}")
         commit_s = time.perf_counter() - started
         next_key = start_key + size
         offset += 1000

@@ -129,6 +129,7 @@ class LagRecorder:
         self.lags = lags
         self.lock = lock
         self.staged: Counter = Counter()  # execute time (ms) -> rows
+        self.held: list[Counter] = []  # what applies held back staged: recorded once they are published
         self.maintenance: list[tuple[float, MaintenanceReport]] = []  # (seconds, report) of each run
 
     def target_columns(self) -> tuple[str, ...] | None:
@@ -155,12 +156,12 @@ class LagRecorder:
     def column_aliases(self) -> dict[str, str]:
         return self.writer.column_aliases()
 
-    def alter(self, alteration: Alteration, stamp: Position) -> None:
-        self.writer.alter(alteration, stamp)
+    def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
+        self.writer.alter(alteration, stamp, label)
 
-    def begin(self, label: str) -> None:
+    def begin(self) -> None:
         self.staged = Counter()
-        self.writer.begin(label)
+        self.writer.begin()
 
     def send(self, batch: RowBatch) -> None:
         self.staged.update(row.position.execute_time_ms for row in batch.rows)
@@ -202,9 +203,17 @@ class _Recorded:
     def __init__(self, recorder: LagRecorder, sealed: SealedTransaction, staged: Counter) -> None:
         self.recorder, self.sealed, self.staged = recorder, sealed, staged
 
-    def apply(self, end_position: Position) -> None:
-        self.sealed.apply(end_position)
-        self.recorder.record(self.staged)
+    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
+        try:
+            self.sealed.apply(end_position, label, publish=publish)
+        except BaseException:
+            self.recorder.held.clear()  # the writer dropped what it held
+            raise
+        self.recorder.held.append(self.staged)
+        if publish:  # the rows of the held parts became visible with this one
+            for staged in self.recorder.held:
+                self.recorder.record(staged)
+            self.recorder.held.clear()
 
     def discard(self, reason: str) -> None:
         self.sealed.discard(reason)

@@ -49,13 +49,13 @@ def commit_across_tables(spark, settings: SparkSettings, count: int, total_rows:
     started = time.perf_counter()
     for table, writer in zip(tables, writers):
         rows = make_rows(0, per_table, position.offset)
-        writer.begin("bench")
+        writer.begin()
         for index in range(0, per_table, SEND_ROWS):
             writer.send(RowBatch(table.qualified, names, columns, (0,), tuple(rows[index:index + SEND_ROWS])))
     staged = time.perf_counter() - started
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=count) as pool:  # channels commit concurrently
-        list(pool.map(lambda writer: writer.commit(position), writers))
+        list(pool.map(lambda writer: writer.commit(position, "bench"), writers))
     commit_s = time.perf_counter() - started
     return {"tables": count, "rows": per_table * count, "rows_per_table": per_table, "stage_s": round(staged, 2),
             "commit_s": round(commit_s, 2), "commit_s_per_table": round(commit_s / count, 3)}

@@ -70,11 +70,11 @@ def timed_commit(writer: IcebergUpsertWriter, rows: list[ChangeRow], label: str,
     """Stage ``rows`` through the writer as a channel would, then commit them; the commit's seconds."""
     columns = tuple(SourceColumn(c.name, c.mysql_type.declared, 0, c.is_key) for c in TABLE.columns)
     names = tuple(c.name for c in TABLE.columns)
-    writer.begin(label)
+    writer.begin()
     for index in range(0, len(rows), SEND_ROWS):
         writer.send(RowBatch(TABLE.qualified, names, columns, (0,), tuple(rows[index:index + SEND_ROWS])))
     started = time.perf_counter()
-    writer.commit(EntryPosition("mysql-bin.000001", offset))
+    writer.commit(EntryPosition("mysql-bin.000001", offset), label)
     return time.perf_counter() - started
 
 

@@ -17,7 +17,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ from canalbridge.sync.ddl import (
     key_after,
     renamed,
 )
-from canalbridge.sync.errors import SchemaChangeError, SyncError
+from canalbridge.sync.errors import SchemaChangeError, SyncError, TargetKeyMismatchError
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
@@ -85,7 +85,6 @@ class ValueConversionError(SyncError):
 class _Transaction:
     """One transaction's staged rows and column facts; staged by the channel thread, then applied."""
 
-    label: str
     staging: Staging  # decoded rows
     raw_staging: Staging  # RowChange bytes, for the JVM decoder: a transaction stages into one of the two
     batch: RowBatch | RawBatch | None = None  # the column facts of its last batch
@@ -104,8 +103,8 @@ class _Sealed:
     writer: _IcebergWriter
     txn: _Transaction
 
-    def apply(self, end_position: Position) -> None:
-        self.writer._apply(self.txn, end_position)
+    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
+        self.writer._apply(self.txn, end_position, label, publish)
 
     def discard(self, reason: str) -> None:
         self.txn.clear()
@@ -131,7 +130,10 @@ class _IcebergWriter:
         self._ready = False
         self._prepared_for: tuple[str, ...] = ()  # the columns the table was last checked for
         self._unmapped: list[TargetSchemaColumn] = []  # target columns the mapping does not fill
-        self._open = self._new_transaction("")
+        self._open = self._new_transaction()
+        # Applies held back from main (see SealedTransaction.apply) are on this branch until one publishes.
+        self._branch = f"canalbridge-staging-{job}"
+        self._holding = False
         self._layout_note: str | None = None  # read from the table by the channel thread, for status
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
 
@@ -164,10 +166,10 @@ class _IcebergWriter:
         if self.table.columns() is not None:
             self.table.forget_position(self.job)
 
-    def begin(self, label: str) -> None:
+    def begin(self) -> None:
         self._reconnect_if_lost()
         self._open.clear()
-        self._open = self._new_transaction(label)
+        self._open = self._new_transaction()
 
     def send(self, batch: RowBatch) -> None:
         txn = self._open
@@ -195,24 +197,26 @@ class _IcebergWriter:
 
     def seal(self) -> _Sealed:
         sealed = _Sealed(self, self._open)
-        self._open = self._new_transaction("")
+        self._open = self._new_transaction()
         return sealed
 
-    def commit(self, end_position: Position) -> None:
+    def commit(self, end_position: Position, label: str) -> None:
         """Seal the open transaction and apply it at once."""
-        self.seal().apply(end_position)
+        self.seal().apply(end_position, label)
 
-    def _apply(self, txn: _Transaction, end_position: Position) -> None:
+    def _apply(self, txn: _Transaction, end_position: Position, label: str, publish: bool) -> None:
         """Apply a sealed transaction (on the thread that applies them all, one at a time)."""
         batch = txn.batch
         if batch is None:
+            if publish and self._holding:
+                self._publish()
             return
         self._reconnect_if_lost()  # (and this thread's active session: ANSI casts)
         if not self._ready or batch.target_columns != self._prepared_for:
             # Here, not while staging: the table is as the transactions before this one left it
             # (a DDL among them may have changed its columns).
             self._prepare_table(batch)
-        properties = position_properties(self.job, txn.label, end_position)
+        properties = position_properties(self.job, label, end_position)
         try:
             if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
@@ -222,8 +226,9 @@ class _IcebergWriter:
                 staged = self._from_changes(changes, batch)
             else:
                 staged = txn.staging.to_dataframe(self.spark)
-            self._write(self._typed(staged, batch), txn, properties)
+            self._write(self._typed(staged, batch), txn, properties, publish)
         except Exception as exc:
+            self._holding = False  # what the branch holds is dropped: the next apply starts it from main
             failure = decode_failure(exc, self.channel.source)
             if failure is not None:
                 raise failure from exc
@@ -234,17 +239,38 @@ class _IcebergWriter:
         finally:
             txn.clear()
             self._drop_view()
-        self._log.debug("spark.committed", label=txn.label, position=str(end_position))
+        self._log.debug("spark.committed", label=label, position=str(end_position), published=publish)
+
+    def _held_write(self, write: Callable[[str], None], publish: bool) -> None:
+        """``write(target)`` onto the job's branch, then main fast-forwarded to it if ``publish``.
+
+        The branch starts from main at the first held write: that drops what
+        a commit that failed before its fast-forward left on it, and catches
+        up with commits on main by anyone else (compaction, for one). A
+        commit on main in between makes the fast-forward fail: the
+        transaction is replayed.
+        """
+        if not self._holding:
+            self.table.restart_branch(self._branch)
+            self._holding = True
+        write(self.table.branch(self._branch))
+        if publish:
+            self._publish()
+
+    def _publish(self) -> None:
+        self.table.fast_forward_main(self._branch)
+        self._holding = False
 
     def abort(self, reason: str) -> None:
         self._open.clear()
-        self._open = self._new_transaction("")
+        self._open = self._new_transaction()
 
-    def alter(self, alteration: Alteration, stamp: Position) -> None:
+    def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
+        assert not self._holding, "a DDL applied while rows are held on the branch"
         self._reconnect_if_lost()
         if self.table.columns() is None:
             return  # the table is created from the first rows, with their columns
-        summary = position_properties(self.job, f"ddl at {alteration.position}", stamp)
+        summary = position_properties(self.job, label, stamp)
         if any(isinstance(c, TruncateTable) for c in alteration.changes):
             self._truncate(summary)
             return
@@ -395,10 +421,10 @@ class _IcebergWriter:
             for index, (name, source) in enumerate(zip(batch.target_columns, batch.columns))
         ]
 
-    def _new_transaction(self, label: str) -> _Transaction:
+    def _new_transaction(self) -> _Transaction:
         # Its own directory: a transaction stages while the one sealed before it is applied.
         name = uuid.uuid4().hex
-        return _Transaction(label, Staging(self.meta_fields, self.settings.spill_rows, self._spill_dir / name),
+        return _Transaction(Staging(self.meta_fields, self.settings.spill_rows, self._spill_dir / name),
                             Staging(RAW_FIELDS, self.settings.spill_rows, self._spill_dir / f"{name}.raw"))
 
     def _next_seq(self) -> int:
@@ -421,7 +447,8 @@ class _IcebergWriter:
     def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
         raise NotImplementedError
 
-    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str]) -> None:
+    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str], publish: bool) -> None:
+        """Write ``frame`` stamped with ``properties``: to main at once, or held (see :meth:`_held_write`)."""
         raise NotImplementedError
 
 
@@ -439,19 +466,37 @@ class IcebergUpsertWriter(_IcebergWriter):
     not fill keeps MERGE INTO, whose UPDATE leaves those columns as they are.
     """
 
-    def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
-        super().__init__(spark, channel, job, settings)
-        self._branch = f"canalbridge-staging-{job}"
-
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
 
     def _prepare_table(self, batch: RowBatch | RawBatch) -> None:
         super()._prepare_table(batch)
+        properties = self.table.properties()
+        self._check_key(batch, properties)
         mode = "write.merge.mode" if self._unmapped else "write.delete.mode"
-        self._layout_note = slow_layout_note(self.table.properties(), mode)
+        self._layout_note = slow_layout_note(properties, mode)
         if self._layout_note:
             self._log.warning("spark.slow_layout", note=self._layout_note)
+
+    def _check_key(self, batch: RowBatch | RawBatch, properties: dict[str, str]) -> None:
+        """The rows' key must be the one the target records: a fresh mapper learns the source's key from
+        the rows, and a key change it never saw the DDL of (a restart past it, a reset) would otherwise
+        upsert by other columns than the table's."""
+        recorded = properties.get(PROP_PRIMARY_KEY)
+        if recorded is None:
+            return  # a table made by hand: its key is the rows'
+        target_key = json.loads(recorded)
+        rows_key = [batch.target_columns[i] for i in batch.key_indexes]
+        if [k.lower() for k in rows_key] == [k.lower() for k in target_key]:
+            return
+        if self.channel.key is not None:
+            remedy = "the channel's key setting is not the one the target was made with; set it back, or rebuild " \
+                     "the target (docs/guide/operations.md#reset)"
+        else:
+            remedy = "the source's primary key changed by a DDL this channel did not apply (behind where it " \
+                     "resumed, or not read); rebuild the target (docs/guide/operations.md#reset), or give the " \
+                     "target the rows' key (table property and identifier fields) and resume"
+        raise TargetKeyMismatchError(batch.table, self.channel.target, rows_key, target_key, remedy)
 
     def _truncate(self, summary: dict[str, str]) -> None:
         # Every row goes in one commit (Iceberg drops whole files: no delete files are written). On an
@@ -481,21 +526,27 @@ class IcebergUpsertWriter(_IcebergWriter):
         last_change = staged.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
         return last_change.select(*self._converted(batch), F.col("_op"))
 
-    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str]) -> None:
+    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None
         names = [quote(name) for name in txn.batch.target_columns]
         keys = [quote(txn.batch.target_columns[i]) for i in txn.batch.key_indexes]
         if self._unmapped:
             frame.createOrReplaceTempView(self._view)
-            self._merge(names, keys, properties)
+            if publish and not self._holding:
+                self._merge(self.table.identifier, names, keys, properties)
+            else:
+                self._held_write(lambda target: self._merge(target, names, keys, properties), publish)
             return
         with _computed_once(frame) as changes:
             changes.createOrReplaceTempView(self._view)
-            self._delete_and_insert(names, keys, txn.staged_rows <= BROADCAST_ROWS, properties)
+            broadcast = txn.staged_rows <= BROADCAST_ROWS
+            # Two statements: always on the branch, so that main moves once.
+            self._held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, properties),
+                             publish)
 
-    def _delete_and_insert(self, names: list[str], keys: list[str], broadcast: bool,
+    def _delete_and_insert(self, target: str, names: list[str], keys: list[str], broadcast: bool,
                            properties: dict[str, str]) -> None:
-        target, columns, key_list = self.table.branch(self._branch), ", ".join(names), ", ".join(keys)
+        columns, key_list = ", ".join(names), ", ".join(keys)
         hint = f"/*+ BROADCAST({self._view}) */ " if broadcast else ""
         delete = f"DELETE FROM {target} WHERE ({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
         insert = f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
@@ -504,19 +555,13 @@ class IcebergUpsertWriter(_IcebergWriter):
             self.spark.sql(delete)
             self.spark.sql(insert)  # always a snapshot, even of no rows: the position's
 
-        # The branch starts from main for every transaction: that drops what a commit
-        # that failed before its fast-forward left on it, and catches up with commits
-        # on main by anyone else (compaction, for one). A commit on main while this
-        # one runs makes the fast-forward fail: the transaction is replayed.
-        self.table.restart_branch(self._branch)
         with_commit_properties(self.spark, properties, delete_and_insert)
-        self.table.fast_forward_main(self._branch)
 
-    def _merge(self, names: list[str], keys: list[str], properties: dict[str, str]) -> None:
+    def _merge(self, target: str, names: list[str], keys: list[str], properties: dict[str, str]) -> None:
         on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
         assignments = ", ".join(f"t.{n} = s.{n}" for n in names)
         statement = (
-            f"MERGE INTO {self.table.identifier} t USING {self._view} s ON {on} "
+            f"MERGE INTO {target} t USING {self._view} s ON {on} "
             f"WHEN MATCHED AND s._op = 'D' THEN DELETE "
             f"WHEN MATCHED THEN UPDATE SET {assignments} "
             f"WHEN NOT MATCHED AND s._op <> 'D' THEN INSERT ({', '.join(names)}) "
@@ -578,11 +623,17 @@ class IcebergChangelogWriter(_IcebergWriter):
             F.col("_seq"),
         )
 
-    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str]) -> None:
-        writer = frame.writeTo(self.table.identifier)
-        for key, value in properties.items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
+    def _write(self, frame: DataFrame, txn: _Transaction, properties: dict[str, str], publish: bool) -> None:
+        def append(target: str) -> None:
+            writer = frame.writeTo(target)
+            for key, value in properties.items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.append()
+
+        if publish and not self._holding:
+            append(self.table.identifier)  # one snapshot: straight onto main
+        else:
+            self._held_write(append, publish)
 
 
 def make_writer(

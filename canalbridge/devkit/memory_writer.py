@@ -46,8 +46,8 @@ class InMemoryWriter:
     Failures can be injected: ``fail_send_at``/``fail_commit_at`` name the
     1-based call (counted over the writer's life) that raises,
     ``fail_after_commit_at`` the commit that lands and then raises (a reply
-    lost on the way back), and ``before_commit`` runs inside every commit (to
-    block or inspect); ``maintenance`` (if set) runs as :meth:`maintain`, and
+    lost on the way back), and ``before_commit`` runs inside every apply (to
+    block or inspect), held or not; ``maintenance`` (if set) runs as :meth:`maintain`, and
     the writer checks that no commit ever runs at the same time as it. With
     ``keep_changes`` it also counts the row changes each binlog position
     brought, as a changelog would hold them. With ``decode_raw`` it takes
@@ -55,7 +55,9 @@ class InMemoryWriter:
     decoder, and fails the commit the same way on a RowChange whose columns
     changed. :meth:`alter` renames and drops the columns of the rows it
     holds as a DDL says (``fail_alter_at`` names the 1-based call that
-    raises instead) and records each DDL applied in ``alterations``.
+    raises instead) and records each DDL applied in ``alterations``. An
+    apply with ``publish=False`` is held: :attr:`rows` and the commits show
+    it only once an apply publishes, with it (a failed apply drops it).
     """
 
     table: str
@@ -85,8 +87,8 @@ class InMemoryWriter:
     alterations: list[tuple[str, Position]] = field(default_factory=list)  # (DDL, stamp) as applied
     renamed_to: str | None = None  # the source table's name after a RENAME TABLE the channel followed
     aliases: dict[str, str] = field(default_factory=dict)  # a shared target's renamed columns (see ChannelWriter)
-    _label: str | None = None
     _staged: list[RowBatch] = field(default_factory=list)
+    _held: list[tuple[SealedInMemory, Position, str]] = field(default_factory=list)  # applied, not published
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -125,9 +127,8 @@ class InMemoryWriter:
         with self._lock:
             self.forgotten_commits = len(self.commits)
 
-    def begin(self, label: str) -> None:
+    def begin(self) -> None:
         with self._lock:
-            self._label = label
             self._staged = []
 
     def send(self, batch: RowBatch) -> None:
@@ -162,15 +163,17 @@ class InMemoryWriter:
 
     def seal(self) -> SealedInMemory:
         with self._lock:
-            sealed = SealedInMemory(self, self._label or "", self._staged, self._raw_failure)
-            self._label, self._staged, self._raw_failure = None, [], None
+            sealed = SealedInMemory(self, self._staged, self._raw_failure)
+            self._staged, self._raw_failure = [], None
         return sealed
 
-    def commit(self, end_position: Position) -> None:
+    def commit(self, end_position: Position, label: str) -> None:
         """Seal the open transaction and apply it at once."""
-        self.seal().apply(end_position)
+        self.seal().apply(end_position, label)
 
-    def _apply(self, sealed: SealedInMemory, end_position: Position) -> None:
+    def _apply(self, sealed: SealedInMemory, end_position: Position, label: str, publish: bool) -> None:
+        with self._lock:
+            held, self._held = self._held, []  # back only if this apply holds too: a failure drops them
         if sealed.raw_failure is not None:
             self._dropped("commit failed")
             raise sealed.raw_failure
@@ -180,32 +183,43 @@ class InMemoryWriter:
             self.before_commit(self, end_position)
         with self._lock:
             self.commit_calls += 1
-            if self.commit_calls in self.fail_commit_at:
+            if self.commit_calls in self.fail_commit_at or (
+                    not publish and self.commit_calls in self.fail_after_commit_at):
                 self.aborts.append("commit failed")
                 raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
-            last = self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
+            last = held[-1][1] if held else (
+                self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None)
             if last is not None and end_position < last:
                 raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
-            count = 0
-            for batch in sealed.staged:
-                names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)
-                single_key = len(batch.key_indexes) == 1
-                for row in batch.rows:
-                    key = (key_of(row.values),) if single_key else key_of(row.values)
-                    if row.kind.removes:
-                        self._table.pop(key, None)
-                    else:
-                        self._table[key] = (names, row.values)
-                count += len(batch.rows)
-                if self.keep_changes:
-                    self.changes.update(row.position for row in batch.rows)
-            self.commits.append(CommitRecord(sealed.label, end_position, count))
+            if not publish:
+                self._held = [*held, (sealed, end_position, label)]
+                return
+            for step in [*held, (sealed, end_position, label)]:
+                self._land(*step)
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
-    def alter(self, alteration: Alteration, stamp: Position) -> None:
+    def _land(self, sealed: SealedInMemory, end_position: Position, label: str) -> None:
+        """Make one applied transaction visible (the caller holds the lock)."""
+        count = 0
+        for batch in sealed.staged:
+            names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)
+            single_key = len(batch.key_indexes) == 1
+            for row in batch.rows:
+                key = (key_of(row.values),) if single_key else key_of(row.values)
+                if row.kind.removes:
+                    self._table.pop(key, None)
+                else:
+                    self._table[key] = (names, row.values)
+            count += len(batch.rows)
+            if self.keep_changes:
+                self.changes.update(row.position for row in batch.rows)
+        self.commits.append(CommitRecord(label, end_position, count))
+
+    def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
         with self._lock:
             self.alter_calls += 1
+            assert not self._held, f"{self.table}: a DDL applied while rows are held"
             if self.alter_calls in self.fail_alter_at:
                 raise InjectedFailure(f"injected failure on alter #{self.alter_calls} of {self.table}")
             last = self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
@@ -226,7 +240,7 @@ class InMemoryWriter:
                 if isinstance(change, RenameTable):
                     self.renamed_to = f"{change.to.schema}.{change.to.table}"
             self.alterations.append((alteration.sql, stamp))
-            self.commits.append(CommitRecord(f"ddl at {alteration.position}", stamp, 0))
+            self.commits.append(CommitRecord(label, stamp, 0))
 
     def _rekeyed(self, key: tuple[str, ...]) -> dict[tuple[str | None, ...], tuple[tuple[str, ...],
                                                                                      tuple[str | None, ...]]]:
@@ -254,7 +268,7 @@ class InMemoryWriter:
     def abort(self, reason: str) -> None:
         with self._lock:
             self.aborts.append(reason)
-            self._label, self._staged, self._raw_failure = None, [], None
+            self._staged, self._raw_failure = [], None
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         self._maintaining = True
@@ -272,12 +286,11 @@ class SealedInMemory:
     """A transaction of an :class:`InMemoryWriter` waiting to be applied."""
 
     writer: InMemoryWriter
-    label: str
     staged: list[RowBatch]
     raw_failure: ColumnsChangedError | None
 
-    def apply(self, end_position: Position) -> None:
-        self.writer._apply(self, end_position)
+    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
+        self.writer._apply(self, end_position, label, publish)
 
     def discard(self, reason: str) -> None:
         self.writer._dropped(reason)

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import DML_EVENTS
 
 _BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
 _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
-_ROWS = frozenset({int(entry_pb.EventType.INSERT), int(entry_pb.EventType.UPDATE), int(entry_pb.EventType.DELETE)})
 #: boundaries remembered: many flush periods of Canal's meta cursor, even for small transactions
 LIMIT = 100_000
 
@@ -45,7 +45,7 @@ class SeenBoundaries:
         """Remember the boundaries among ``entries`` (a batch that was accepted)."""
         for entry in entries:
             entry_type = entry.entryType
-            if entry_type == _ROWDATA and entry.header.eventType in _ROWS:
+            if entry_type == _ROWDATA and entry.header.eventType in DML_EVENTS:
                 continue  # (the common case first)
             if entry_type in (_BEGIN, _END, _ROWDATA):
                 key = _key(entry)

@@ -26,6 +26,13 @@ thread: the rows before it (stamped with the last of their positions), the
 schema change (stamped with the DDL's), the rows after it. Each step is
 atomic in the target, so a crash between two leaves a position that the
 replay resumes from exactly; so is a TRUNCATE when the job applies them.
+MySQL commits around a DDL, so these steps meet at source transaction
+boundaries. Rows of another column layout (shards of a merged target on
+either side of an ALTER) also start a step, possibly in the middle of a
+source transaction: such rows steps in a row are held by the writer and
+published together, so no reader sees one without the others. Only the
+last step carries the commit's label, so a read-back that finds the label
+knows the whole commit landed.
 DDLs that change no column, and those about the table as a whole (TRUNCATE
 by default, RENAME, DROP, CREATE), are logged and skipped; so are column
 changes on a channel with an explicit ``columns`` list, whose next row must
@@ -135,7 +142,8 @@ class _ReadPosition:
 
 @dataclass(frozen=True)
 class _Rows:
-    """Rows of a transaction sealed before a DDL (``last`` their last position), or at its end (``last`` None)."""
+    """Rows of a transaction sealed before a DDL or rows of another layout (``last`` their last position), or
+    at its end (``last`` None)."""
 
     sealed: SealedTransaction
     last: Position | None
@@ -305,7 +313,9 @@ class Channel:
         A commit can land in the target and still report a failure (the
         Spark JVM dies after Iceberg wrote the snapshot); the replay must then
         skip what landed, or a changelog would hold those changes twice. Read
-        by the committer thread, after every commit handed to it.
+        by the committer thread, after every commit handed to it. Of a commit
+        applied in steps only the last carries the commit's label: a label
+        read back that names the commit means all of it landed.
         """
         result: Future[ReadBack] = Future()
         self._put(_ReadPosition(result))
@@ -520,7 +530,7 @@ class Channel:
     def _begin_once(self) -> None:
         """Open the writer's transaction before the first rows of this one are sent."""
         if not self._begun:
-            self.writer.begin(self._label)
+            self.writer.begin()
             self._begun = True
 
     def _decode(self, position: Position, raw: bytes) -> entry_pb.RowChange:
@@ -575,6 +585,7 @@ class Channel:
                 break
 
     def _apply(self, item: _Apply) -> None:
+        stamped = self.committed_position  # the last step's stamp, held or published
         for index, step in enumerate(item.steps):
             # Each step is stamped with the last position it holds: the transaction's end for the last
             # one. A commit that fills in what Canal's first pass missed can end before the table's
@@ -582,15 +593,21 @@ class Channel:
             # cut carries each partition's mark: the two merge lane by lane.
             last = index == len(item.steps) - 1
             through = item.commit.end_position if last else _through(step)
-            position = later(self.committed_position, through)
+            position = later(stamped, through)
+            # Only the commit's last step carries its label (see read_committed_position).
+            label = item.label if last else f"{item.label}~{index + 1}"
+            published = True
             try:
                 if isinstance(step, _Rows):
-                    step.sealed.apply(position)
+                    # Rows steps in a row may split a source transaction (two layouts in it): held until the
+                    # last of them.
+                    published = last or not isinstance(item.steps[index + 1], _Rows)
+                    step.sealed.apply(position, label, publish=published)
                 elif self.committed_position is not None and not step.position > self.committed_position:
                     # Routed again (Canal's second pass refills up to what the table holds): applied before.
                     self._log.info("channel.ddl_applied_before", sql=step.sql, position=str(step.position))
                 else:
-                    self.writer.alter(step, position)
+                    self.writer.alter(step, position, label)
                     self._log.info("channel.schema_changed", label=item.label, sql=step.sql,
                                    position=str(step.position))
                     for change in step.changes:
@@ -609,7 +626,9 @@ class Channel:
                 self._log.warning("channel.commit_failed", label=item.label, error=_brief(exc))
                 item.commit.result.set_exception(ChannelCommitError(self.source, item.label, exc))
                 return
-            self.committed_position = position
+            stamped = position
+            if published:
+                self.committed_position = position
         self.rows_written += item.rows
         self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(self.committed_position))
         item.commit.result.set_result(True)

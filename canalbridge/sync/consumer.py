@@ -61,7 +61,7 @@ from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.routes import Routes
-from canalbridge.sync.rows import is_ddl, rows_count
+from canalbridge.sync.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import SourceLink, TakenBatch
 from canalbridge.sync.worker import Worker
@@ -75,7 +75,6 @@ _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
 _QUERY = int(EventType.QUERY)
 _RENAME = int(EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
-_DML = frozenset({int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)})
 IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
 
 
@@ -312,7 +311,7 @@ class Consumer(Worker):
             elif entry_type == _ROWDATA:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 channel = self._channel_for(table)
-                if header.eventType in _DML:
+                if header.eventType in DML_EVENTS:
                     self._rows_since_end = True
                     if marks:
                         # MariaDB's transactions have no BEGIN entry: the first row opens one.
@@ -438,7 +437,7 @@ class Consumer(Worker):
         done = self.committed.get(channel.source)
         if done is None or position > done or self._applies_again(channel, position, done, missed):
             header = entry.header
-            dml = header.eventType in _DML
+            dml = header.eventType in DML_EVENTS
             channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
             if missed:
                 self._second.fill(position, channel.source)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from canalbridge.sync.position import Position
 
 
@@ -59,6 +61,22 @@ class SchemaChangeError(SyncError):
         self.sql = sql
         self.position = position
         super().__init__(f"table {table}: cannot apply the DDL {sql!r} at {position}: {reason}")
+
+
+class TargetKeyMismatchError(SyncError):
+    """An upsert target is keyed by other columns than the rows sent to it: upserts would merge rows the
+    source tells apart (or keep two the target's key says are one)."""
+
+    transient = False
+
+    def __init__(self, table: str, target: str, rows_key: Sequence[str], target_key: Sequence[str],
+                 remedy: str) -> None:
+        self.table = table
+        self.target = target
+        self.rows_key = tuple(rows_key)
+        self.target_key = tuple(target_key)
+        super().__init__(f"table {table}: its rows are keyed by ({', '.join(rows_key)}), but target {target} by "
+                         f"({', '.join(target_key)}) (table property canalbridge.primary-key): {remedy}")
 
 
 class ChannelCommitError(SyncError):

@@ -155,11 +155,6 @@ class SecondPass:
         """A missed entry is applied now, by ``channel``'s open transaction or by none."""
         self._routed.fill(position, channel)
 
-    @property
-    def refilling(self) -> bool:
-        """Some upsert channel is applying again, in order, what followed a missed entry through what it held."""
-        return bool(self._refilling)
-
     def applies_again(self, source: str, keeps_every_change: bool, position: Position, done: Position,
                       missed: bool) -> bool:
         """Whether an entry at or before what channel ``source`` committed (``done``) must be applied."""

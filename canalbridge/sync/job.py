@@ -152,11 +152,11 @@ class SyncJob:
                 if settings is None:
                     raise KeyError(f"job {self.name}: no channel and no rule makes {record.source} now")
                 resolved.append(settings)
-            if forget is not None:
-                forget(chosen)
-            for settings in resolved:
+            for settings in resolved:  # the targets first: a reset that fails on one is run again whole
                 self._writer_for(settings).forget_position()
                 self.committed.forget(settings.source)
+            if forget is not None:
+                forget(chosen)
             self.acks.forget()
             reset = {c.source for c in chosen}
             self._update(channels=tuple(replace(c, committed=None) if c.source in reset else c for c in channels))

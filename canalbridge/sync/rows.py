@@ -40,6 +40,8 @@ EventType = entry_pb.EventType
 ORIGIN_TYPE = "varchar(64)"
 ORIGIN_SQL_TYPE = 12  # java.sql.Types.VARCHAR, as Canal gives a varchar
 _INSERT, _UPDATE, _DELETE = int(EventType.INSERT), int(EventType.UPDATE), int(EventType.DELETE)
+#: the event types of a ROWDATA entry that carries row changes (any other carries a statement: see is_ddl)
+DML_EVENTS = frozenset({_INSERT, _UPDATE, _DELETE})
 _INSERTED, _DELETED = ChangeKind.INSERT, ChangeKind.DELETE
 _BEFORE, _AFTER = ChangeKind.UPDATE_BEFORE, ChangeKind.UPDATE_AFTER
 

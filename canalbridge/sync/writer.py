@@ -1,10 +1,14 @@
 """The writer interface a channel commits through.
 
 A writer applies one channel's transactions to one target table:
-``begin(label)``, any number of ``send(batch)`` (or, for a writer that
+``begin()``, any number of ``send(batch)`` (or, for a writer that
 decodes Canal's RowChange bytes itself, ``send_raw(batch)``) while the transaction is
-open, then ``seal()`` and the sealed transaction's ``apply(end_position)``
-(atomically, with the position stored alongside the data), or ``abort(reason)``.
+open, then ``seal()`` and the sealed transaction's ``apply(end_position, label)``
+(atomically, with the position and label stored alongside the data), or ``abort(reason)``.
+A channel commit that holds rows of several column layouts (shards of a
+merged target on either side of an ALTER) is sealed and applied in parts:
+each but the last is applied with ``publish=False`` and stays out of
+readers' sight until the last one lands, with all of them, in one step.
 Sealing is what lets commits overlap reading: once a transaction is sealed
 the next one may begin and stage rows on one thread while the sealed one is
 applied on another. Sealed transactions are applied one at a time, in the
@@ -13,7 +17,7 @@ maintenance. ``committed_position()`` reads the position of the last commit
 back from the target, so a restarted channel resumes exactly where its table
 stands. ``maintain(settings)`` compacts the target and expires old
 snapshots, keeping the one that carries the position; the channel calls it
-between two applies, never during one. ``alter(alteration, stamp)`` applies
+between two applies, never during one. ``alter(alteration, stamp, label)`` applies
 a DDL's column changes to the target, stamped with ``stamp`` in the same
 atomic step, on the same thread and also between two applies: the channel
 applies the rows before a DDL, then the DDL, then the rows after it. The Spark/Iceberg writer in
@@ -33,10 +37,15 @@ from canalbridge.sync.settings import MaintenanceSettings
 class SealedTransaction(Protocol):
     """A transaction whose rows are all staged, waiting to be applied to the target."""
 
-    def apply(self, end_position: Position) -> None:
-        """Apply everything staged as one atomic write stamped with ``end_position``; raise on failure.
+    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
+        """Apply everything staged as one atomic write stamped with ``end_position`` and ``label``; raise on
+        failure.
 
-        The staged rows are dropped either way: a failed transaction is replayed from Canal.
+        With ``publish`` False the write is held where readers of the target
+        do not see it, and the writer's next apply goes on from it: the apply
+        that publishes makes every held write visible at once (one step, so a
+        crash leaves all or none). A failed apply drops what was held. The
+        staged rows are dropped either way: a failed transaction is replayed from Canal.
         """
 
     def discard(self, reason: str) -> None:
@@ -56,7 +65,7 @@ class ChannelWriter(Protocol):
         """Position of the last committed transaction, read back from the target."""
 
     def committed_label(self) -> str | None:
-        """The label of the transaction whose commit carries :meth:`committed_position` (None: none does)."""
+        """The label of the apply whose commit carries :meth:`committed_position` (None: none does)."""
 
     def forget_position(self) -> None:
         """From now on :meth:`committed_position` reads nothing committed before this call
@@ -65,7 +74,7 @@ class ChannelWriter(Protocol):
     def layout_note(self) -> str | None:
         """Why the target's layout makes commits slower than they need be (for status), or None."""
 
-    def begin(self, label: str) -> None:
+    def begin(self) -> None:
         """Open a transaction."""
 
     def send(self, batch: RowBatch) -> None:
@@ -99,8 +108,10 @@ class ChannelWriter(Protocol):
         """The name (``schema.table``) the target's source table has now, if the channel followed it through
         a ``RENAME TABLE`` (:meth:`alter` records it); None if it was never renamed."""
 
-    def alter(self, alteration: Alteration, stamp: Position) -> None:
-        """Apply a DDL's column changes to the target, with ``stamp`` as its position, in one atomic step.
+    def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
+        """Apply a DDL's column changes to the target, with ``stamp`` as its position and ``label`` as its
+        label, in one atomic step (never while an apply is held: the channel publishes the rows before a
+        DDL first).
 
         Raise :class:`~canalbridge.sync.errors.SchemaChangeError` for a change
         the target cannot follow; a column the target already has as the DDL

@@ -129,9 +129,9 @@ def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_setti
     assert writer.decodes_row_changes()
     mapper = RowMapper(TWO_KEYS.qualified, None, before_images=writer.before_images())
     mapper.map(entry_pb.RowChange.FromString(fits.storeValue), EntryPosition.of(fits))
-    writer.begin("t1")
+    writer.begin()
     writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, rows_count(e.header))
                                       for e in (fits, altered)]))
     with pytest.raises(ColumnsChangedError) as failure:
-        writer.commit(EntryPosition.of(altered))
+        writer.commit(EntryPosition.of(altered), "t1")
     assert failure.value.position.same_place(EntryPosition.of(altered))

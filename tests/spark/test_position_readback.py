@@ -35,9 +35,9 @@ def position(offset: int) -> EntryPosition:
 def commit(writer, label: str, end: EntryPosition, *rows: tuple[int, str]) -> None:
     """One transaction through the writer, as a channel runs it."""
     changes = tuple(ChangeRow(ChangeKind.INSERT, (str(key), name), end) for key, name in rows)
-    writer.begin(label)
+    writer.begin()
     writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), changes))
-    writer.commit(end)
+    writer.commit(end, label)
 
 
 def current_snapshot(spark, target: str) -> tuple[int, dict[str, str]] | None:

@@ -23,13 +23,14 @@ def commit(writer, end, columns: tuple[SourceColumn, ...], *rows: tuple, key: tu
     names = tuple(c.name for c in columns)
     changes = tuple(ChangeRow(ChangeKind.INSERT, tuple(None if v is None else str(v) for v in row), end)
                     for row in rows)
-    writer.begin(f"l{end.offset}")
+    writer.begin()
     writer.send(RowBatch("db.t", names, columns, key, changes))
-    writer.commit(end)
+    writer.commit(end, f"l{end.offset}")
 
 
 def alter(writer, sql: str, at, *, drop: bool = False) -> None:
-    writer.alter(Alteration("db.t", sql, parse_ddl(sql).changes_for("db", "t"), at, drop), at)
+    writer.alter(Alteration("db.t", sql, parse_ddl(sql).changes_for("db", "t"), at, drop), at,
+                 f"ddl at {at}")
 
 
 def table(spark, target: str) -> tuple[list[str], list[tuple]]:

@@ -55,7 +55,7 @@ def write_rows(spark, spark_settings, target: str, rows: list[dict], label: str 
     binlog = BinlogWriter()
     writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, target), "types", spark_settings)
     mapper = RowMapper(TABLE.qualified, None)
-    writer.begin(label)
+    writer.begin()
     if decoder == "jvm":
         assert writer.decodes_row_changes()
         entries = [binlog.rows(TABLE, entry_pb.EventType.INSERT, [(None, row)]) for row in rows]
@@ -65,7 +65,7 @@ def write_rows(spark, spark_settings, target: str, rows: list[dict], label: str 
         entries = [binlog.rows(TABLE, entry_pb.EventType.INSERT, [(None, row) for row in rows])]
         mapped = mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
         writer.send(mapper.batch(mapped))
-    writer.commit(EntryPosition.of(entries[-1]))
+    writer.commit(EntryPosition.of(entries[-1]), label)
 
 
 @pytest.mark.parametrize("decoder", ["python", "jvm"])
@@ -123,10 +123,10 @@ def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings, threa
     failures: list[BaseException] = []
 
     def commit() -> None:
-        writer.begin("bad")
+        writer.begin()
         writer.send(RowBatch("src.bad", ("id", "n"), columns, (0,), (row,)))
         try:
-            writer.commit(position)
+            writer.commit(position, "bad")
         except BaseException as exc:
             failures.append(exc)
 

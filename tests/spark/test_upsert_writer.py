@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
+from canalbridge.sync.errors import TargetKeyMismatchError
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.table import TargetColumn, TargetTable
 from spark_sink.writer import make_writer
-from tests.spark.test_position_readback import JOB, commit, position
+from tests.spark.test_position_readback import COLUMNS, JOB, commit, position
 
 
 def rows(spark, target: str) -> list[tuple]:
@@ -88,3 +90,24 @@ def test_a_commit_computes_its_changes_once_and_releases_them_whatever_the_outco
         commit(writer, "l2", position(200), (2, "B"))
     assert held_rdds(spark) - before == set()
     assert rows(spark, target) == [(1, "a"), (2, "b")]
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["source-key", "channel-key"])
+def test_rows_keyed_otherwise_than_the_target_pause_rather_than_upsert(spark, spark_settings, configured):
+    """Issue 33, hole 2 after a restart: a fresh mapper learns the rows' key; one that is not the key the
+    target records (a key change behind where the job resumed, or a channel's key setting changed) pauses
+    the job, naming both, before anything is written."""
+    target = f"lake.upsert_key_mismatch.{'channel' if configured else 'source'}"
+    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(writer, "l1", position(100), (1, "a"))
+    # Restarted: now the rows say (id, name), by Canal's isKey flags or by the channel's own key.
+    key = ("id", "name") if configured else None
+    restarted = make_writer(spark, ChannelSettings("db.t", target, key=key), JOB, spark_settings)
+    restarted.begin()
+    restarted.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0, 1),
+                            (ChangeRow(ChangeKind.INSERT, ("1", "b"), position(200)),)))
+    with pytest.raises(TargetKeyMismatchError, match=r"keyed by \(id, name\), but target .* by \(id\)") as raised:
+        restarted.seal().apply(position(200), "l2")
+    assert ("channel's key setting" in str(raised.value)) is configured
+    assert rows(spark, target) == [(1, "a")]
+    assert restarted.committed_position() == position(100)

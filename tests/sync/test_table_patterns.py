@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.memory_writer import InjectedFailure, InMemoryWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
 from canalbridge.sync.tables import TablePattern
 
@@ -22,10 +25,10 @@ NAME = ColumnDef.of("name", "varchar(8)")
 QTY = ColumnDef.of("qty", "int(11)")
 
 
-def harness_with(server, *channels: ChannelSettings) -> Harness:
+def harness_with(server, *channels: ChannelSettings, **writer_options) -> Harness:
     workload = Workload(WorkloadSpec(tables=(TableDef("db", "unused", (ID,)),), row_changes=0))
     settings = dataclasses.replace(job_settings(server, workload), channels=channels)
-    return Harness(server, workload, settings)
+    return Harness(server, workload, settings, **writer_options)
 
 
 def rule(source: str, target: str, **options) -> ChannelSettings:
@@ -122,6 +125,51 @@ def test_a_ddl_on_one_shard_reaches_the_shared_target_once_and_the_others_catch_
     # The transaction's rows were applied in three steps, one per run of one layout, each stamped with its end.
     assert {EntryPosition.of(layouts[0]), EntryPosition.of(layouts[1])} <= set(stamps)
     assert harness.job.stats.rollbacks == 0
+
+
+@pytest.mark.parametrize("fail_second_layout", [False, True], ids=["applied", "second-layout-fails"])
+def test_a_source_transaction_across_two_shard_layouts_becomes_visible_at_once(dev_server_factory,
+                                                                                fail_second_layout):
+    """Issue 33, hole 5: the rows of one source transaction applied in steps (one per layout) reach readers
+    together, and a step that fails takes the ones held before it along."""
+    server = dev_server_factory(DestinationConfig("example"))
+    old = [TableDef("shop", f"orders_{n}", (ID, NAME)) for n in (1, 2)]
+    new = TableDef("shop", "orders_1", (ID, NAME, QTY))
+    binlog = BinlogWriter()
+    entries = [*insert(binlog, old[0], {"id": 1, "name": "x"}), *insert(binlog, old[1], {"id": 1, "name": "y"}),
+               binlog.ddl("shop", "orders_1", EventType.ALTER, "ALTER TABLE orders_1 ADD qty INT"), *binlog.open()]
+    layouts = [binlog.rows(new, EventType.INSERT, [(None, {"id": 2, "name": "x", "qty": 5})]),
+               binlog.rows(old[1], EventType.INSERT, [(None, {"id": 2, "name": "y"})]),
+               binlog.rows(new, EventType.INSERT, [(None, {"id": 3, "name": "x", "qty": 6})])]
+    entries += [*layouts, binlog.end(), *insert(binlog, old[1], {"id": 4, "name": "y"})]
+    whole = {("2", "orders_1"), ("2", "orders_2"), ("3", "orders_1")}
+    seen: list[set] = []  # what readers see when each apply starts
+    failed: list[Position] = []
+
+    def look(writer: InMemoryWriter, end: Position) -> None:
+        seen.append(set(writer.rows))
+        if fail_second_layout and end == EntryPosition.of(layouts[1]) and not failed:
+            failed.append(end)
+            raise InjectedFailure("the second layout's step fails")
+
+    harness = harness_with(server, rule("shop.orders_*", "lake.shop.orders", table_column="src_table",
+                                        source_in_key=True), **{"shop.orders_*": {"before_commit": look}})
+    harness.job.start()
+    feed(server, harness, entries)
+    harness.job.pause()
+    writer = harness.writers["shop.orders_*"]
+    assert set(writer.rows) == {("1", "orders_1"), ("1", "orders_2"), ("4", "orders_2")} | whole
+    stamps = [commit.end_position for commit in writer.commits]
+    # The transaction was applied in three steps (one per run of one layout): readers saw none of them alone.
+    assert {EntryPosition.of(layouts[0]), EntryPosition.of(layouts[1])} <= set(stamps)
+    assert all(not whole & keys or whole <= keys for keys in seen), seen
+    assert len(failed) == fail_second_layout and harness.job.stats.rollbacks == fail_second_layout
+    # Only the last step carries the commit's label: a read-back that finds it knows the whole commit landed.
+    labels = [commit.label for commit in writer.commits]
+    for index, label in enumerate(labels):
+        commit, step, _ = label.partition("~")
+        assert not step or commit in labels[index + 1:], labels
+        assert not any(later.startswith(f"{commit}~") for later in labels[index + 1:]) or step, labels
 
 
 def test_a_channel_follows_its_table_through_renames_when_the_job_says_so(dev_server_factory):

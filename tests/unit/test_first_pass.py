@@ -112,9 +112,9 @@ def test_a_missed_entry_is_applied_behind_a_commit_and_an_upsert_applies_again_t
     # An upsert table applies everything after the missed entry again, in order, so the last
     # change per key wins again; a changelog only lacks the missed change.
     assert second.applies_again("db.t", keeps_every_change, at(60), done, missed=False) is not keeps_every_change
-    assert second.refilling is not keeps_every_change
     second.committed(at(90), failed=set(), channels={"db.t"})
-    assert second.refilling is not keeps_every_change  # not yet through what the table held
+    # Not yet through what the table held: the upsert goes on applying again.
+    assert second.applies_again("db.t", keeps_every_change, at(95), done, missed=False) is not keeps_every_change
     second.committed(at(100), failed=set(), channels={"db.t"})
-    assert not second.refilling
+    assert not second.applies_again("db.t", keeps_every_change, at(100), done, missed=False)
     assert second.filled_in == 1

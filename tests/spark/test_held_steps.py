@@ -1,0 +1,65 @@
+"""Issue 33, hole 5: a channel commit applied in steps (rows of two column layouts in one source
+transaction) reaches main in one snapshot change, through the job's branch, in every write path."""
+
+from __future__ import annotations
+
+import pytest
+
+from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
+from canalbridge.sync.settings import ChannelSettings
+from spark_sink.identifiers import quote_table
+from spark_sink.table import TargetColumn, TargetTable
+from spark_sink.writer import ValueConversionError, make_writer
+from tests.spark.test_position_readback import COLUMNS, JOB, commit, position
+
+PATHS = {  # a write path -> the channel that takes it
+    "upsert": ChannelSettings("db.t", "lake.held_steps.upsert"),
+    "merge": ChannelSettings("db.t", "lake.held_steps.merge", columns=("id", "name")),  # a column left unmapped
+    "changelog": ChannelSettings("db.t", "lake.held_steps.changelog", mode="changelog"),
+}
+
+
+def staged(writer, *rows: tuple[str, str]):
+    """One step's rows, sealed as the channel seals them."""
+    changes = tuple(ChangeRow(ChangeKind.INSERT, (key, name), position(1)) for key, name in rows)
+    writer.begin()
+    writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), changes))
+    return writer.seal()
+
+
+def visible(spark, target: str) -> list[tuple]:
+    return [tuple(row) for row in spark.sql(f"SELECT id, name FROM {quote_table(target)} ORDER BY id").collect()]
+
+
+def made_current(spark, target: str) -> int:
+    """How many snapshots were ever current on main."""
+    return spark.sql(f"SELECT * FROM {quote_table(target)}.history").count()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_held_steps_reach_main_together_and_a_failed_step_drops_them(spark, spark_settings, path):
+    channel = PATHS[path]
+    if path == "merge":
+        TargetTable(spark, channel.target).create(
+            [TargetColumn("id", "int", True), TargetColumn("name", "string"), TargetColumn("note", "string")],
+            ["id"])
+    writer = make_writer(spark, channel, JOB, spark_settings)
+    commit(writer, "c1", position(100), (1, "a"))
+    before = made_current(spark, channel.target)
+
+    staged(writer, ("2", "b")).apply(position(200), "c2~1", publish=False)
+    assert visible(spark, channel.target) == [(1, "a")]
+    assert writer.committed_position() == position(100)
+    staged(writer, ("3", "c")).apply(position(300), "c2", publish=True)
+    assert visible(spark, channel.target) == [(1, "a"), (2, "b"), (3, "c")]
+    assert made_current(spark, channel.target) == before + 1  # one move of main for both steps
+    assert (writer.committed_position(), writer.committed_label()) == (position(300), "c2")
+
+    staged(writer, ("4", "d")).apply(position(400), "c3~1", publish=False)
+    with pytest.raises(ValueConversionError):
+        staged(writer, ("not a number", "e")).apply(position(500), "c3", publish=True)
+    assert visible(spark, channel.target) == [(1, "a"), (2, "b"), (3, "c")]
+    # The replay of the failed commit: what the first try held stays out.
+    staged(writer, ("5", "f")).apply(position(500), "c3", publish=True)
+    assert visible(spark, channel.target) == [(1, "a"), (2, "b"), (3, "c"), (5, "f")]
+    assert (writer.committed_position(), writer.committed_label()) == (position(500), "c3")
