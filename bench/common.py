@@ -144,6 +144,12 @@ class LagRecorder:
     def committed_label(self) -> str | None:
         return self.writer.committed_label()
 
+    def committed_refill(self) -> Position | None:
+        return self.writer.committed_refill()
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        return self.writer.changes_held(after, through)
+
     def before_images(self) -> BeforeImages:
         return self.writer.before_images()
 
@@ -203,9 +209,10 @@ class _Recorded:
     def __init__(self, recorder: LagRecorder, sealed: SealedTransaction, staged: Counter) -> None:
         self.recorder, self.sealed, self.staged = recorder, sealed, staged
 
-    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
+    def apply(self, end_position: Position, label: str, *, publish: bool = True,
+              behind: Position | None = None) -> None:
         try:
-            self.sealed.apply(end_position, label, publish=publish)
+            self.sealed.apply(end_position, label, publish=publish, behind=behind)
         except BaseException:
             self.recorder.held.clear()  # the writer dropped what it held
             raise

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 # Snapshot-summary keys that carry a channel's position.
 PROP_JOB = "canalbridge.job"
 PROP_LABEL = "canalbridge.label"
+# A commit behind the table's position (it filled in what Canal's first pass missed): where it really
+# reached, the position's to_dict() as JSON (see canalbridge.sync.first_pass.Refill).
+PROP_BEHIND = "canalbridge.refill-behind"
 # Snapshot-summary keys of the positions' to_dict() fields (names kept from the first release);
 # a Kafka source's positions add the lane and every lane's mark (JSON).
 POSITION_KEYS = {
@@ -52,10 +55,12 @@ class TargetColumn:
     not_null: bool = False
 
 
-def position_properties(job: str, label: str, position: Position) -> dict[str, str]:
+def position_properties(job: str, label: str, position: Position, behind: Position | None = None) -> dict[str, str]:
     properties = {PROP_JOB: job, PROP_LABEL: label}
     properties.update({POSITION_KEYS[field]: value if isinstance(value, str) else json.dumps(value)
                        for field, value in position.to_dict().items()})
+    if behind is not None:
+        properties[PROP_BEHIND] = json.dumps(behind.to_dict(), sort_keys=True)
     return properties
 
 
@@ -236,6 +241,12 @@ class TargetTable:
         """The transaction label in the snapshot :meth:`last_position` reads, or None."""
         found = self._position_snapshot(job)
         return None if found is None else found[1].get(PROP_LABEL)
+
+    def last_refill(self, job: str) -> Position | None:
+        """Where the commit whose snapshot :meth:`last_position` reads really reached, if it was behind."""
+        found = self._position_snapshot(job)
+        behind = None if found is None else found[1].get(PROP_BEHIND)
+        return None if behind is None else position_from_dict(json.loads(behind))
 
     def position_snapshot_time_ms(self, job: str) -> int | None:
         """When the snapshot that :meth:`last_position` reads was committed (ms), or None."""

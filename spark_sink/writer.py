@@ -37,7 +37,7 @@ from canalbridge.sync.ddl import (
 )
 from canalbridge.sync.errors import SchemaChangeError, SyncError, TargetKeyMismatchError
 from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import Position
+from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register, removes
@@ -103,8 +103,9 @@ class _Sealed:
     writer: _IcebergWriter
     txn: _Transaction
 
-    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
-        self.writer._apply(self.txn, end_position, label, publish)
+    def apply(self, end_position: Position, label: str, *, publish: bool = True,
+              behind: Position | None = None) -> None:
+        self.writer._apply(self.txn, end_position, label, publish, behind)
 
     def discard(self, reason: str) -> None:
         self.txn.clear()
@@ -161,6 +162,15 @@ class _IcebergWriter:
             return None
         return self.table.last_label(self.job)
 
+    def committed_refill(self) -> Position | None:
+        self._reconnect_if_lost()
+        if self.table.columns() is None:
+            return None
+        return self.table.last_refill(self.job)
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        raise TypeError(f"target {self.channel.target}: an upsert target keeps no position per change")
+
     def forget_position(self) -> None:
         self._reconnect_if_lost()
         if self.table.columns() is not None:
@@ -204,7 +214,8 @@ class _IcebergWriter:
         """Seal the open transaction and apply it at once."""
         self.seal().apply(end_position, label)
 
-    def _apply(self, txn: _Transaction, end_position: Position, label: str, publish: bool) -> None:
+    def _apply(self, txn: _Transaction, end_position: Position, label: str, publish: bool,
+               behind: Position | None) -> None:
         """Apply a sealed transaction (on the thread that applies them all, one at a time)."""
         batch = txn.batch
         if batch is None:
@@ -216,7 +227,7 @@ class _IcebergWriter:
             # Here, not while staging: the table is as the transactions before this one left it
             # (a DDL among them may have changed its columns).
             self._prepare_table(batch)
-        properties = position_properties(self.job, label, end_position)
+        properties = position_properties(self.job, label, end_position, behind)
         try:
             if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
@@ -591,6 +602,21 @@ class IcebergChangelogWriter(_IcebergWriter):
 
     def _identifier_fields(self, key_names: list[str]) -> list[str]:
         return []  # a key appears once per change
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        self._reconnect_if_lost()
+        if not (isinstance(after, EntryPosition) and isinstance(through, EntryPosition)):
+            return set()  # (only Canal's second pass refills)
+        # Names of one length compare as their numbers do (past .999999 they grow a digit): Spark narrows
+        # the scan by name, then the positions themselves decide.
+        narrow = len(after.journal) == len(through.journal)
+        rows = self.spark.sql(
+            f"SELECT DISTINCT _journal, _offset FROM {self.table.identifier} "
+            + ("WHERE _journal BETWEEN :first AND :last" if narrow else ""),
+            args={"first": after.journal, "last": through.journal} if narrow else {},
+        ).collect()
+        held = {(row["_journal"], int(row["_offset"])) for row in rows}
+        return {(journal, offset) for journal, offset in held if after < EntryPosition(journal, offset) <= through}
 
     def _truncate(self, summary: dict[str, str]) -> None:
         # A changelog keeps what happened; a TRUNCATE's rows are not in Canal's stream to record.

@@ -21,7 +21,7 @@ from canalbridge.sync.ddl import (
 )
 from canalbridge.sync.errors import ColumnsChangedError
 from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import Position
+from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.rows import RowMapper, column_signature
 from canalbridge.sync.settings import MaintenanceSettings
 
@@ -37,6 +37,7 @@ class CommitRecord:
     label: str
     end_position: Position
     rows: int
+    behind: Position | None = None  # where a commit behind the table's position really reached
 
 
 @dataclass
@@ -88,7 +89,8 @@ class InMemoryWriter:
     renamed_to: str | None = None  # the source table's name after a RENAME TABLE the channel followed
     aliases: dict[str, str] = field(default_factory=dict)  # a shared target's renamed columns (see ChannelWriter)
     _staged: list[RowBatch] = field(default_factory=list)
-    _held: list[tuple[SealedInMemory, Position, str]] = field(default_factory=list)  # applied, not published
+    # Applied, not published: (sealed, stamp, label, behind).
+    _held: list[tuple[SealedInMemory, Position, str, Position | None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -122,6 +124,16 @@ class InMemoryWriter:
             self._table.clear()
             if not keep_position:
                 self.forgotten_commits = len(self.commits)
+
+    def committed_refill(self) -> Position | None:
+        with self._lock:
+            return self.commits[-1].behind if len(self.commits) > self.forgotten_commits else None
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        assert self.keep_changes, f"{self.table}: a changelog's changes are kept with keep_changes"
+        with self._lock:
+            return {(p.journal, p.offset) for p in self.changes
+                    if isinstance(p, EntryPosition) and after < p <= through}
 
     def forget_position(self) -> None:
         with self._lock:
@@ -171,7 +183,8 @@ class InMemoryWriter:
         """Seal the open transaction and apply it at once."""
         self.seal().apply(end_position, label)
 
-    def _apply(self, sealed: SealedInMemory, end_position: Position, label: str, publish: bool) -> None:
+    def _apply(self, sealed: SealedInMemory, end_position: Position, label: str, publish: bool,
+               behind: Position | None) -> None:
         with self._lock:
             held, self._held = self._held, []  # back only if this apply holds too: a failure drops them
         if sealed.raw_failure is not None:
@@ -192,14 +205,14 @@ class InMemoryWriter:
             if last is not None and end_position < last:
                 raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
             if not publish:
-                self._held = [*held, (sealed, end_position, label)]
+                self._held = [*held, (sealed, end_position, label, behind)]
                 return
-            for step in [*held, (sealed, end_position, label)]:
+            for step in [*held, (sealed, end_position, label, behind)]:
                 self._land(*step)
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
-    def _land(self, sealed: SealedInMemory, end_position: Position, label: str) -> None:
+    def _land(self, sealed: SealedInMemory, end_position: Position, label: str, behind: Position | None) -> None:
         """Make one applied transaction visible (the caller holds the lock)."""
         count = 0
         for batch in sealed.staged:
@@ -214,7 +227,7 @@ class InMemoryWriter:
             count += len(batch.rows)
             if self.keep_changes:
                 self.changes.update(row.position for row in batch.rows)
-        self.commits.append(CommitRecord(label, end_position, count))
+        self.commits.append(CommitRecord(label, end_position, count, behind))
 
     def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
         with self._lock:
@@ -289,8 +302,9 @@ class SealedInMemory:
     staged: list[RowBatch]
     raw_failure: ColumnsChangedError | None
 
-    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
-        self.writer._apply(self, end_position, label, publish)
+    def apply(self, end_position: Position, label: str, *, publish: bool = True,
+              behind: Position | None = None) -> None:
+        self.writer._apply(self, end_position, label, publish, behind)
 
     def discard(self, reason: str) -> None:
         self.writer._dropped(reason)

@@ -78,8 +78,9 @@ from canalbridge.sync.errors import (
     EntryDecodeError,
     SchemaChangeError,
 )
+from canalbridge.sync.first_pass import Refill
 from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
-from canalbridge.sync.position import Position, later
+from canalbridge.sync.position import EntryPosition, Position, later
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings, SchemaSettings
@@ -174,6 +175,7 @@ class Channel:
         self.writer = writer
         self.debug = debug
         self.committed_position: Position | None = None  # written by the committer thread after start
+        self.refill: Refill | None = None  # read at start: a refill an earlier process stopped in
         # The source table's name once the channel followed a RENAME TABLE (as its target holds it), else None;
         # written by the committer thread after start.
         self.current_table: str | None = None
@@ -217,6 +219,11 @@ class Channel:
     def start(self) -> None:
         """Read the committed position back from the target and start the threads."""
         self.committed_position = self.writer.committed_position()
+        behind = self.writer.committed_refill() if self.committed_position is not None else None
+        if behind is not None and self.committed_position is not None:
+            held = (frozenset(self.writer.changes_held(behind, self.committed_position))
+                    if self.settings.keeps_every_change else None)
+            self.refill = Refill(behind, self.committed_position, held)
         self.current_table = self.writer.source_table()
         self._target_columns = self.writer.target_columns()
         self._aliases = self.writer.column_aliases()
@@ -594,6 +601,9 @@ class Channel:
             last = index == len(item.steps) - 1
             through = item.commit.end_position if last else _through(step)
             position = later(stamped, through)
+            # A commit behind the table's position (it fills in what Canal's first pass missed): where it
+            # really reached goes with the stamp, for a restart to go on from (see first_pass.Refill).
+            behind = through if isinstance(through, EntryPosition) and through != position else None
             # Only the commit's last step carries its label (see read_committed_position).
             label = item.label if last else f"{item.label}~{index + 1}"
             published = True
@@ -602,7 +612,7 @@ class Channel:
                     # Rows steps in a row may split a source transaction (two layouts in it): held until the
                     # last of them.
                     published = last or not isinstance(item.steps[index + 1], _Rows)
-                    step.sealed.apply(position, label, publish=published)
+                    step.sealed.apply(position, label, publish=published, behind=behind)
                 elif self.committed_position is not None and not step.position > self.committed_position:
                     # Routed again (Canal's second pass refills up to what the table holds): applied before.
                     self._log.info("channel.ddl_applied_before", sql=step.sql, position=str(step.position))

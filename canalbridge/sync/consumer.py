@@ -165,6 +165,9 @@ class Consumer(Worker):
         self._in_flight: _InFlight | None = None  # the commit being applied while the next transaction reads
         self._log = log.bind(job=self.job)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
+        for channel in self.channels.values():
+            if channel.refill is not None:
+                self._second.resume(channel.source, channel.refill)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -393,6 +396,8 @@ class Consumer(Worker):
                 raise AssertionError(f"no channel for {settings.source} and no way to open one")
             # Its committed position is read first: entries it holds are skipped from the first.
             channel = self._open_channel(settings)
+            if channel.refill is not None:
+                self._second.resume(channel.source, channel.refill)
             channel.begin(self._label)
             self.channels[channel.source] = channel
             self._log.info("consumer.table_picked_up", table=f"{schema}.{table}", channel=channel.source,
@@ -558,7 +563,7 @@ class Consumer(Worker):
             moved = read.position is not None and self._last_cut is not None and read.position >= self._last_cut \
                 and (before is None or read.position > before)
             label = self._unsettled.pop(source)
-            self._second.settled(source, moved or read.label == label)
+            self._second.settled(source, moved or read.label == label, self._last_cut)
 
     def _abort_all(self, reason: str) -> None:
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay

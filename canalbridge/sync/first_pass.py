@@ -15,19 +15,43 @@ entry sent again can be told apart from one the first pass never had.
 :class:`SecondPass` holds all the Consumer must remember across such a
 replay: which entries of the first pass to skip, and which channels apply
 entries again behind their commit.
+
+A commit that applies entries behind its table's position is stamped with
+where it really reached (:class:`Refill`), so that a daemon stopped in the
+middle goes on with it after a restart, when this memory is gone.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from canalbridge.sync.position import Position
+from canalbridge.sync.position import EntryPosition, Position
 
 _Key = tuple[Any, ...]  # a position's sort_key
+
+
+@dataclass(frozen=True)
+class Refill:
+    """What a channel's target says when its last commit applied entries behind its position: the table
+    holds the source through ``through``, except that the entries after ``behind`` were not all applied
+    again yet. ``held``: for a changelog, (binlog file, offset) of the changes it holds in that range;
+    None for an upsert target, which applies every entry of the range again, in order."""
+
+    behind: Position
+    through: Position
+    held: frozenset[tuple[str, int]] | None
+
+    def lacks(self, position: Position) -> bool:
+        """Whether ``position`` lies in the range and is not a change the target holds."""
+        if not self.behind < position <= self.through:
+            return False
+        return self.held is None or not isinstance(position, EntryPosition) \
+            or (position.journal, position.offset) not in self.held
 
 
 class RoutedSinceEnd:
@@ -120,6 +144,8 @@ class SecondPass:
         # Upsert channels applying again, in order, everything through the position they had
         # committed, because their first pass missed an entry before it.
         self._refilling: dict[str, Position] = {}
+        # Changelog channels going on, after a restart, with a refill that an earlier process stopped in.
+        self._resumed: dict[str, Refill] = {}
         self._filled_here = 0  # missed entries the open transaction applies
         self.filled_in = 0  # missed entries applied behind a commit, ever (for stats)
 
@@ -155,12 +181,24 @@ class SecondPass:
         """A missed entry is applied now, by ``channel``'s open transaction or by none."""
         self._routed.fill(position, channel)
 
+    def resume(self, source: str, refill: Refill) -> None:
+        """Channel ``source``'s target says an earlier process stopped in a refill: go on with it."""
+        self._log.warning("consumer.first_pass_refill_resumed", channel=source, behind=str(refill.behind),
+                          through=str(refill.through))
+        if refill.held is None:
+            self._refilling[source] = refill.through  # everything Canal sends through it, again, in order
+        else:
+            self._resumed[source] = refill
+
     def applies_again(self, source: str, keeps_every_change: bool, position: Position, done: Position,
                       missed: bool) -> bool:
         """Whether an entry at or before what channel ``source`` committed (``done``) must be applied."""
         through = self._refilling.get(source)
         if through is not None and position <= through:
             return True  # an upsert channel applying again, in order, what followed a missed entry
+        resumed = self._resumed.get(source)
+        if resumed is not None and resumed.lacks(position):
+            missed = True  # one an earlier process had not filled in yet
         if not missed:
             return False
         self.filled_in += 1
@@ -182,6 +220,8 @@ class SecondPass:
         self._refilling = {
             source: through for source, through in self._refilling.items() if source in failed or through > cut
         }
+        for source in set(self._resumed) - failed:
+            self._advance_resumed(source, cut)
         if self._filled_here:
             self._log.warning("consumer.first_pass_gap_filled", entries=self._filled_here, position=str(cut))
             self._filled_here = 0
@@ -191,9 +231,19 @@ class SecondPass:
         self._routed.aborted(unsettled)
         self._filled_here = 0
 
-    def settled(self, source: str, landed: bool) -> None:
-        """Whether ``source``'s commit that reported failure landed after all."""
+    def settled(self, source: str, landed: bool, cut: Position | None) -> None:
+        """Whether ``source``'s commit through ``cut`` that reported failure landed after all."""
         if landed:
             self._routed.committed(source)
+            if cut is not None and source in self._resumed:
+                self._advance_resumed(source, cut)
         else:
             self._routed.lost(source)
+
+    def _advance_resumed(self, source: str, cut: Position) -> None:
+        """The table holds everything through ``cut`` now."""
+        resumed = self._resumed[source]
+        if not cut < resumed.through:
+            del self._resumed[source]
+        elif resumed.behind < cut:
+            self._resumed[source] = dataclasses.replace(resumed, behind=cut)

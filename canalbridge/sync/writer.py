@@ -37,7 +37,8 @@ from canalbridge.sync.settings import MaintenanceSettings
 class SealedTransaction(Protocol):
     """A transaction whose rows are all staged, waiting to be applied to the target."""
 
-    def apply(self, end_position: Position, label: str, *, publish: bool = True) -> None:
+    def apply(self, end_position: Position, label: str, *, publish: bool = True,
+              behind: Position | None = None) -> None:
         """Apply everything staged as one atomic write stamped with ``end_position`` and ``label``; raise on
         failure.
 
@@ -46,6 +47,9 @@ class SealedTransaction(Protocol):
         that publishes makes every held write visible at once (one step, so a
         crash leaves all or none). A failed apply drops what was held. The
         staged rows are dropped either way: a failed transaction is replayed from Canal.
+        ``behind`` (stored with the stamp, read by :meth:`ChannelWriter.committed_refill`)
+        is where the write really reached, short of ``end_position``: a commit
+        that fills in what Canal's first pass missed, behind the table's position.
         """
 
     def discard(self, reason: str) -> None:
@@ -66,6 +70,13 @@ class ChannelWriter(Protocol):
 
     def committed_label(self) -> str | None:
         """The label of the apply whose commit carries :meth:`committed_position` (None: none does)."""
+
+    def committed_refill(self) -> Position | None:
+        """``behind`` of the apply that carries :meth:`committed_position` (None if it had none): a refill of
+        what Canal's first pass missed stopped there, and a restart must go on with it."""
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        """(binlog file, offset) of every change a changelog target holds in ``(after, through]``."""
 
     def forget_position(self) -> None:
         """From now on :meth:`committed_position` reads nothing committed before this call

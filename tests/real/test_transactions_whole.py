@@ -40,8 +40,9 @@ class SnapshottingWriter(InMemoryWriter):
     snapshots: list[tuple[EntryPosition, dict[str, int]]] = field(default_factory=list)
     _snapshot_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _apply(self, sealed: SealedInMemory, end_position: EntryPosition, label: str, publish: bool) -> None:
-        super()._apply(sealed, end_position, label, publish)
+    def _apply(self, sealed: SealedInMemory, end_position: EntryPosition, label: str, publish: bool,
+               behind: EntryPosition | None) -> None:
+        super()._apply(sealed, end_position, label, publish, behind)
         if not publish:
             return  # held: readers see nothing of it yet
         amounts = {key[0]: int(row["amount"]) for key, row in self.rows.items()}

@@ -63,3 +63,21 @@ def test_held_steps_reach_main_together_and_a_failed_step_drops_them(spark, spar
     staged(writer, ("5", "f")).apply(position(500), "c3", publish=True)
     assert visible(spark, channel.target) == [(1, "a"), (2, "b"), (3, "c"), (5, "f")]
     assert (writer.committed_position(), writer.committed_label()) == (position(500), "c3")
+
+
+def test_a_commit_behind_the_tables_position_keeps_where_it_reached(spark, spark_settings):
+    """Issue 33, hole 7: a commit that fills in what Canal's first pass missed is stamped with the table's
+    position and where it really reached; a restarted channel reads both, and a changelog the changes it
+    holds in between."""
+    channel = ChannelSettings("db.t", "lake.held_steps.refill", mode="changelog")
+    writer = make_writer(spark, channel, JOB, spark_settings)
+    commit(writer, "c1", position(100), (1, "a"))
+    assert writer.committed_refill() is None
+    staged(writer, ("2", "b")).apply(position(300), "c2", behind=position(200))
+    restarted = make_writer(spark, channel, JOB, spark_settings)
+    assert (restarted.committed_position(), restarted.committed_refill()) == (position(300), position(200))
+    # (The rows staged above carry position 1; those of c1 its end, 100.)
+    assert restarted.changes_held(position(50), position(300)) == {("mysql-bin.000007", 100)}
+    assert restarted.changes_held(position(100), position(300)) == set()
+    commit(restarted, "c3", position(400), (3, "c"))
+    assert restarted.committed_refill() is None  # past the table's position: nothing left behind

@@ -198,3 +198,61 @@ def test_a_failed_commit_that_filled_a_first_pass_gap_is_filled_again(dev_server
     assert harness.job.stats.filled_in and failed.is_set()
     applied = sum((writer.changes for writer in harness.writers.values()), Counter())
     assert applied == expected_writes_by_position(harness.workload_entries), "a changelog must hold each change once"
+
+
+class _DaemonGone(Exception):
+    """The daemon process ends (not retried: the job pauses, and its next run is a restart)."""
+
+    transient = False
+
+
+@pytest.mark.parametrize("seed", [2, 3])  # (seed 1 makes no commit behind a table's position)
+@pytest.mark.parametrize("mode", ["upsert", "changelog"])
+def test_a_refill_that_a_restart_interrupts_goes_on_after_it(dev_server_factory, mode, seed):
+    # Issue 33, hole 7. The commits that fill in what Canal's first pass missed lie behind the table's
+    # position, and only the Consumer's memory knew how far they had come. The daemon stops right after
+    # the first of them: its next run must go on with the refill from what the target says.
+    store_capacity = 64
+    server = dev_server_factory(DestinationConfig("example", capacity=store_capacity))
+    workload = Workload(WorkloadSpec(row_changes=3000, rows_per_transaction=(1, 30), seed=seed), BinlogWriter())
+    commit = dataclasses.replace(FAST_COMMITS, store_capacity=store_capacity)
+    refilled: list[str] = []  # the table whose commit behind its position landed
+    stopped = threading.Event()
+    jobs: list = []
+
+    def stop_after_the_first_commit_behind(writer, stamp):
+        if refilled == [writer.table] and not stopped.is_set():
+            stopped.set()
+            raise _DaemonGone("the daemon stops")
+        if not refilled and jobs[0].stats.filled_in and stamp == writer.committed_position():
+            refilled.append(writer.table)  # (this one lands)
+
+    harness = Harness(server, workload, job_settings(server, workload, commit=commit, batch_size=16, mode=mode),
+                      **{t.qualified: {"keep_changes": True, "before_commit": stop_after_the_first_commit_behind}
+                         for t in workload.spec.tables})
+    jobs.append(harness.job)
+    harness.feed()
+    destination = server.destinations["example"]
+
+    def lose_while_the_store_is_full():
+        assert eventually(lambda: destination.store.put_waiting, 30)
+        destination.lose_mysql_connection()
+
+    strike = Strike(harness, 300, lose_while_the_store_is_full)
+    harness.job.start()
+    assert strike.started.wait(60) and (strike.thread.join(60) or not strike.thread.is_alive())
+    assert eventually(lambda: harness.job.state is JobState.PAUSED, 60), harness.job.stats
+    assert stopped.is_set() and refilled, "the daemon stopped after a commit behind its table's position"
+    writer = harness.writers[refilled[0]]
+    assert writer.committed_refill() is not None, "the target keeps where the refill stood"
+    harness.job.resume()
+    harness.wait_acked()
+    harness.job.pause()
+    assert not harness.audit.violations, harness.audit.violations[:5]
+    applied = sum((w.changes for w in harness.writers.values()), Counter())
+    expected = expected_writes_by_position(harness.workload_entries)
+    if mode == "changelog":
+        assert applied == expected, "a changelog must hold each change once"
+    else:
+        assert applied.keys() == expected.keys(), "a change was lost"
+        harness.assert_tables()

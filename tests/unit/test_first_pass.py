@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import structlog
 
-from canalbridge.sync.first_pass import RoutedSinceEnd, SecondPass
+from canalbridge.sync.first_pass import Refill, RoutedSinceEnd, SecondPass
 from canalbridge.sync.position import EntryPosition
 
 
@@ -118,3 +118,21 @@ def test_a_missed_entry_is_applied_behind_a_commit_and_an_upsert_applies_again_t
     second.committed(at(100), failed=set(), channels={"db.t"})
     assert not second.applies_again("db.t", keeps_every_change, at(100), done, missed=False)
     assert second.filled_in == 1
+
+
+def test_a_refill_an_earlier_process_stopped_in_goes_on_from_what_the_target_says():
+    second = SecondPass(structlog.get_logger())
+    held = frozenset({("mysql-bin.000001", 60)})
+    second.resume("db.log", Refill(at(50), at(100), held))  # a changelog: the changes it lacks in (50, 100]
+    second.resume("db.t", Refill(at(50), at(100), None))  # an upsert: everything through 100, again
+    assert not second.applies_again("db.log", True, at(50), at(100), missed=False)
+    assert not second.applies_again("db.log", True, at(60), at(100), missed=False)  # held
+    assert second.applies_again("db.log", True, at(70), at(100), missed=False)
+    assert second.applies_again("db.t", False, at(40), at(100), missed=False)
+    second.committed(at(80), failed=set(), channels={"db.log", "db.t"})
+    assert not second.applies_again("db.log", True, at(70), at(100), missed=False)  # committed since
+    assert second.applies_again("db.log", True, at(90), at(100), missed=False)
+    second.committed(at(100), failed=set(), channels={"db.log", "db.t"})
+    assert not second.applies_again("db.log", True, at(90), at(100), missed=False)
+    assert not second.applies_again("db.t", False, at(90), at(100), missed=False)
+    assert second.filled_in == 2  # (an upsert applying again fills nothing in)
