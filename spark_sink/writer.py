@@ -218,17 +218,17 @@ class _IcebergWriter:
                behind: Position | None) -> None:
         """Apply a sealed transaction (on the thread that applies them all, one at a time)."""
         batch = txn.batch
-        if batch is None:
-            if publish and self._holding:
-                self._publish()
-            return
-        self._reconnect_if_lost()  # (and this thread's active session: ANSI casts)
-        if not self._ready or batch.target_columns != self._prepared_for:
-            # Here, not while staging: the table is as the transactions before this one left it
-            # (a DDL among them may have changed its columns).
-            self._prepare_table(batch)
-        properties = position_properties(self.job, label, end_position, behind)
         try:
+            if batch is None:
+                if publish and self._holding:
+                    self._publish()
+                return
+            self._reconnect_if_lost()  # (and this thread's active session: ANSI casts)
+            if not self._ready or batch.target_columns != self._prepared_for:
+                # Here, not while staging: the table is as the transactions before this one left it
+                # (a DDL among them may have changed its columns).
+                self._prepare_table(batch)
+            properties = position_properties(self.job, label, end_position, behind)
             if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
                 keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
@@ -239,7 +239,9 @@ class _IcebergWriter:
                 staged = txn.staging.to_dataframe(self.spark)
             self._write(self._typed(staged, batch), txn, properties, publish)
         except Exception as exc:
-            self._holding = False  # what the branch holds is dropped: the next apply starts it from main
+            # Whatever failed (the table's checks, a lost session, the write): what the branch holds
+            # is dropped, and the next apply starts it from main again.
+            self._holding = False
             failure = decode_failure(exc, self.channel.source)
             if failure is not None:
                 raise failure from exc
@@ -291,6 +293,8 @@ class _IcebergWriter:
         key = json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
         new_key = list(key_after(tuple(key), alteration.changes))
         keys_change = any(isinstance(change, ChangeKey) for change in alteration.changes)
+        if keys_change and new_key and self.channel.source_in_key:  # rows keep their source in the key
+            new_key += [c for c in self.channel.origin_columns if c.lower() not in {k.lower() for k in new_key}]
         try:
             # A key the statement replaces may lose its columns in it (DROP PRIMARY KEY, DROP COLUMN id, ...).
             operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns,
@@ -498,7 +502,10 @@ class IcebergUpsertWriter(_IcebergWriter):
             return  # a table made by hand: its key is the rows'
         target_key = json.loads(recorded)
         rows_key = [batch.target_columns[i] for i in batch.key_indexes]
-        if [k.lower() for k in rows_key] == [k.lower() for k in target_key]:
+        # As sets: a DDL names the key's columns in its own order, the rows in the table's. The columns that
+        # record a row's source are the channel's, whatever the source's key.
+        origin = {c.lower() for c in self.channel.origin_columns} if self.channel.source_in_key else set()
+        if {k.lower() for k in rows_key} - origin == {k.lower() for k in target_key} - origin:
             return
         if self.channel.key is not None:
             remedy = "the channel's key setting is not the one the target was made with; set it back, or rebuild " \
@@ -607,13 +614,21 @@ class IcebergChangelogWriter(_IcebergWriter):
         self._reconnect_if_lost()
         if not (isinstance(after, EntryPosition) and isinstance(through, EntryPosition)):
             return set()  # (only Canal's second pass refills)
-        # Names of one length compare as their numbers do (past .999999 they grow a digit): Spark narrows
-        # the scan by name, then the positions themselves decide.
-        narrow = len(after.journal) == len(through.journal)
+        # The range's ends by offset; the files between by name. Names of one length compare as their
+        # numbers do, and past .999999 they grow a digit: a file between is longer than the first or
+        # shorter than the last. (Python's comparison of the positions decides in the end.)
+        if after.journal == through.journal:
+            where = "_journal = :first AND _offset > :after AND _offset <= :through"
+        else:
+            between = ("_journal > :first AND _journal < :last" if len(after.journal) == len(through.journal) else
+                       "(length(_journal) = length(:first) AND _journal > :first) "
+                       "OR (length(_journal) = length(:last) AND _journal < :last)")
+            where = f"(_journal = :first AND _offset > :after) OR (_journal = :last AND _offset <= :through) " \
+                    f"OR ({between})"
         rows = self.spark.sql(
-            f"SELECT DISTINCT _journal, _offset FROM {self.table.identifier} "
-            + ("WHERE _journal BETWEEN :first AND :last" if narrow else ""),
-            args={"first": after.journal, "last": through.journal} if narrow else {},
+            f"SELECT DISTINCT _journal, _offset FROM {self.table.identifier} WHERE {where}",
+            args={"first": after.journal, "last": through.journal, "after": after.offset,
+                  "through": through.offset},
         ).collect()
         held = {(row["_journal"], int(row["_offset"])) for row in rows}
         return {(journal, offset) for journal, offset in held if after < EntryPosition(journal, offset) <= through}

@@ -31,8 +31,8 @@ boundaries. Rows of another column layout (shards of a merged target on
 either side of an ALTER) also start a step, possibly in the middle of a
 source transaction: such rows steps in a row are held by the writer and
 published together, so no reader sees one without the others. Only the
-last step carries the commit's label, so a read-back that finds the label
-knows the whole commit landed.
+last step that writes carries the commit's label, so a read-back that finds
+the label knows the whole commit landed.
 DDLs that change no column, and those about the table as a whole (TRUNCATE
 by default, RENAME, DROP, CREATE), are logged and skipped; so are column
 changes on a channel with an explicit ``columns`` list, whose next row must
@@ -321,8 +321,8 @@ class Channel:
         Spark JVM dies after Iceberg wrote the snapshot); the replay must then
         skip what landed, or a changelog would hold those changes twice. Read
         by the committer thread, after every commit handed to it. Of a commit
-        applied in steps only the last carries the commit's label: a label
-        read back that names the commit means all of it landed.
+        applied in steps only the last that writes carries the commit's label:
+        a label read back that names the commit means all of it landed.
         """
         result: Future[ReadBack] = Future()
         self._put(_ReadPosition(result))
@@ -593,6 +593,13 @@ class Channel:
 
     def _apply(self, item: _Apply) -> None:
         stamped = self.committed_position  # the last step's stamp, held or published
+        # A DDL routed again (Canal's second pass refills up to what the table holds) was applied before. (The
+        # rows before a DDL end before it: what the table holds when the DDL's turn comes decides the same.)
+        skipped = {index for index, step in enumerate(item.steps) if isinstance(step, Alteration)
+                   and stamped is not None and not step.position > stamped}
+        # Only the commit's last step that writes carries its label (see read_committed_position).
+        writing = [index for index in range(len(item.steps)) if index not in skipped]
+        labelled = writing[-1] if writing else None
         for index, step in enumerate(item.steps):
             # Each step is stamped with the last position it holds: the transaction's end for the last
             # one. A commit that fills in what Canal's first pass missed can end before the table's
@@ -604,8 +611,7 @@ class Channel:
             # A commit behind the table's position (it fills in what Canal's first pass missed): where it
             # really reached goes with the stamp, for a restart to go on from (see first_pass.Refill).
             behind = through if isinstance(through, EntryPosition) and through != position else None
-            # Only the commit's last step carries its label (see read_committed_position).
-            label = item.label if last else f"{item.label}~{index + 1}"
+            label = item.label if index == labelled else f"{item.label}~{index + 1}"
             published = True
             try:
                 if isinstance(step, _Rows):
@@ -613,8 +619,7 @@ class Channel:
                     # last of them.
                     published = last or not isinstance(item.steps[index + 1], _Rows)
                     step.sealed.apply(position, label, publish=published, behind=behind)
-                elif self.committed_position is not None and not step.position > self.committed_position:
-                    # Routed again (Canal's second pass refills up to what the table holds): applied before.
+                elif index in skipped:
                     self._log.info("channel.ddl_applied_before", sql=step.sql, position=str(step.position))
                 else:
                     self.writer.alter(step, position, label)

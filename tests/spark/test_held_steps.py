@@ -81,3 +81,21 @@ def test_a_commit_behind_the_tables_position_keeps_where_it_reached(spark, spark
     assert restarted.changes_held(position(100), position(300)) == set()
     commit(restarted, "c3", position(400), (3, "c"))
     assert restarted.committed_refill() is None  # past the table's position: nothing left behind
+
+
+def test_a_held_step_whose_table_check_fails_leaves_nothing_on_the_branch_for_the_replay(spark, spark_settings):
+    """A step that fails before it writes (its rows name a column the target lacks) drops what the steps
+    before it held: the replay starts the branch from main again, so a changelog holds each change once."""
+    target = "lake.held_steps.check_fails"
+    channel = ChannelSettings("db.t", target, mode="changelog")
+    writer = make_writer(spark, channel, JOB, spark_settings)
+    commit(writer, "c1", position(100), (1, "a"))
+    staged(writer, ("2", "b")).apply(position(200), "c2~1", publish=False)
+    writer.begin()
+    writer.send(RowBatch("db.t", ("id", "nickname"), COLUMNS, (0,),
+                         (ChangeRow(ChangeKind.INSERT, ("3", "c"), position(1)),)))
+    with pytest.raises(Exception, match="no column 'nickname'"):
+        writer.seal().apply(position(300), "c2")
+    staged(writer, ("2", "b")).apply(position(200), "c2~1", publish=False)  # the replay
+    staged(writer, ("3", "c")).apply(position(300), "c2", publish=True)
+    assert visible(spark, target) == [(1, "a"), (2, "b"), (3, "c")]
