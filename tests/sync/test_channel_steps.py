@@ -16,7 +16,7 @@ EventType = entry_pb.EventType
 TABLE = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))
 
 
-def test_a_commit_ending_in_a_ddl_applied_before_puts_its_label_on_the_rows_it_wrote():
+def test_a_commit_behind_the_tables_position_labels_and_marks_the_rows_it_wrote():
     # A refill commit behind the table's position: its rows, then a DDL the table went through already
     # (skipped, nothing written). The rows step must carry the commit's label: a read-back after a lost
     # reply tells the commit landed by it.
@@ -45,4 +45,6 @@ def test_a_commit_ending_in_a_ddl_applied_before_puts_its_label_on_the_rows_it_w
         assert channel.join(10)
     assert writer.alterations == []  # applied before
     assert (writer.committed_position(), writer.committed_label()) == (held, "refill")
+    # Stamped with what the table held, and with where the commit really reached: a restart goes on from there.
+    assert writer.committed_refill() == EntryPosition.of(rows)
     assert writer.rows.keys() == {("1",), ("2",)}
