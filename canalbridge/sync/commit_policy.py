@@ -113,9 +113,15 @@ class CommitPolicy:
         return None
 
     def must_split_source_txn(self, work: PendingWork, outstanding: Outstanding, now: float,
-                              committing: Outstanding | None = None) -> str | None:
-        """Why a due commit may not wait for the source transaction to end, or None."""
-        if self._store_pressure(outstanding, committing, split=True):
+                              committing: Outstanding | None = None, *, starved: bool = True) -> str | None:
+        """Why a due commit may not wait for the source transaction to end, or None.
+
+        ``starved``: the source has handed out nothing for a while. Until then
+        the transaction's end may come next, however full the store looks: an
+        ack just made room, and Canal's batches are acked whole, so a store
+        that looks full right after a commit need not be.
+        """
+        if starved and self._store_pressure(outstanding, committing, split=True):
             return "store_capacity"
         if work.source_txn_open_since is not None:
             if now - work.source_txn_open_since >= self.settings.max_source_txn_wait_seconds:

@@ -76,6 +76,9 @@ _ROWDATA = int(entry_pb.EntryType.ROWDATA)
 _QUERY = int(EventType.QUERY)
 _RENAME = int(EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
 IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
+# A store counts as full for a split only once the source handed out nothing for this long (see
+# CommitPolicy.must_split_source_txn): the room an ack makes takes a round trip to show.
+STARVED_AFTER_S = 1.0
 
 
 @dataclass
@@ -151,6 +154,7 @@ class Consumer(Worker):
         self._carry_positions: Sequence[Position] | None = None  # theirs, when the batch gave them
         self._carry_batch = 0  # the batch id they came in
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
+        self._waiting_since = time.monotonic()  # since the source last handed out a batch, or an ack made room
         self._last_position: Position | None = None
         self._high: Position | None = None  # the latest position routed in this epoch
         # The last transaction ends routed in this epoch that closed rows: Canal's second pass never goes back
@@ -233,6 +237,7 @@ class Consumer(Worker):
                 # Acks go out as soon as the commit before this transaction landed; one that
                 # runs past the commit timeout is waited for, which names it stuck.
                 self._land()
+            starved = False
             if self._carry:
                 entries, self._carry = self._carry, []
                 if not self._taken:  # (its batch cannot have been acked: it holds entries past the cut)
@@ -245,7 +250,9 @@ class Consumer(Worker):
                     timeout = min(timeout, IN_FLIGHT_POLL_S)  # look at the commit that runs now and then
                 item = self._next or self.link.take(timeout)
                 self._next = None
+                starved = item is None and time.monotonic() - self._waiting_since >= STARVED_AFTER_S
                 if item is not None:
+                    self._waiting_since = time.monotonic()
                     if item.epoch != self._epoch:
                         self._rolled_back(item)
                         return False
@@ -254,7 +261,7 @@ class Consumer(Worker):
                     self._taken.append(TakenPositions())
                     if self._route(list(item.batch.entries), work, label, item.batch_id, item.positions):
                         return True
-            if self._commit_if_due(work, label, at_batch_end=True):
+            if self._commit_if_due(work, label, at_batch_end=True, starved=starved):
                 return True
 
     def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int,
@@ -460,7 +467,7 @@ class Consumer(Worker):
         for _ in range(min(batches, len(self._taken))):
             self._taken.popleft()
 
-    def _commit_if_due(self, work: PendingWork, label: str, *, at_batch_end: bool) -> bool:
+    def _commit_if_due(self, work: PendingWork, label: str, *, at_batch_end: bool, starved: bool = False) -> bool:
         if self._last_position is None:
             return False
         now = time.monotonic()
@@ -485,7 +492,7 @@ class Consumer(Worker):
             self._forget_taken()
             return True
         if work.in_source_txn:
-            split = self.policy.must_split_source_txn(work, outstanding, now, committing)
+            split = self.policy.must_split_source_txn(work, outstanding, now, committing, starved=starved)
             if split is None:
                 return False  # wait for the source transaction to end
             self.stats.split_source_txns += 1
@@ -535,6 +542,7 @@ class Consumer(Worker):
             return
         self._landed_cut = cut
         acked = self.link.ack_through(self._epoch, cut)
+        self._waiting_since = time.monotonic()  # the room these acks make takes a round trip to show
         self._acked(acked)
         seconds = time.monotonic() - in_flight.started
         self.stats.commits += 1

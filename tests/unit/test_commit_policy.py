@@ -42,6 +42,8 @@ def test_split_only_under_store_pressure_or_after_the_wait_bound():
     assert policy.must_split_source_txn(open_txn, held(10), now=35) == "source_txn_wait"
     assert policy.must_split_source_txn(open_txn, held(512), now=6) is None  # due at the next clean cut
     assert policy.must_split_source_txn(open_txn, held(960), now=6) == "store_capacity"  # a flush from full
+    # Not while the source may still hand out the transaction's end (an ack just made room).
+    assert policy.must_split_source_txn(open_txn, held(960), now=6, starved=False) is None
 
 
 def test_store_pressure_counts_only_what_came_after_the_cut_of_the_commit_in_flight():
