@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from canalbridge.canal.framing import FrameError, encode_packet, read_packet
 from canalbridge.devkit.destination import Destination
 from canalbridge.devkit.meta import BatchRange, ClientMeta, MetaError
-from canalbridge.devkit.store import StoreClosed
+from canalbridge.devkit.store import NoMatchAck, StoreClosed
 from canalbridge.protocol import CanalProtocol_pb2 as packet_pb
 
 PacketType = packet_pb.PacketType
@@ -188,7 +188,13 @@ class Session:
         destination = self._destination(ack.destination)
         meta = self._subscribed_client(ack.destination, ack.client_id)
         batch = self._remove_batch(meta, ack.batch_id, "ack error ,")
-        destination.store.ack(batch.end_sequence)  # the destination's ack listener moves the meta cursor
+        try:
+            destination.store.ack(batch.end_sequence)  # the destination's ack listener moves the meta cursor
+        except NoMatchAck as exc:
+            # An ack is not serialised with a rollback: one on another connection of this client can roll the
+            # store back between the two steps. Canal's store then finds no such position and the server
+            # answers with an error.
+            raise RequestError(400, f"something goes wrong with channel: no match ack position ({exc})") from exc
 
     def _rollback(self, rollback: packet_pb.ClientRollback) -> None:
         destination = self._destination(rollback.destination)

@@ -53,6 +53,10 @@ class PutInterrupted(Exception):
     """A put waiting for room was interrupted (:meth:`EventStore.interrupt_put`): its events were not stored."""
 
 
+class NoMatchAck(ValueError):
+    """An ack of events the store no longer has handed out (a rollback between the get and the ack)."""
+
+
 class StoreClosed(Exception):
     """The store was closed while a caller waited on it."""
 
@@ -294,7 +298,7 @@ class EventStore:
         """Release every event up to and including ``end_sequence``."""
         with self._lock:
             if not self._ack_seq < end_sequence <= self._get_seq:
-                raise ValueError(
+                raise NoMatchAck(
                     f"ack to sequence {end_sequence} outside ({self._ack_seq}, {self._get_seq}]"
                 )
             if self._ack_listeners:

@@ -102,6 +102,31 @@ def test_ack_out_of_order_is_refused_and_drops_the_connection(dev_server):
     assert dev_server.cursors("example").ack == -1
 
 
+def test_an_ack_a_rollback_overtook_is_answered_with_canals_error(dev_server, monkeypatch):
+    # Canal does not serialise an ack with a rollback: another connection of the client (a reconnect)
+    # can roll the store back after the ack took its batch out of the meta. Canal's store then finds
+    # no such position and the server answers with an error; the dev server did the same, not die.
+    fed(dev_server)
+    destination = dev_server.destinations["example"]
+    with connector(dev_server) as client:
+        client.subscribe()
+        batch = client.get_without_ack(5)
+        meta = destination.client(client.client_id)
+        remove = meta.remove_batch
+
+        def then_rolled_back(batch_id: int):
+            taken = remove(batch_id)
+            destination.store.rollback()
+            return taken
+
+        monkeypatch.setattr(meta, "remove_batch", then_rolled_back)
+        client.ack(batch.batch_id)
+        with pytest.raises(CanalServerError, match="no match ack position") as failure:
+            client.get_without_ack(5)
+        assert failure.value.code == 400
+    assert dev_server.cursors("example").ack == -1
+
+
 def test_rollback_replays_from_ack_cursor(dev_server):
     fed(dev_server)
     with connector(dev_server) as client:
