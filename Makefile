@@ -117,7 +117,7 @@ lint: venv
 
 # docs/reference/configuration.md, from the settings' declarations (a test fails when it is stale).
 config-reference: venv
-	$(PY) -m canalbridge.config_reference --write
+	$(PY) -m canalbridge.daemon.config_reference --write
 
 # The documentation site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor.
 docs: venv

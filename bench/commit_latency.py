@@ -18,8 +18,8 @@ import tempfile
 import time
 
 from bench.common import local_spark_settings, make_rows
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
-from canalbridge.logs import configure_logging
 from canalbridge.sync.changes import RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings

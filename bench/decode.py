@@ -42,11 +42,11 @@ import time
 from pathlib import Path
 
 from bench.common import bench_tables, dev_server, workload_file
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.entry_file import read_entries, read_raw_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.memory_writer import InMemoryWriter
 from canalbridge.devkit.replay import apply_entries
-from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import BeforeImages
 from canalbridge.sync.job import SyncJob

@@ -36,7 +36,7 @@ from bench.common import (
     run_result,
     workload_file,
 )
-from canalbridge.logs import configure_logging
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CommitSettings
 from spark_sink.session import get_spark, stop_spark

@@ -44,12 +44,12 @@ from bench.common import (
     spark_pid,
     workload_file,
 )
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.entry_file import read_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.kafka_broker import KafkaBroker
 from canalbridge.devkit.kafka_feed import flat_message, protobuf_records
 from canalbridge.devkit.progress import lag_text
-from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings

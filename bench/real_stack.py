@@ -56,9 +56,9 @@ from bench.common import (
     workload_file,
 )
 from bench.end_to_end import run as run_dev_server
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.canal_server import CanalDestination, CanalServer
 from canalbridge.devkit.mariadb import MariaDBServer
-from canalbridge.logs import configure_logging
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings

@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.common import bench_tables, dev_server, local_spark_settings, make_rows, rss_mb, workload_file
-from canalbridge.logs import configure_logging
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.sync.changes import RowBatch, SourceColumn
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition

@@ -27,7 +27,7 @@ from bench.common import (
     local_spark_settings,
     workload_file,
 )
-from canalbridge.logs import configure_logging
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.sync.settings import MaintenanceSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.table import TargetTable

@@ -23,8 +23,8 @@ import tempfile
 import time
 
 from bench.common import bench_row, local_spark_settings
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
-from canalbridge.logs import configure_logging
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings

@@ -1,5 +1,5 @@
 import sys
 
-from canalbridge.cli import main
+from canalbridge.daemon.cli import main
 
 sys.exit(main())

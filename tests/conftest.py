@@ -56,7 +56,7 @@ def spark_settings(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(spark_settings):
     """The one SparkSession of the test run (started on first use)."""
-    from canalbridge.logs import configure_logging
+    from canalbridge.daemon.logs import configure_logging
     from spark_sink.session import get_spark, stop_spark
 
     configure_logging("warning")

@@ -23,15 +23,15 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from canalbridge.config import load_config
+from canalbridge.daemon.config import load_config
+from canalbridge.daemon.logs import configure_logging
+from canalbridge.daemon.status import render_text
 from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entry_file import write_entries
 from canalbridge.devkit.processes import die_with_parent
 from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.logs import configure_logging
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.status import render_text
 from canalbridge.sync.position import EntryPosition
 
 PASSWORD_ENV = "CANALBRIDGE_DEMO_PASSWORD"
@@ -91,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from canalbridge.daemon import Daemon
+    from canalbridge.daemon.service import Daemon
 
     configure_logging("warning")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-demo-"))

@@ -17,7 +17,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from canalbridge.config import load_config
+from canalbridge.daemon.config import load_config
+from canalbridge.daemon.logs import configure_logging
+from canalbridge.daemon.status import render_text
 from canalbridge.devkit.canal_server import CanalDestination, CanalServer
 from canalbridge.devkit.demo import PASSWORD_ENV, demo_config
 from canalbridge.devkit.entries import TableDef
@@ -25,8 +27,6 @@ from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.processes import ServiceProcess
 from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
 from canalbridge.devkit.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
-from canalbridge.logs import configure_logging
-from canalbridge.status import render_text
 from canalbridge.sync.position import EntryPosition
 
 DB = "demo"
@@ -34,7 +34,7 @@ DB = "demo"
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; the exit code is 0 only if every table matches MariaDB."""
-    from canalbridge.daemon import Daemon
+    from canalbridge.daemon.service import Daemon
 
     configure_logging("warning")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-demo-real-"))

@@ -1,6 +1,6 @@
 """Progress a person can read, and a quick end, for the commands that run a daemon for minutes (the demos).
 
-:class:`DaemonThread` runs a :class:`~canalbridge.daemon.Daemon` in a thread
+:class:`DaemonThread` runs a :class:`~canalbridge.daemon.service.Daemon` in a thread
 and keeps what ended it. :class:`RunWatch` waits for a goal while it prints,
 every few seconds, rows committed per table, the rate and the lag; it gives
 up as soon as the daemon stopped, the job paused or was cancelled, or a
@@ -25,7 +25,7 @@ from rich.table import Table
 from canalbridge.sync.position import EntryPosition
 
 if TYPE_CHECKING:
-    from canalbridge.daemon import Daemon
+    from canalbridge.daemon.service import Daemon
     from canalbridge.sync.job import SyncJob
 
 # A check of something the run needs besides the daemon (a server process): why it is gone, or None.

@@ -5,8 +5,8 @@ the field itself (Debezium's ``Field`` and Flink's ``ConfigOption`` are the
 same idea), so the default a job runs with is the one the loader and the
 documentation read. Keys that fill no attribute of their own (a password's
 environment variable, a sub-table) are declared as :class:`Option` values
-beside the class. :mod:`canalbridge.config` validates a file by walking
-these declarations, and :mod:`canalbridge.config_reference` writes the
+beside the class. :mod:`canalbridge.daemon.config` validates a file by walking
+these declarations, and :mod:`canalbridge.daemon.config_reference` writes the
 configuration reference page from them.
 """
 

@@ -13,7 +13,7 @@ import threading
 
 from canalbridge import __version__
 from canalbridge.canal import CanalAuthError, CanalConnector
-from canalbridge.state import STATE_FILE, StateStore
+from canalbridge.daemon.state import STATE_FILE, StateStore
 from tests.daemon.test_config import VALID, write
 
 CLI = [sys.executable, "-m", "canalbridge"]

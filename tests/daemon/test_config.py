@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from canalbridge.config import ConfigError, load_config
+from canalbridge.daemon.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 VALID = """

@@ -6,11 +6,11 @@ import dataclasses
 import threading
 from pathlib import Path
 
-from canalbridge.config import Config, DaemonSettings
-from canalbridge.daemon import EXIT_STUCK, Daemon
+from canalbridge.daemon.config import Config, DaemonSettings
+from canalbridge.daemon.service import EXIT_STUCK, Daemon
+from canalbridge.daemon.status import job_json, render_text
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.status import job_json, render_text
 from spark_sink.settings import SparkSettings
 from tests.sync.harness import FAST_COMMITS, Harness, job_settings
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from canalbridge.state import STATE_FILE, StateError, StateStore
+from canalbridge.daemon.state import STATE_FILE, StateError, StateStore
 from canalbridge.sync.position import Ack, EntryPosition
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 

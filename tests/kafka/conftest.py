@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.kafka_broker import KafkaBroker
-from canalbridge.logs import configure_logging
 
 _names = itertools.count(1)
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from canalbridge.logs import configure_logging
+from canalbridge.daemon.logs import configure_logging
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from canalbridge.config import OPTIONS, load_config
-from canalbridge.config_reference import PAGE, TABLES, render
+from canalbridge.daemon.config import OPTIONS, load_config
+from canalbridge.daemon.config_reference import PAGE, TABLES, render
 from canalbridge.sync.options import NO_VALUE, REQUIRED
 from tests.daemon.test_config import VALID  # sets nothing with a default
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from canalbridge.status import job_json, render_text
+from canalbridge.daemon.status import job_json, render_text
 from canalbridge.sync.maintenance import MaintenanceReport, MaintenanceRun
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.record import ChannelRecord, JobRecord, JobState

@@ -12,16 +12,16 @@ from typing import Any
 
 import structlog
 
-from canalbridge.config import Config
-from canalbridge.control import ControlServer
-from canalbridge.metrics import Metrics
-from canalbridge.state import StateStore
-from canalbridge.status import job_json
+from canalbridge.daemon.config import Config
+from canalbridge.daemon.control import ControlServer
+from canalbridge.daemon.metrics import Metrics
+from canalbridge.daemon.state import StateStore
+from canalbridge.daemon.status import job_json
 from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
 from canalbridge.sync.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
-log = structlog.get_logger("canalbridge.daemon")
+log = structlog.get_logger("canalbridge.daemon.service")
 LOCK_FILE = "canalbridge.lock"
 # Exit status when threads did not stop within their bound (a commit hanging in a target):
 # whether that commit landed is read back at the next start, but a supervisor should know.

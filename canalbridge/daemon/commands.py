@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from canalbridge.config import Config, ConfigError, load_config
-from canalbridge.control import ControlError, ControlUnreachable, request
-from canalbridge.logs import configure_logging
-from canalbridge.state import StateError, StateStore
-from canalbridge.status import job_json, render_text
+from canalbridge.daemon.config import Config, ConfigError, load_config
+from canalbridge.daemon.control import ControlError, ControlUnreachable, request
+from canalbridge.daemon.logs import configure_logging
+from canalbridge.daemon.state import StateError, StateStore
+from canalbridge.daemon.status import job_json, render_text
 from canalbridge.sync.record import JobRecord, JobState
 from canalbridge.sync.routes import known_channels
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     configure_logging(args.log_level if args.log_level != "info" else config.daemon.log_level,
                       config.daemon.log_format)
-    from canalbridge.daemon import Daemon, DaemonError
+    from canalbridge.daemon.service import Daemon, DaemonError
     from spark_sink.session import SparkSetupError
 
     try:

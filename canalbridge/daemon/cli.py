@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from canalbridge import __version__, commands
-from canalbridge.logs import configure_logging
+from canalbridge import __version__
+from canalbridge.daemon import commands
+from canalbridge.daemon.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
