@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from canalbridge.devkit.canal_values import render
 from canalbridge.mysql_types import MySqlType
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
@@ -196,7 +197,7 @@ def _render(table: TableDef, row: Row | None) -> Rendered | None:
         return None
     rendered = []
     for column in table.columns:
-        value = column.mysql_type.render(row[column.name])
+        value = render(column.mysql_type, row[column.name])
         rendered.append((value.text, value.sql_type, value.is_null))
     return rendered
 

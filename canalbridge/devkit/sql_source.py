@@ -14,12 +14,13 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from canalbridge.devkit.canal_values import ZERO_DATE, format_time
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ALL_TYPES_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import ColumnDef, TableDef
 from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.values import random_value
 from canalbridge.devkit.verify import expected_typed
-from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
+from canalbridge.mysql_types import MySqlType
 
 # Permissive, so zero dates can be written; UTC, as Canal's JVM runs (timestamps are rendered in its zone).
 SESSION = ("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'")

@@ -8,7 +8,8 @@ import random
 import struct
 from decimal import Context, Decimal
 
-from canalbridge.mysql_types import ZERO_DATE, MySqlType
+from canalbridge.devkit.canal_values import ZERO_DATE
+from canalbridge.mysql_types import MySqlType
 
 _INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
 # Letters from 1-, 2-, 3- and 4-byte UTF-8, quotes and backslashes included.

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
+from canalbridge.devkit.canal_values import ZERO_DATE, format_time
 from canalbridge.devkit.entries import TableDef
-from canalbridge.mysql_types import ZERO_DATE, MySqlType, format_time
+from canalbridge.mysql_types import MySqlType
 from spark_sink.identifiers import quote, quote_table
 
 if TYPE_CHECKING:

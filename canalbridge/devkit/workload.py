@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from canalbridge.devkit.canal_values import render
 from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter, Row, TableDef
 from canalbridge.devkit.values import random_value
@@ -74,7 +75,7 @@ class ExpectedTable:
         for row in self.rows.values():
             text_row = {}
             for column in self.table.columns:
-                value = column.mysql_type.render(row[column.name])
+                value = render(column.mysql_type, row[column.name])
                 text_row[column.name] = None if value.is_null else value.text
             rendered[tuple(text_row[name] for name in self.table.key_names)] = text_row
         return rendered

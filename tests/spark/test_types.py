@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from canalbridge.devkit.canal_values import ZERO_DATE
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
 from canalbridge.devkit.entries import BinlogWriter, TableDef
 from canalbridge.devkit.verify import expected_typed, read_typed
-from canalbridge.mysql_types import ZERO_DATE
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import RawChange
 from canalbridge.sync.position import EntryPosition

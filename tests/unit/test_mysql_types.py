@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from canalbridge.mysql_types import ZERO_DATE, MySqlType, SqlType
+from canalbridge.devkit.canal_values import ZERO_DATE, SqlType, render
+from canalbridge.mysql_types import MySqlType
 
 UTC = dt.UTC
 
@@ -75,7 +76,7 @@ UTC = dt.UTC
     ],
 )
 def test_value_renders_as_canal_sends_it(declared, value, text, sql_type):
-    rendered = MySqlType.parse(declared).render(value)
+    rendered = render(MySqlType.parse(declared), value)
     assert (rendered.text, rendered.sql_type, rendered.is_null) == (text, sql_type, False)
 
 
@@ -97,13 +98,13 @@ def test_value_renders_as_canal_sends_it(declared, value, text, sql_type):
     ],
 )
 def test_null_renders_with_canal_null_sql_type(declared, sql_type):
-    rendered = MySqlType.parse(declared).render(None)
+    rendered = render(MySqlType.parse(declared), None)
     assert (rendered.text, rendered.sql_type, rendered.is_null) == ("", sql_type, True)
 
 
 def test_binary_text_decodes_back_to_the_original_bytes():
     original = bytes(range(256))
-    assert MySqlType.parse("blob").render(original).text.encode("latin-1") == original
+    assert render(MySqlType.parse("blob"), original).text.encode("latin-1") == original
 
 
 def test_type_parsing_keeps_enum_labels_and_precision():
@@ -115,4 +116,4 @@ def test_type_parsing_keeps_enum_labels_and_precision():
 
 
 def test_float_near_the_float32_maximum_renders():
-    assert MySqlType.parse("float").render(3.4028234663852886e38).text == "3.4028235E38"
+    assert render(MySqlType.parse("float"), 3.4028234663852886e38).text == "3.4028235E38"
