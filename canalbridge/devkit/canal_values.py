@@ -22,6 +22,7 @@ A column's *logical* value is a plain Python object (int, Decimal, float,
 str, bytes, date, datetime, timedelta, ``ZERO_DATE`` or None);
 :func:`render` turns it into what Canal would send.
 """
+
 from __future__ import annotations
 
 import datetime as dt
