@@ -397,7 +397,8 @@ class Consumer(Worker):
         settings = self._routes.resolve(schema, table)
         channel = None if settings is None else self.channels.get(settings.source)
         if channel is not None and channel.current_table is not None:
-            channel = None  # its table was renamed away: the name is another table's now
+            self._by_table[key] = None  # its table was renamed away: the name is another table's now
+            return None
         if settings is not None and channel is None:
             if self._open_channel is None:
                 raise AssertionError(f"no channel for {settings.source} and no way to open one")

@@ -252,3 +252,24 @@ def test_a_column_renamed_shard_by_shard_takes_the_other_shards_rows_under_its_o
         for i, s, v in ((1, 1, "a"), (1, 2, "b"), (2, 1, "c"), (2, 2, "d"), (3, 2, "e"), (4, 2, "f"))}
     assert writer.column_aliases() == {"name": "label"}
     assert harness.job.state is JobState.PAUSED and harness.job.fail_message is None
+
+
+def test_after_a_restart_a_table_taking_a_followed_tables_old_name_stays_out_of_its_target(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(tables=(TableDef("db", "unused", (ID,)),), row_changes=0))
+    settings = dataclasses.replace(job_settings(server, workload), channels=(ChannelSettings("db.orders", "lake.o"),),
+                                   schema=SchemaSettings(rename_table="follow"))
+    harness = Harness(server, workload, settings)
+    orders, v2 = (TableDef("db", name, (ID, NAME)) for name in ("orders", "orders_v2"))
+    binlog = BinlogWriter()
+    harness.job.start()
+    feed(server, harness, [*insert(binlog, orders, {"id": 1, "name": "a"}),
+                           binlog.ddl("db", "orders_v2", EventType.RENAME, "RENAME TABLE orders TO orders_v2")])
+    harness.job.pause()
+    # The next run learns the name from the target; a new table of the old name is another table.
+    harness.job.start()
+    feed(server, harness, [*insert(binlog, orders, {"id": 9, "name": "a new table of the old name"}),
+                           *insert(binlog, v2, {"id": 2, "name": "b"})])
+    harness.job.pause()
+    writer = harness.writers["db.orders"]
+    assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
