@@ -45,7 +45,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import structlog
@@ -54,10 +53,10 @@ from tenacity import RetryError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
+from canalbridge.sync.commits import CommitPipeline
 from canalbridge.sync.ddl import RenameTable, parse_ddl
-from canalbridge.sync.errors import ChannelCommitError, ChannelStuckError, SourceSwitchedError, SyncError
+from canalbridge.sync.errors import ChannelStuckError, SourceSwitchedError, SyncError
 from canalbridge.sync.first_pass import SecondPass
-from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.routes import Routes
@@ -99,21 +98,6 @@ class ConsumerStats:
     batches: int = 0
     last_commit_time_ms: int | None = None
     last_commit_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class _InFlight:
-    """A commit handed to the channels whose outcome the Consumer has not taken in yet."""
-
-    cut: Position
-    label: str
-    reason: str
-    started: float
-    futures: dict[str, Future[bool]]  # by channel source
-    outstanding: Outstanding  # what Canal held for this client at the cut: acked once it lands
-
-    def done(self) -> bool:
-        return all(future.done() for future in self.futures.values())
 
 
 class Consumer(Worker):
@@ -161,12 +145,10 @@ class Consumer(Worker):
         # before the first (see _check_same_binlog).
         self._sent_ends: collections.deque[Position] = collections.deque(maxlen=3)
         self._rows_since_end = False
-        self._last_cut: Position | None = None  # the latest commit's cut, landed or not
-        self._landed_cut: Position | None = None  # the latest cut every channel committed: acks go no further
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[TakenPositions] = collections.deque()
-        self._unsettled: dict[str, str] = {}  # channels whose last commit failed (-> its label): did it land?
-        self._in_flight: _InFlight | None = None  # the commit being applied while the next transaction reads
+        # The commit applied while the next transaction reads, and what earlier ones left.
+        self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
         self._log = log.bind(job=self.job)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
         for channel in self.channels.values():
@@ -201,7 +183,7 @@ class Consumer(Worker):
         """
         landed = self.stats.commits
         try:
-            while self._transaction() and self._in_flight is not None and self.stats.commits == landed:
+            while self._transaction() and self._commits.in_flight is not None and self.stats.commits == landed:
                 pass
         except ChannelStuckError:
             raise  # not retried: the job pauses, and its next run starts from the ack cursor
@@ -232,8 +214,7 @@ class Consumer(Worker):
         while True:
             if self._stop.is_set():
                 return False  # each channel's thread aborts its open transaction as it ends
-            in_flight = self._in_flight
-            if in_flight is not None and (in_flight.done() or self._overdue(in_flight)):
+            if self._commits.ready():
                 # Acks go out as soon as the commit before this transaction landed; one that
                 # runs past the commit timeout is waited for, which names it stuck.
                 self._land()
@@ -246,7 +227,7 @@ class Consumer(Worker):
                     return True
             else:
                 timeout = self.policy.poll_timeout(work, time.monotonic())
-                if self._in_flight is not None:
+                if self._commits.in_flight is not None:
                     timeout = min(timeout, IN_FLIGHT_POLL_S)  # look at the commit that runs now and then
                 item = self._next or self.link.take(timeout)
                 self._next = None
@@ -299,7 +280,7 @@ class Consumer(Worker):
                 self._check_same_binlog(position, high)
             entry_type = entry.entryType
             missed = resends and self._second.missed(position, transaction_end=entry_type == _END)
-            if missed and self._in_flight is not None:
+            if missed and self._commits.in_flight is not None:
                 # What fills a gap counts as committed when its own commit lands, not the one before.
                 self._land()
             taken.append(position)
@@ -373,7 +354,7 @@ class Consumer(Worker):
             # Canal restart before the second pass is committed would skip the gap.)
             # Only through a cut that landed: a failed commit's cut holds nothing.
             self.link.supersede(self._epoch, batch_id, counts_through)
-            self._acked(self.link.ack_through(self._epoch, self._landed_cut))
+            self._acked(self.link.ack_through(self._epoch, self._commits.landed_cut))
         return False
 
     def _cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
@@ -473,7 +454,7 @@ class Consumer(Worker):
             return False
         now = time.monotonic()
         outstanding = self.link.outstanding
-        in_flight = self._in_flight
+        in_flight = self._commits.in_flight
         committing = in_flight.outstanding if in_flight is not None else None
         reason = work.cut_due or self.policy.due(work, outstanding, now, committing)
         if reason is None:
@@ -507,79 +488,48 @@ class Consumer(Worker):
 
     def _commit(self, cut: Position, label: str, reason: str) -> None:
         """Hand the transaction to the channels; with ``commit.overlap`` off, also wait for it to land."""
-        futures = {source: channel.commit(cut) for source, channel in self.channels.items()}
-        self._in_flight = _InFlight(cut, label, reason, time.monotonic(), futures, self.link.outstanding)
+        self._commits.hand_over(cut, label, reason, self.link.outstanding)
         if not self.settings.commit.overlap:
             self._land()
 
     def _land(self, *, raise_failure: bool = True) -> None:
-        """Wait for the commit in flight; advance the committed positions and ack Canal, or record what failed.
+        """Wait for the commit in flight; ack Canal through its cut, or take in what failed.
 
         A failure is raised (the transaction open meanwhile is then aborted
         with it), unless the caller is aborting anyway (``raise_failure``
         False): the replay then meets the failure again if it lasts.
         """
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is None:
+        outcome = self._commits.land()
+        if outcome is None:
             return
-        cut = in_flight.cut
-        failures: list[ChannelCommitError] = []
-        written = []
-        for source, future in in_flight.futures.items():
-            try:
-                if self.channels[source].await_result(future, f"the commit through {cut}", since=in_flight.started):
-                    written.append(source)
-            except ChannelCommitError as exc:
-                failures.append(exc)
-        for source in written:
-            self.committed.advance(source, cut)
-        self._second.committed(cut, {failure.channel for failure in failures}, set(self.channels))
-        self._last_cut = cut
-        if failures:
-            self._unsettled.update({failure.channel: in_flight.label for failure in failures})
+        commit = outcome.commit
+        self._second.committed(commit.cut, set(outcome.failed), set(self.channels))
+        if outcome.failure is not None:
             if raise_failure:
-                raise failures[0]
-            self._log.warning("consumer.commit_failed", label=in_flight.label, error=str(failures[0]))
+                raise outcome.failure
+            self._log.warning("consumer.commit_failed", label=commit.label, error=str(outcome.failure))
             return
-        self._landed_cut = cut
-        acked = self.link.ack_through(self._epoch, cut)
+        acked = self.link.ack_through(self._epoch, commit.cut)
         self._waiting_since = time.monotonic()  # the room these acks make takes a round trip to show
         self._acked(acked)
-        seconds = time.monotonic() - in_flight.started
         self.stats.commits += 1
         self.stats.last_commit_time_ms = int(time.time() * 1000)
-        self.stats.last_commit_seconds = seconds
+        self.stats.last_commit_seconds = outcome.seconds
         if self._on_commit is not None:
             self._on_commit()
         self._log.info(
-            "consumer.committed", label=in_flight.label, reason=in_flight.reason, position=str(cut),
-            channels=written, batches_to_ack=acked, seconds=round(seconds, 3),
+            "consumer.committed", label=commit.label, reason=commit.reason, position=str(commit.cut),
+            channels=list(outcome.written), batches_to_ack=acked, seconds=round(outcome.seconds, 3),
         )
-
-    def _overdue(self, in_flight: _InFlight) -> bool:
-        return time.monotonic() - in_flight.started >= self.settings.commit.commit_timeout_seconds
 
     def _settle_failed_commits(self) -> None:
         """Learn from the targets whether commits that reported failure landed, before replaying."""
-        futures = {source: self.channels[source].read_committed_position() for source in self._unsettled}
-        for source, future in futures.items():
-            # ChannelCommitError: retried with back-off like a failed commit.
-            read = self.channels[source].await_result(future, "reading back what landed")
-            before = self.committed.get(source)
-            self.committed.advance(source, read.position)
-            # The table's position moved through the cut; or, for a commit stamped with what the table held
-            # already (one that filled what Canal's first pass missed), the table names that very commit.
-            moved = read.position is not None and self._last_cut is not None and read.position >= self._last_cut \
-                and (before is None or read.position > before)
-            label = self._unsettled.pop(source)
-            self._second.settled(source, moved or read.label == label, self._last_cut)
+        self._commits.settle(lambda source, landed: self._second.settled(source, landed, self._commits.last_cut))
 
     def _abort_all(self, reason: str) -> None:
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
-        self._second.aborted(set(self._unsettled))
-        futures = {channel: channel.abort(reason) for channel in self.channels.values()}
-        for channel, future in futures.items():
-            channel.await_result(future, "the abort")
+        self._second.aborted(self._commits.unsettled)
+        self._commits.abort(reason)
         self._by_table.clear()  # (renames followed in what was aborted are read again in the replay)
 
     def _forget_taken(self) -> None:
@@ -621,11 +571,12 @@ class Consumer(Worker):
         self.stats.rollbacks += 1
         self._log.warning("consumer.canal_went_back", position=str(position), after=str(high),
                           ack_position=str(self.acks.position))
-        if self._last_cut is not None and position < self._last_cut:
+        last_cut = self._commits.last_cut
+        if last_cut is not None and position < last_cut:
             # Committed past where Canal went back (a split source transaction or a DDL cut), or tried
             # to: what the first pass missed before that commit is filled in from the second.
             self._log.warning("consumer.canal_went_back_behind_a_commit", position=str(position),
-                              cut=str(self._last_cut), landed=self._last_cut == self._landed_cut)
+                              cut=str(last_cut), landed=last_cut == self._commits.landed_cut)
         # The replay brings again, from the ack cursor, what this epoch took and did
         # not ack, in the same order: those at or after ``position`` are the first pass.
         again = sum(batch.count_from(position) for batch in self._taken)
