@@ -176,9 +176,9 @@ class Channel:
         self.debug = debug
         self.committed_position: Position | None = None  # written by the committer thread after start
         self.refill: Refill | None = None  # read at start: a refill an earlier process stopped in
-        # The source table's name once the channel followed a RENAME TABLE (as its target holds it), else None;
-        # written by the committer thread after start.
-        self.current_table: str | None = None
+        # The source table's name as the target recorded it once the channel followed a RENAME TABLE, else None:
+        # read at start (the router owns the name from there).
+        self.source_table: str | None = None
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
         self.schema = schema or SchemaSettings()
         self.last_maintenance: MaintenanceRun | None = None  # written by the committer thread, for status
@@ -224,7 +224,7 @@ class Channel:
             held = (frozenset(self.writer.changes_held(behind, self.committed_position))
                     if self.settings.keeps_every_change else None)
             self.refill = Refill(behind, self.committed_position, held)
-        self.current_table = self.writer.source_table()
+        self.source_table = self.writer.source_table()
         self._target_columns = self.writer.target_columns()
         self._aliases = self.writer.column_aliases()
         # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
@@ -627,8 +627,7 @@ class Channel:
                                    position=str(step.position))
                     for change in step.changes:
                         if isinstance(change, RenameTable):
-                            self.current_table = f"{change.to.schema}.{change.to.table}"
-                            self._log.info("channel.table_renamed", table=self.current_table)
+                            self._log.info("channel.table_renamed", table=f"{change.to.schema}.{change.to.table}")
             except Exception as exc:
                 for rest in item.steps[index + 1:]:
                     _discard(rest, "an earlier step failed")

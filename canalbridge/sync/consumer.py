@@ -54,12 +54,11 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.commits import CommitPipeline
-from canalbridge.sync.ddl import RenameTable, parse_ddl
 from canalbridge.sync.errors import ChannelStuckError, SourceSwitchedError, SyncError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
-from canalbridge.sync.routes import Routes
+from canalbridge.sync.router import TableRouter
 from canalbridge.sync.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import SourceLink, TakenBatch
@@ -73,7 +72,6 @@ _BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
 _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
 _QUERY = int(EventType.QUERY)
-_RENAME = int(EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
 IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
 # A store counts as full for a split only once the source handed out nothing for this long (see
 # CommitPolicy.must_split_source_txn): the room an ack makes takes a round trip to show.
@@ -121,13 +119,10 @@ class Consumer(Worker):
         self._on_commit = on_commit
         self.job = settings.name
         self.link = link
-        self.channels = {channel.source: channel for channel in channels}
-        self._routes = Routes(settings.name, settings.channels)
-        self._open_channel = open_channel  # starts a channel for a table a rule takes
-        self._by_table: dict[tuple[str, str], Channel | None] = {}  # what each table met so far goes to
-        self._label = ""  # the open transaction's
+        self._log = log.bind(job=self.job)
+        self._router = TableRouter(settings, channels, open_channel, self._opened, self._log)
+        self.channels = self._router.channels
         self._run_id = uuid.uuid4().hex[:8]
-        self._follows_renames = settings.schema.follows_renames
         self.committed = committed
         self.acks = acks
         self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
@@ -149,7 +144,6 @@ class Consumer(Worker):
         self._taken: collections.deque[TakenPositions] = collections.deque()
         # The commit applied while the next transaction reads, and what earlier ones left.
         self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
-        self._log = log.bind(job=self.job)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
         for channel in self.channels.values():
             if channel.refill is not None:
@@ -205,10 +199,9 @@ class Consumer(Worker):
         """Run one transaction to its end: True once committed or voided by a rollback, False if it stopped."""
         self.stats.transactions += 1
         # Unique across runs and processes: a failed commit is told landed by the label the table holds.
-        label = self._label = f"{self.job}-{self._run_id}-{self.stats.transactions}"
+        label = f"{self.job}-{self._run_id}-{self.stats.transactions}"
         self._settle_failed_commits()
-        for channel in self.channels.values():
-            channel.begin(label)
+        self._router.begin(label)
         work = PendingWork(started_at=time.monotonic())
         self._last_position = None
         while True:
@@ -301,7 +294,7 @@ class Consumer(Worker):
                     self._rows_since_end = False
             elif entry_type == _ROWDATA:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
-                channel = self._channel_for(table)
+                channel = self._router.channel_for(table)
                 if header.eventType in DML_EVENTS:
                     self._rows_since_end = True
                     if marks:
@@ -319,9 +312,7 @@ class Consumer(Worker):
                         return True
                     continue
                 # A DDL on this table: its channel applies what it changes (and names it if a later row no longer fits).
-                given: list[tuple[Channel | None, tuple[str, str]]] = [(channel, table)]
-                if header.eventType == _RENAME and self._follows_renames:
-                    given = [*self._follow_renames(entry)] or given  # (a followed rename: the old name's channel)
+                given = self._router.ddl_owners(entry, channel, table)  # (a followed rename: the old name's)
                 for owner, named in given:
                     self._add(owner, position, entry, missed, named)
                 channel = given[0][0]
@@ -363,62 +354,10 @@ class Consumer(Worker):
         self._carry, self._carry_batch = entries[index + 1 :], batch_id
         self._carry_positions = positions[index + 1 :] if positions is not None else None
 
-    def _channel_for(self, key: tuple[str, str]) -> Channel | None:
-        """The channel that takes (schema, table)'s entries: for a table a rule takes, opened when first met."""
-        try:
-            return self._by_table[key]
-        except KeyError:
-            pass
-        schema, table = key
-        name = f"{schema}.{table}".lower()
-        for followed in self.channels.values():  # renames the channels followed, as their targets hold them
-            if followed.current_table is not None and followed.current_table.lower() == name:
-                self._by_table[key] = followed
-                return followed
-        settings = self._routes.resolve(schema, table)
-        channel = None if settings is None else self.channels.get(settings.source)
-        if channel is not None and channel.current_table is not None:
-            self._by_table[key] = None  # its table was renamed away: the name is another table's now
-            return None
-        if settings is not None and channel is None:
-            if self._open_channel is None:
-                raise AssertionError(f"no channel for {settings.source} and no way to open one")
-            # Its committed position is read first: entries it holds are skipped from the first.
-            channel = self._open_channel(settings)
-            if channel.refill is not None:
-                self._second.resume(channel.source, channel.refill)
-            channel.begin(self._label)
-            self.channels[channel.source] = channel
-            self._log.info("consumer.table_picked_up", table=f"{schema}.{table}", channel=channel.source,
-                           target=settings.target, rule=settings.rule, committed=str(channel.committed_position))
-        elif channel is not None and settings is not None and settings.merged:
-            self._log.info("consumer.shard_joined", table=f"{schema}.{table}", channel=channel.source)
-        self._by_table[key] = channel
-        return channel
-
-    def _follow_renames(self, entry: entry_pb.Entry) -> list[tuple[Channel, tuple[str, str]]]:
-        """A RENAME TABLE (``job.schema.rename_table = "follow"``): each renamed table a channel is named for
-        goes on under its new name in that channel. Returns (channel, old name) for each.
-
-        What this routes is this transaction's: an abort forgets it (the cache is dropped), and
-        the replay reads the rename again. Once committed, the target holds the new name.
-        """
-        header = entry.header
-        ddl = parse_ddl(entry_pb.RowChange.FromString(entry.storeValue).sql)
-        followed = []
-        for old, change in ddl.changes:
-            if not isinstance(change, RenameTable):
-                continue
-            old_table = (old.schema or header.schemaName, old.table)
-            channel = self._channel_for(old_table)
-            if channel is None or channel.settings.pattern is not None or channel.settings.rule is not None:
-                continue  # (a rule's table renamed within the rule is a table of its own)
-            self._by_table[old_table] = None
-            self._by_table[(change.to.schema or header.schemaName, change.to.table)] = channel
-            followed.append((channel, old_table))
-            self._log.info("consumer.rename_followed", channel=channel.source, old=".".join(old_table),
-                           new=f"{change.to.schema or header.schemaName}.{change.to.table}")
-        return followed
+    def _opened(self, channel: Channel) -> None:
+        """A channel the router opened mid-run: a refill its target says an earlier process stopped in goes on."""
+        if channel.refill is not None:
+            self._second.resume(channel.source, channel.refill)
 
     def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
              table: tuple[str, str]) -> bool:
@@ -504,6 +443,7 @@ class Consumer(Worker):
             return
         commit = outcome.commit
         self._second.committed(commit.cut, set(outcome.failed), set(self.channels))
+        self._router.committed(commit.label, set(outcome.failed))
         if outcome.failure is not None:
             if raise_failure:
                 raise outcome.failure
@@ -530,7 +470,7 @@ class Consumer(Worker):
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
         self._second.aborted(self._commits.unsettled)
         self._commits.abort(reason)
-        self._by_table.clear()  # (renames followed in what was aborted are read again in the replay)
+        self._router.aborted()
 
     def _forget_taken(self) -> None:
         self._carry = []

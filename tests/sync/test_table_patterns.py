@@ -273,3 +273,29 @@ def test_after_a_restart_a_table_taking_a_followed_tables_old_name_stays_out_of_
     harness.job.pause()
     writer = harness.writers["db.orders"]
     assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
+
+
+@pytest.mark.parametrize("failure", [
+    {"fail_alter_at": {1}},  # the rename itself fails: the replay reads it again
+    {"fail_commit_at": {2}},  # the rename landed; the commit after it fails: its replay routes by the new name
+], ids=["rename-fails", "commit-after-rename-fails"])
+def test_a_followed_rename_in_a_failed_commit_is_routed_the_same_way_in_the_replay(dev_server_factory, failure):
+    server = dev_server_factory(DestinationConfig("example"))
+    workload = Workload(WorkloadSpec(tables=(TableDef("db", "unused", (ID,)),), row_changes=0))
+    settings = dataclasses.replace(job_settings(server, workload), channels=(ChannelSettings("db.orders", "lake.o"),),
+                                   schema=SchemaSettings(rename_table="follow"))
+    harness = Harness(server, workload, settings, **{"db.orders": failure})
+    orders, v2 = (TableDef("db", name, (ID, NAME)) for name in ("orders", "orders_v2"))
+    binlog = BinlogWriter()
+    harness.job.start()
+    feed(server, harness, [*insert(binlog, orders, {"id": 1, "name": "a"}),
+                           binlog.ddl("db", "orders_v2", EventType.RENAME, "RENAME TABLE orders TO orders_v2")])
+    # Acked through the rename: a replay of what follows starts after it.
+    feed(server, harness, [*insert(binlog, v2, {"id": 2, "name": "b"}),
+                           *insert(binlog, orders, {"id": 9, "name": "a new table of the old name"})])
+    harness.job.pause()
+    writer = harness.writers["db.orders"]
+    assert harness.job.stats.rollbacks == 1  # the failure happened, and was replayed
+    assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
+    assert writer.source_table() == "db.orders_v2"
+    assert sum(c.rows for c in writer.commits) == 2  # nothing applied twice in the replay
