@@ -2,40 +2,31 @@
 
 One *transaction* of the Consumer spans any number of Canal batches. It
 begins on every channel, routes each ROWDATA entry to the channel of its
-``schema.table`` (skipping what that channel already committed), and when
-the commit policy says so, commits every channel through the same cut
-position. Only if every channel committed does it ack Canal, oldest batch
-first, and only the batches that lie wholly at or before the cut; the rest
-of a batch cut in the middle is carried into the next transaction. If any
-channel fails, the others are aborted, Canal is rolled back to its ack
-cursor and the data is consumed again; channels that had committed skip
-what they hold, so nothing is applied twice.
+``schema.table`` (:mod:`canalbridge.sync.router`), skipping what that
+channel already committed, and when the commit policy says so, commits
+every channel through the same cut position
+(:mod:`canalbridge.sync.commits`). Only if every channel committed does it
+ack Canal, oldest batch first, and only the batches that lie wholly at or
+before the cut; the rest of a batch cut in the middle is carried into the
+next transaction. If any channel fails, the others are aborted, Canal is
+rolled back to its ack cursor and the data is consumed again; channels
+that had committed skip what they hold, so nothing is applied twice.
 
 Commits overlap reading (``commit.overlap``): once transaction N is handed
 to the channels, the Consumer begins N+1 and routes into it while N is
-applied. At most one commit runs at a time: N+1 commits only after N has
-*landed* (every channel answered), and acks go out as each lands, in order.
-If N failed, N+1 is aborted with it and Canal is rolled back to the ack
-cursor, which is still before N. While N runs, N+1 may grow past its
-thresholds, up to ``max_bytes`` or half of Canal's store, then waits for N
-at its next clean cut.
+applied. N+1 commits only after N has *landed*, and acks go out in order
+as each lands; if N failed, N+1 is aborted with it. While N runs, N+1 may grow past its thresholds, up to
+``max_bytes`` or half of Canal's store, then waits for N at its next
+clean cut.
 
-Within one epoch Canal's positions only grow, except in one case: when its
-MySQL connection breaks mid-transaction, Canal dumps the binlog again from
-the last transaction end it had put and sends that end and all after it a
-second time, into the same stream, with no rollback. Its first pass can
-even have a gap there (a chunk it dropped), which only the second fills.
-So when the stream goes back, the Consumer drops its open transaction,
-rolls Canal back, and in the replay skips the entries of the first pass
-that the second pass sends again: exactly those it had taken, not acked,
-at or after the position the stream went back to. Their batches are acked
-without waiting for them, or Canal's store would stay full: through the last
-cut every channel committed, never a failed commit's. If it had
-committed past the gap, the second pass fills the gap in
-(:mod:`canalbridge.sync.first_pass`): a changelog channel applies the
-missed entries alone, an upsert channel applies them and everything after
-them through what it had committed, in order, so the last change per key
-wins again.
+When Canal sends part of the binlog again in the same stream (its MySQL
+connection broke: :mod:`canalbridge.sync.stream_order`), the Consumer
+drops its open transaction, rolls Canal back, and in the replay skips the
+entries of the first pass that the second sends again; their batches are
+acked without waiting for them, or Canal's store would stay full (through
+the last cut every channel committed, never a failed commit's). What the
+first pass missed behind a commit is filled in from the second
+(:mod:`canalbridge.sync.first_pass`).
 """
 
 from __future__ import annotations
@@ -54,7 +45,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.commits import CommitPipeline
-from canalbridge.sync.errors import ChannelStuckError, SourceSwitchedError, SyncError
+from canalbridge.sync.errors import ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
 from canalbridge.sync.retry import Stopping, retrying
@@ -62,6 +53,7 @@ from canalbridge.sync.router import TableRouter
 from canalbridge.sync.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import SourceLink, TakenBatch
+from canalbridge.sync.stream_order import StreamOrder
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.consumer")
@@ -135,11 +127,7 @@ class Consumer(Worker):
         self._next: TakenBatch | None = None  # a batch taken but not yet routed
         self._waiting_since = time.monotonic()  # since the source last handed out a batch, or an ack made room
         self._last_position: Position | None = None
-        self._high: Position | None = None  # the latest position routed in this epoch
-        # The last transaction ends routed in this epoch that closed rows: Canal's second pass never goes back
-        # before the first (see _check_same_binlog).
-        self._sent_ends: collections.deque[Position] = collections.deque(maxlen=3)
-        self._rows_since_end = False
+        self._order = StreamOrder(self.job)  # of the positions routed in this epoch
         # The positions of each batch taken in this epoch and not yet acked, oldest first.
         self._taken: collections.deque[TakenPositions] = collections.deque()
         # The commit applied while the next transaction reads, and what earlier ones left.
@@ -264,20 +252,16 @@ class Consumer(Worker):
                 # Canal went back to a transaction end: what came before it is whole.
                 work.source_txn_open_since = None
                 continue
-            high = self._high
-            if high is not None and position < high:
-                self._check_same_binlog(position, high)
+            high = self._order.advance(position)
+            if high is not None:
                 self._went_back(position, high)
                 return True  # voided; the replay starts from the ack cursor
-            if high is not None and position.journal != high.journal:
-                self._check_same_binlog(position, high)
             entry_type = entry.entryType
             missed = resends and self._second.missed(position, transaction_end=entry_type == _END)
             if missed and self._commits.in_flight is not None:
                 # What fills a gap counts as committed when its own commit lands, not the one before.
                 self._land()
             taken.append(position)
-            self._high = position
             self._last_position = position
             counts_through = position
             if missed and entry_type != _ROWDATA:
@@ -289,14 +273,12 @@ class Consumer(Worker):
                 continue
             if entry_type == _END:
                 work.source_txn_open_since = None
-                if self._rows_since_end:
-                    self._sent_ends.append(position)
-                    self._rows_since_end = False
+                self._order.transaction_end(position)
             elif entry_type == _ROWDATA:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 channel = self._router.channel_for(table)
                 if header.eventType in DML_EVENTS:
-                    self._rows_since_end = True
+                    self._order.rows()
                     if marks:
                         # MariaDB's transactions have no BEGIN entry: the first row opens one.
                         work.open_source_txn()
@@ -311,8 +293,9 @@ class Consumer(Worker):
                         self._cut_after(entries, positions, index, batch_id)
                         return True
                     continue
-                # A DDL on this table: its channel applies what it changes (and names it if a later row no longer fits).
-                given = self._router.ddl_owners(entry, channel, table)  # (a followed rename: the old name's)
+                # A DDL on this table: its channel applies what it changes (and names it if a later row no longer
+                # fits). A followed rename goes to the channel of the old name.
+                given = self._router.ddl_owners(entry, header.eventType, channel, table)
                 for owner, named in given:
                     self._add(owner, position, entry, missed, named)
                 channel = given[0][0]
@@ -484,26 +467,6 @@ class Consumer(Worker):
         self._abort_all(f"rollback: {exc}")
         self._new_epoch(self.link.rollback())
 
-    def _check_same_binlog(self, position: Position, high: Position) -> None:
-        """Raise :class:`SourceSwitchedError` unless ``position``, sent after ``high`` in one connection, can
-        be of the same binlog: a file of the same name, and (going back) no further than Canal's second pass goes.
-
-        Canal's parser dumps again from the last transaction end it recorded.
-        It records the end of each flush it put into the store, just after the
-        put, but not an end that is alone in its flush (a transaction with no
-        rows for this client, or one whose rows filled the parser's buffer just
-        before its end). So only ends that closed rows count here, and the
-        recorded one may trail them by two: the put not yet recorded, and one
-        end alone in its flush.
-        """
-        if not isinstance(position, EntryPosition) or not isinstance(high, EntryPosition):
-            return  # (a Kafka topic: Canal's parser is not what orders its partitions)
-        ends = self._sent_ends
-        if len(ends) == ends.maxlen and position < ends[0]:
-            raise SourceSwitchedError(self.job, position, high)
-        if position.from_another_binlog_than(high):
-            raise SourceSwitchedError(self.job, position, high)
-
     def _went_back(self, position: Position, high: Position) -> None:
         """Canal sent ``position`` after ``high`` in one epoch: its parser dumped the binlog again."""
         self._land(raise_failure=False)  # the last cut must be known
@@ -526,9 +489,7 @@ class Consumer(Worker):
 
     def _new_epoch(self, epoch: int) -> None:
         self._epoch = epoch
-        self._high = None
-        self._sent_ends.clear()
-        self._rows_since_end = False
+        self._order.new_epoch()
         self._taken.clear()
         self._second.new_epoch(epoch)
         self._forget_taken()

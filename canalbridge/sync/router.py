@@ -26,6 +26,7 @@ from canalbridge.sync.routes import Routes
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
 Table = tuple[str, str]  # (schema, table), as an entry's header names it
+_RENAME = int(entry_pb.EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
 
 
 class TableRouter:
@@ -91,11 +92,11 @@ class TableRouter:
             self._log.info("consumer.shard_joined", table=f"{schema}.{name}", channel=channel.source)
         return channel
 
-    def ddl_owners(self, entry: entry_pb.Entry, channel: Channel | None, table: Table,
+    def ddl_owners(self, entry: entry_pb.Entry, event_type: int, channel: Channel | None, table: Table,
                    ) -> list[tuple[Channel | None, Table]]:
-        """Who gets a DDL entry of ``table``, and under which name: ``channel``, or for a RENAME TABLE the job
-        follows, the channel of each renamed table, under its old name."""
-        if entry.header.eventType != entry_pb.EventType.RENAME or not self._follows_renames:
+        """Who gets a DDL entry (``event_type`` its header's) of ``table``, and under which name: ``channel``,
+        or for a RENAME TABLE the job follows, the channel of each renamed table, under its old name."""
+        if not self._follows_renames or event_type != _RENAME:
             return [(channel, table)]
         return self._follow(entry) or [(channel, table)]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import (
@@ -186,27 +187,17 @@ class RowMapper:
         self._learn(columns, position)
         self._signature = signature
 
+    def history(self) -> ColumnsHistory:
+        """What this table's rows and DDLs were so far, as a value another thread may keep."""
+        return ColumnsHistory(self.table, self._signature, self._last_ddl, self._ddl_unread)
+
     def columns_changed(self, now: str, count: int, position: Position) -> RowMappingError:
         """The error for a row whose ``count`` columns (``now``, as :func:`column_signature` gives them)
         are not the earlier rows'."""
-        earlier = self._signature or ()
-        was = column_signature(earlier)
-        if count != len(earlier):
-            return self._error(f"row has {count} columns ({now}), earlier rows had {len(earlier)} ({was})", position)
-        if _unkeyed(was) == _unkeyed(now):
-            # Upserts keyed by the old key would collapse rows the new key tells apart: never go on silently.
-            return self._error(f"the source's primary key changed: the row's columns are ({now}), earlier rows' "
-                               f"({was}); canalbridge follows a key change only through the DDL that makes it "
-                               f"(docs/guide/schema-changes.md#primary-key)", position)
-        return self._error(f"the row's columns changed from ({was}) to ({now})", position)
+        return self.history().columns_changed(now, count, position)
 
     def _error(self, message: str, position: Position) -> RowMappingError:
-        if self._last_ddl is not None:
-            sql, at = self._last_ddl
-            message += f", after the DDL {sql!r} at {at}"
-            if self._ddl_unread is not None:
-                message += f" (canalbridge could not read that DDL: {self._ddl_unread})"
-        return RowMappingError(self.table, message, position)
+        return self.history().error(message, position)
 
     def _learn(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
         """Check the row's shape against the target and remember its column facts."""
@@ -272,6 +263,39 @@ class RowMapper:
         """Wrap undecoded row changes with the column facts learnt so far (a row must have been mapped)."""
         assert self._columns is not None and self._key_indexes is not None
         return RawBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(changes))
+
+
+@dataclass(frozen=True)
+class ColumnsHistory:
+    """What one source table's rows and DDLs were so far: enough to name a row that no longer fits them."""
+
+    table: str
+    signature: tuple[tuple[str, str, bool], ...] | None  # (name, mysqlType, isKey) of the rows so far
+    last_ddl: tuple[str, Position] | None  # (sql, position)
+    ddl_unread: str | None  # why the last DDL could not be read, if it could not
+
+    def columns_changed(self, now: str, count: int, position: Position) -> RowMappingError:
+        """The error for a row whose ``count`` columns (``now``, as :func:`column_signature` gives them)
+        are not the earlier rows'."""
+        earlier = self.signature or ()
+        was = column_signature(earlier)
+        if count != len(earlier):
+            return self.error(f"row has {count} columns ({now}), earlier rows had {len(earlier)} ({was})", position)
+        if _unkeyed(was) == _unkeyed(now):
+            # Upserts keyed by the old key would collapse rows the new key tells apart: never go on silently.
+            return self.error(f"the source's primary key changed: the row's columns are ({now}), earlier rows' "
+                              f"({was}); canalbridge follows a key change only through the DDL that makes it "
+                              f"(docs/guide/schema-changes.md#primary-key)", position)
+        return self.error(f"the row's columns changed from ({was}) to ({now})", position)
+
+    def error(self, message: str, position: Position) -> RowMappingError:
+        """A mapping error for this table, naming the last DDL (and why it could not be read, if so)."""
+        if self.last_ddl is not None:
+            sql, at = self.last_ddl
+            message += f", after the DDL {sql!r} at {at}"
+            if self.ddl_unread is not None:
+                message += f" (canalbridge could not read that DDL: {self.ddl_unread})"
+        return RowMappingError(self.table, message, position)
 
 
 def column_signature(columns: Sequence[tuple[str, str, bool]]) -> str:

@@ -9,6 +9,7 @@ of the product only the CLI may use the dev kit, for ``demo`` and
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,10 @@ def test_the_layout_page_names_every_module():
     unnamed = sorted(path.relative_to(ROOT).as_posix() for path in MODULES.values()
                      if f"`{path.relative_to(ROOT).as_posix()}`" not in page)
     assert not unnamed, f"docs/design/layout.md does not name {unnamed}"
+
+
+def test_the_layout_page_names_no_module_that_is_gone():
+    page = ROOT.joinpath("docs", "design", "layout.md").read_text()
+    named = set(re.findall(r"`((?:canalbridge|spark_sink)/[\w/]+\.py)`", page))
+    gone = sorted(path for path in named if not ROOT.joinpath(path).is_file())
+    assert not gone, f"docs/design/layout.md names modules that do not exist: {gone}"
