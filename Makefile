@@ -135,7 +135,7 @@ demo: venv check-java iceberg-jar decoder-jar
 
 # The same against a private MariaDB and a real Canal server, verified against MariaDB.
 demo-real: venv check-java real-stack decoder-jar
-	$(VENV)/bin/canalbridge demo --real
+	$(VENV)/bin/python -m tests.infra.demo_real
 
 # Benchmarks print their figures as a final JSON line (docs/performance.md).
 bench-decode: venv check-java iceberg-jar decoder-jar

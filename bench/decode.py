@@ -45,14 +45,14 @@ from bench.common import bench_tables, dev_server, workload_file
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.entry_file import read_entries, read_raw_entries
 from canalbridge.devkit.feeds import rows_in
-from canalbridge.devkit.memory_writer import InMemoryWriter
-from canalbridge.devkit.replay import apply_entries
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import BeforeImages
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from tests.infra.memory_writer import InMemoryWriter
+from tests.infra.replay import apply_entries
 
 HERE = Path(__file__).resolve().parent
 TABLE = bench_tables(1)[0]

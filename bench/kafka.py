@@ -3,7 +3,7 @@
 The workload of ``bench.end_to_end`` (3 ten-column tables, 60% inserts / 30%
 updates / 10% deletes, generated once and cached) is published into a topic
 of a private Kafka 3.9 broker as Canal 1.1.7 writes it
-(``canalbridge.devkit.kafka_feed``): protobuf records of ``--batch-entries``
+(``tests.infra.kafka_feed``): protobuf records of ``--batch-entries``
 entries (one Canal batch each), or flat messages (one per rows entry). For
 each ``--formats``:
 
@@ -47,8 +47,6 @@ from bench.common import (
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.entry_file import read_entries
 from canalbridge.devkit.feeds import rows_in
-from canalbridge.devkit.kafka_broker import KafkaBroker
-from canalbridge.devkit.kafka_feed import flat_message, protobuf_records
 from canalbridge.devkit.progress import lag_text
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
@@ -56,6 +54,8 @@ from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettin
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.writer import make_writer
+from tests.infra.kafka_broker import KafkaBroker
+from tests.infra.kafka_feed import flat_message, protobuf_records
 
 PUBLISH_CHUNK = 2000  # records handed to the producer between flushes
 

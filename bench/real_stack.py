@@ -57,14 +57,14 @@ from bench.common import (
 )
 from bench.end_to_end import run as run_dev_server
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.devkit.canal_server import CanalDestination, CanalServer
-from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.writer import make_writer
+from tests.infra.canal_server import CanalDestination, CanalServer
+from tests.infra.mariadb import MariaDBServer
 
 TABLES = ("events_1", "events_2", "events_3")
 DRAIN_TIMEOUT_S = 3600.0

@@ -24,7 +24,7 @@ import pymysql
 
 from bench.common import bench_row
 from canalbridge.devkit.catalog import narrow_table
-from canalbridge.devkit.sql_source import create_sql
+from tests.infra.sql_source import create_sql
 
 ROUND_ROW_CHANGES = 100
 INSERTS, UPDATES, DELETES = 30, 30, 10  # per statement

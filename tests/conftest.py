@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from canalbridge.devkit import DestinationConfig, DevServer
-from canalbridge.devkit.kafka_broker import KafkaBroker
+from tests.infra.kafka_broker import KafkaBroker
 
 
 @pytest.fixture(scope="session")

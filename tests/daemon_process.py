@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from canalbridge.devkit.processes import free_port
+from tests.infra.processes import free_port
 
 CLI = [sys.executable, "-m", "canalbridge"]
 PASSWORD = "pw-" + os.urandom(4).hex()

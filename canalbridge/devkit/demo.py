@@ -28,8 +28,7 @@ from canalbridge.daemon.logs import configure_logging
 from canalbridge.daemon.status import render_text
 from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entry_file import write_entries
-from canalbridge.devkit.processes import die_with_parent
-from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
+from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through, die_with_parent
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.position import EntryPosition
@@ -76,17 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", type=int, default=3, help="source tables (default 3)")
     parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--real", action="store_true",
-                        help="a private MariaDB and a real Canal instead of the dev server (make real-stack first)")
-    parser.add_argument("--rounds", type=int, default=60, help="with --real: SQL rounds to write (default 60)")
 
 
 def main(args: argparse.Namespace) -> int:
-    """``canalbridge demo``: the dev server, or with ``--real`` the real stack."""
-    if args.real:
-        from canalbridge.devkit import demo_real
-
-        return demo_real.run(args)
+    """``canalbridge demo``: the dev server (``make demo-real`` runs the same against the real stack)."""
     return run(args)
 
 

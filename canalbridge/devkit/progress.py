@@ -11,6 +11,8 @@ readable.
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import sys
 import threading
 import time
@@ -183,3 +185,21 @@ class RunWatch:
         for target, rows in sorted(committed.items()):
             table.add_row(target, f"{rows:,}")
         return table
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """For ``preexec_fn``: the child gets SIGTERM when the process that started it dies.
+
+    A test run killed outright (or a script cut short) then leaves no
+    mariadbd or Canal behind. Linux only; elsewhere a no-op. Linux sends it
+    when the *thread* that started the child ends: start services from a
+    thread that lives as long as they should (pytest's main thread does).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass

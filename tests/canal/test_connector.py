@@ -18,10 +18,10 @@ from canalbridge.canal import (
 )
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
-from canalbridge.devkit.replay import apply_entries
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from tests.helpers import eventually
+from tests.infra.replay import apply_entries
 
 PASSWORD = "canal-secret"
 

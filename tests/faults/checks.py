@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from canalbridge.devkit.replay import row_changes
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from spark_sink.identifiers import quote_table
+from tests.infra.replay import row_changes
 
 
 def changelog_config(path: Path, table_name: str) -> None:

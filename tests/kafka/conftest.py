@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.devkit.kafka_broker import KafkaBroker
+from tests.infra.kafka_broker import KafkaBroker
 
 _names = itertools.count(1)
 

@@ -1,6 +1,6 @@
 """A job reading Canal's Kafka topic from a real broker into in-memory targets: no Spark, no Canal.
 
-The records are what Canal 1.1.7 writes (canalbridge.devkit.kafka_feed, which
+The records are what Canal 1.1.7 writes (tests.infra.kafka_feed, which
 follows what tests/real/test_canal_kafka_mode.py pins of the real Canal).
 Every test ends with the targets equal to the workload's tables and each row
 change applied once, and the group's offsets committed through the end.
@@ -16,9 +16,6 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from canalbridge.devkit.kafka_broker import KafkaBroker
-from canalbridge.devkit.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
-from canalbridge.devkit.memory_writer import CommitRecord, InMemoryWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import TargetSourceMismatchError
@@ -27,6 +24,9 @@ from canalbridge.sync.position import EntryPosition, KafkaPosition
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
 from canalbridge.sync.tables import TablePattern
+from tests.infra.kafka_broker import KafkaBroker
+from tests.infra.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
+from tests.infra.memory_writer import CommitRecord, InMemoryWriter
 from tests.sync.harness import expected_row_writes
 
 pytestmark = pytest.mark.kafka

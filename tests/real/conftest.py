@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
-from canalbridge.devkit.canal_server import CanalDestination, CanalServer
-from canalbridge.devkit.mariadb import MariaDBServer
+from tests.infra.canal_server import CanalDestination, CanalServer
+from tests.infra.mariadb import MariaDBServer
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from canalbridge.devkit.entries import TableDef
-from canalbridge.devkit.sql_source import Source, expected_target
 from canalbridge.devkit.verify import read_typed
 from canalbridge.sync.position import EntryPosition
 from tests.daemon_process import daemon_sections, job_section, job_status
+from tests.infra.sql_source import Source, expected_target
 
 
 def assert_target_equals_source(spark, source: Source, table: TableDef, target: str) -> None:

@@ -19,10 +19,10 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from canalbridge.canal.kafka_records import RecordFormat, decode_record
-from canalbridge.devkit.canal_server import CanalDestination, CanalServer, KafkaMode
-from canalbridge.devkit.kafka_broker import KafkaBroker
-from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from tests.infra.canal_server import CanalDestination, CanalServer, KafkaMode
+from tests.infra.kafka_broker import KafkaBroker
+from tests.infra.mariadb import MariaDBServer
 
 DATABASE = "kmode"
 SETUP = (

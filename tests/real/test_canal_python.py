@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from canalbridge.devkit.canal_server import CanalDestination, CanalServer
+from tests.infra.canal_server import CanalDestination, CanalServer
 
 pytestmark = [pytest.mark.real, pytest.mark.interop]
 

@@ -21,8 +21,6 @@ import signal
 import pytest
 
 from canalbridge.devkit.entries import ColumnDef, TableDef
-from canalbridge.devkit.memory_writer import InMemoryWriter
-from canalbridge.devkit.sql_source import Source
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings
@@ -30,6 +28,8 @@ from spark_sink.identifiers import quote_table
 from spark_sink.writer import make_writer
 from tests.daemon_process import daemon_log, running_daemon, stop
 from tests.helpers import eventually
+from tests.infra.memory_writer import InMemoryWriter
+from tests.infra.sql_source import Source
 from tests.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
 
 pytestmark = pytest.mark.real

@@ -32,13 +32,13 @@ from typing import Any
 
 import pytest
 
-from canalbridge.devkit.canal_server import CanalDestination
 from canalbridge.devkit.canal_values import ZERO_DATE, SqlType
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, Flavor, Row, TableDef
 from canalbridge.devkit.values import random_value
 from canalbridge.mysql_types import MySqlType
 from canalbridge.protocol import EntryProtocol_pb2 as pb
+from tests.infra.canal_server import CanalDestination
 from tests.real.entries import fetch_until, row_change
 
 pytestmark = pytest.mark.real

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.devkit.canal_server import CanalDestination
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from canalbridge.sync.tables import TablePattern
 from spark_sink.identifiers import quote_table
 from spark_sink.writer import make_writer
+from tests.infra.canal_server import CanalDestination
 
 pytestmark = [pytest.mark.real, pytest.mark.spark]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.devkit.sql_source import UNSUBSCRIBED, Source, mixed_setup, mixed_tables, mixed_workload
 from canalbridge.sync.position import EntryPosition
 from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
+from tests.infra.sql_source import UNSUBSCRIBED, Source, mixed_setup, mixed_tables, mixed_workload
 from tests.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
 
 pytestmark = [pytest.mark.real, pytest.mark.spark]

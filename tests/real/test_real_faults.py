@@ -15,14 +15,14 @@ import threading
 
 import pytest
 
-from canalbridge.devkit.canal_server import CanalDestination
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
-from canalbridge.devkit.sql_source import Source, create_sql
 from canalbridge.sync.position import EntryPosition
 from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.faults.checks import assert_changelog_once, changelog_config
 from tests.helpers import eventually
+from tests.infra.canal_server import CanalDestination
+from tests.infra.sql_source import Source, create_sql
 from tests.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
 from tests.real.entries import fetch_until
 

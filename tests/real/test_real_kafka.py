@@ -22,12 +22,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from canalbridge.canal.kafka_records import RecordFormat, decode_record
-from canalbridge.devkit.canal_server import CanalDestination, CanalServer, KafkaMode
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
-from canalbridge.devkit.kafka_broker import KafkaBroker
-from canalbridge.devkit.mariadb import MariaDBServer
-from canalbridge.devkit.sql_source import Source, create_sql
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import KafkaPosition
@@ -35,6 +31,10 @@ from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettin
 from tests.daemon_process import cli, daemon_log, daemon_sections, job_status, metrics_text, running_daemon, stop
 from tests.faults.checks import assert_changelog_once, changelog_config
 from tests.helpers import eventually
+from tests.infra.canal_server import CanalDestination, CanalServer, KafkaMode
+from tests.infra.kafka_broker import KafkaBroker
+from tests.infra.mariadb import MariaDBServer
+from tests.infra.sql_source import Source, create_sql
 from tests.real.daemon_run import assert_target_equals_source
 from tests.real.test_real_faults import Writer, transaction
 from tests.real.test_transactions_whole import TABLES as TRANSFER_TABLES

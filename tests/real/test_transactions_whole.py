@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from canalbridge.devkit.memory_writer import InMemoryWriter, SealedInMemory
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.writer import make_writer
+from tests.infra.memory_writer import InMemoryWriter, SealedInMemory
 
 pytestmark = pytest.mark.real
 

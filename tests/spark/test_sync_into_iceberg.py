@@ -12,7 +12,6 @@ import pytest
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
-from canalbridge.devkit.replay import row_changes
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -28,6 +27,7 @@ from spark_sink.identifiers import quote_table
 from spark_sink.table import TargetTableError
 from spark_sink.writer import make_writer
 from tests.helpers import eventually
+from tests.infra.replay import row_changes
 
 COMMITS = CommitSettings(interval_seconds=1.0, min_events=5000, min_bytes=1, retries=100,
                          retry_initial_seconds=0.05, retry_max_seconds=0.5, max_source_txn_wait_seconds=10)

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 
 from canalbridge.devkit import DevServer
 from canalbridge.devkit.destination import Destination
-from canalbridge.devkit.memory_writer import InMemoryWriter
-from canalbridge.devkit.replay import row_changes
 from canalbridge.devkit.store import StoredEvent
 from canalbridge.devkit.workload import Workload
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from tests.infra.memory_writer import InMemoryWriter
+from tests.infra.replay import row_changes
 
 EventType = entry_pb.EventType
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
-from canalbridge.devkit.memory_writer import InMemoryWriter
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
+from tests.infra.memory_writer import InMemoryWriter
 
 EventType = entry_pb.EventType
 TABLE = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))

@@ -9,13 +9,13 @@ import pytest
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
-from canalbridge.devkit.memory_writer import InjectedFailure, InMemoryWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import JobState
 from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
 from canalbridge.sync.tables import TablePattern
+from tests.infra.memory_writer import InjectedFailure, InMemoryWriter
 
 from .harness import Harness, job_settings
 

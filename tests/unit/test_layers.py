@@ -1,7 +1,8 @@
-"""The import contract: layers run one way, and the product never reaches into the dev kit.
+"""The import contract: layers run one way, the product never reaches into the dev kit, and nothing in the wheel
+reaches into the test infrastructure.
 
 Canal client <- sync <- Spark sink <- daemon, each a package named here. The dev kit (dev server,
-workload generator, in-memory writer, verifier, demo) may use the product;
+workload generator, verifier, demo) may use the product;
 of the product only the CLI may use the dev kit, for ``demo`` and
 ``devserver``.
 """
@@ -31,6 +32,7 @@ FORBIDDEN = {
     SINK: (*DAEMON, *DEVKIT, "canalbridge.protocol"),
 }
 CLI_MAY_USE_DEVKIT = "canalbridge.daemon.cli"
+TEST_INFRA = "tests"  # test infrastructure (tests/infra): outside the wheel, so nothing in it may be imported
 
 
 def module_name(path: Path) -> str:
@@ -59,7 +61,10 @@ MODULES = product_modules()
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_follow_the_layers(module):
-    imported = {name for name in imports_of(MODULES[module]) if name.startswith(("canalbridge", "spark_sink"))}
+    imported = imports_of(MODULES[module])
+    tests = sorted(name for name in imported if name == TEST_INFRA or name.startswith(f"{TEST_INFRA}."))
+    assert not tests, f"{module} (in the wheel) imports test infrastructure: {tests}"
+    imported = {name for name in imported if name.startswith(("canalbridge", "spark_sink"))}
     for layer, forbidden in FORBIDDEN.items():
         if module.startswith(layer):
             broken = sorted(name for name in imported if name.startswith(forbidden))

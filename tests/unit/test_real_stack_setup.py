@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from canalbridge.devkit import artifacts
-from canalbridge.devkit.canal_server import canal_passwd
 from spark_sink import session
 from spark_sink.settings import SparkSettings
+from tests.infra import artifacts
+from tests.infra.canal_server import canal_passwd
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ import pytest
 
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS, standard_tables
 from canalbridge.devkit.entries import BinlogWriter
-from canalbridge.devkit.replay import apply_entries
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from tests.infra.replay import apply_entries
 
 EntryType = entry_pb.EntryType
 EventType = entry_pb.EventType

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from canalbridge.devkit.processes import find_binary
 from spark_sink.session import cache_dir
+from tests.infra.processes import find_binary
 
 CANAL_VERSION = "1.1.7"  # see deploy/maven/canal/pom.xml: no 1.1.8 server modules on Maven Central
 LAUNCHER_CLASS = "canalbridge.devkit.CanalBridgeDevLauncher"

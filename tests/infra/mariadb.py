@@ -18,14 +18,14 @@ from typing import Any
 
 import pymysql
 
-from canalbridge.devkit.artifacts import mariadb_binaries
-from canalbridge.devkit.processes import (
+from canalbridge.devkit.progress import die_with_parent
+from tests.infra.artifacts import mariadb_binaries
+from tests.infra.processes import (
     LOOPBACK,
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
     ServiceProcess,
-    die_with_parent,
     free_port,
     read_from,
     tail,
@@ -216,7 +216,7 @@ class MariaDBServer(ServiceProcess):
             "max_connections=100",
             *self.extra_options,
         ]
-        text = "# written by canalbridge.devkit.mariadb; a private test instance\n[mysqld]\n"
+        text = "# written by tests.infra.mariadb; a private test instance\n[mysqld]\n"
         text += "\n".join(options) + "\n[client]\n" + f"socket={self.socket_path}\n"
         self.defaults_file.write_text(text, encoding="utf-8")
 

@@ -1,4 +1,4 @@
-"""Helpers for the real-stack services the dev kit starts: ports, bounded waits, process stops, log tails.
+"""Helpers for the real-stack services the tests start: ports, bounded waits, process stops, log tails.
 
 Every wait here polls a real condition against a deadline; none of them
 sleeps in place of synchronisation.
@@ -6,7 +6,6 @@ sleeps in place of synchronisation.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import shutil
@@ -28,24 +27,6 @@ PORT_ATTEMPTS = 3
 
 class ServiceError(RuntimeError):
     """A real-stack service could not be started, reached or stopped."""
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """For ``preexec_fn``: the child gets SIGTERM when the process that started it dies.
-
-    A test run killed outright (or a script cut short) then leaves no
-    mariadbd or Canal behind. Linux only; elsewhere a no-op. Linux sends it
-    when the *thread* that started the child ends: start services from a
-    thread that lives as long as they should (pytest's main thread does).
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")

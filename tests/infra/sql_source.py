@@ -1,4 +1,4 @@
-"""SQL into a real MariaDB, read back as the dev kit's logical values (real-stack tests and ``demo --real``).
+"""SQL into a real MariaDB, read back as the dev kit's logical values (real-stack tests and ``make demo-real``).
 
 A :class:`Source` writes rows made by the dev kit's value generator with SQL
 and reads tables back as the generator's logical values, so that
@@ -17,10 +17,10 @@ from typing import Any
 from canalbridge.devkit.canal_values import ZERO_DATE, format_time
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ALL_TYPES_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import ColumnDef, TableDef
-from canalbridge.devkit.mariadb import MariaDBServer
 from canalbridge.devkit.values import random_value
 from canalbridge.devkit.verify import expected_typed
 from canalbridge.mysql_types import MySqlType
+from tests.infra.mariadb import MariaDBServer
 
 # Permissive, so zero dates can be written; UTC, as Canal's JVM runs (timestamps are rendered in its zone).
 SESSION = ("SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'")

@@ -25,22 +25,22 @@ from typing import Any
 
 from canalbridge.canal import CanalConnector
 from canalbridge.canal.server_defaults import STORE_BATCH_MODE, STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
-from canalbridge.devkit.artifacts import LAUNCHER_CLASS, canal_home, canal_kafka_plugin, java_binary
-from canalbridge.devkit.mariadb import MariaDBServer
-from canalbridge.devkit.processes import (
+from canalbridge.devkit.progress import die_with_parent
+from canalbridge.sync.settings import CanalSettings
+from tests.infra.artifacts import LAUNCHER_CLASS, canal_home, canal_kafka_plugin, java_binary
+from tests.infra.mariadb import MariaDBServer
+from tests.infra.processes import (
     LOOPBACK,
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
     ServiceProcess,
-    die_with_parent,
     free_port,
     port_open,
     read_from,
     tail,
     wait_for,
 )
-from canalbridge.sync.settings import CanalSettings
 
 # Canal's parser logs this (INFO, MysqlConnection) when it sends the binlog
 # dump command, after it found its start position: the destination is live.
@@ -345,7 +345,7 @@ class CanalServer(ServiceProcess):
 
 def _write_properties(path: Path, values: Mapping[str, str]) -> None:
     """A Java properties file (ISO-8859-1 with escapes, as java.util.Properties reads it)."""
-    lines = ["# written by canalbridge.devkit.canal_server"]
+    lines = ["# written by tests.infra.canal_server"]
     for key, value in values.items():
         lines.append(f"{_escape(key, key=True)} = {_escape(value)}")
     path.write_text("\n".join(lines) + "\n", encoding="latin-1")
@@ -369,7 +369,7 @@ def _escape(text: str, *, key: bool = False) -> str:
 def _logback_xml(log_file: Path) -> str:
     """Our logback configuration: INFO to one file, the destination in brackets on every line."""
     return f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- written by canalbridge.devkit.canal_server -->
+<!-- written by tests.infra.canal_server -->
 <configuration>
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
     <file>{log_file}</file>

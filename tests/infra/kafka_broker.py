@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
-from canalbridge.devkit.artifacts import KAFKA_VERSION, java_binary, kafka_home
-from canalbridge.devkit.processes import (
+from canalbridge.devkit.progress import die_with_parent
+from tests.infra.artifacts import KAFKA_VERSION, java_binary, kafka_home
+from tests.infra.processes import (
     LOOPBACK,
     PORT_ATTEMPTS,
     PORT_TAKEN,
     ServiceError,
     ServiceProcess,
-    die_with_parent,
     free_port,
     port_open,
     read_from,
@@ -187,7 +187,7 @@ class KafkaBroker(ServiceProcess):
             **self.properties,
         }
         text = "".join(f"{key}={value}\n" for key, value in server.items())
-        self._server_properties.write_text("# written by canalbridge.devkit.kafka_broker\n" + text, encoding="utf-8")
+        self._server_properties.write_text("# written by tests.infra.kafka_broker\n" + text, encoding="utf-8")
         self._server_properties.chmod(0o600)  # holds the SASL passwords
         (conf / "log4j.properties").write_text(
             "log4j.rootLogger=INFO, file\n"

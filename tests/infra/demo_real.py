@@ -1,4 +1,4 @@
-"""``canalbridge demo --real``: the whole real stack on this machine, verified table by table.
+"""``make demo-real``: the demo against the whole real stack on this machine, verified table by table.
 
 It starts a private MariaDB and a real Canal server (both on loopback, from
 ``make real-stack``), writes a mixed workload with SQL (every type, several
@@ -6,12 +6,16 @@ tables per transaction, key changes, rollbacks, a table no channel reads),
 runs the daemon with Spark local and a local Iceberg warehouse until it has
 acked the last transaction, prints the status, and compares every target
 table with ``SELECT *`` of its MariaDB table. Exit 0 only if all match.
+
+Test infrastructure, not in the wheel: run it from a checkout,
+``python -m tests.infra.demo_real [--rounds N] [--workdir DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -20,14 +24,14 @@ from pathlib import Path
 from canalbridge.daemon.config import load_config
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.daemon.status import render_text
-from canalbridge.devkit.canal_server import CanalDestination, CanalServer
 from canalbridge.devkit.demo import PASSWORD_ENV, demo_config
 from canalbridge.devkit.entries import TableDef
-from canalbridge.devkit.mariadb import MariaDBServer
-from canalbridge.devkit.processes import ServiceProcess
 from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
-from canalbridge.devkit.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
 from canalbridge.sync.position import EntryPosition
+from tests.infra.canal_server import CanalDestination, CanalServer
+from tests.infra.mariadb import MariaDBServer
+from tests.infra.processes import ServiceProcess
+from tests.infra.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
 
 DB = "demo"
 
@@ -102,3 +106,16 @@ def _verify(source: Source, tables: Sequence[TableDef]) -> dict[str, tuple[int, 
         actual = read_typed(spark, f"lake.demo_real.{table.name}", table)
         verdicts[table.qualified] = (len(actual), actual == expected_target(source, table))
     return verdicts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.infra.demo_real",
+                                     description="the demo against a private MariaDB and a real Canal server")
+    parser.add_argument("--rounds", type=int, default=60, help="SQL rounds to write (default 60)")
+    parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
+    parser.add_argument("--seed", type=int, default=42)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
