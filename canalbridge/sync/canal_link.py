@@ -16,14 +16,12 @@ batch handed out before it.
 
 from __future__ import annotations
 
-import collections
-import threading
-
 import structlog
 
 from canalbridge.canal import CanalBatch, CanalConnector, CanalError
 from canalbridge.sync.boundaries import SeenBoundaries
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
+from canalbridge.sync.handoff import HandOff
 from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Outstanding, Verdict
 from canalbridge.sync.position import AckState, EntryPosition, Position, PositionRange
 from canalbridge.sync.settings import CanalSettings
@@ -45,13 +43,11 @@ class CanalLink:
         self.canal = canal
         self.fetch_size = fetch_size  # JobSettings.fetch_size: batch_size, capped below Canal's store
         self.subscribe_filter = subscribe_filter
-        self.capacity = capacity
         self.acks = acks
         self._ledger = BatchLedger()
         self._seen = SeenBoundaries()  # where a restarted Canal may start again
-        self._queue: collections.deque[tuple[TakenBatch, LedgerBatch]] = collections.deque()
-        self._cond = threading.Condition()
-        self._closed = False
+        self._handoff: HandOff[tuple[TakenBatch, LedgerBatch]] = HandOff(capacity)
+        self._cond = self._handoff.lock  # (it guards the ledger too)
         self._log = log.bind(job=job, canal=canal.address, destination=canal.destination)
         self.description = f"canal {canal.address} destination {canal.destination!r}"
 
@@ -77,8 +73,7 @@ class CanalLink:
 
     def wait_for_room(self, timeout_s: float) -> bool:
         """Wait until the queue can take one more batch (or :meth:`close` was called)."""
-        with self._cond:
-            return self._cond.wait_for(lambda: len(self._queue) < self.capacity or self._closed, timeout_s)
+        return self._handoff.wait_for_room(timeout_s)
 
     def exchange(self) -> CanalBatch | None:
         """Send due acks and rollback, then one GET; returns the batch if it was accepted.
@@ -123,12 +118,10 @@ class CanalLink:
                     raise SourceChangedError(self.canal.address, self.canal.destination, range_.start, acked,
                                              "a restarted Canal starts at an entry taken before; this is none")
                 self._seen.note(batch.entries)
-                self._queue.append((TakenBatch(batch, record.epoch, record.batch_id), record))
-                self._cond.notify_all()
+                self._handoff.put_locked((TakenBatch(batch, record.epoch, record.batch_id), record))
                 return batch
             if verdict is Verdict.DOUBTED:
-                self._queue.clear()
-                self._cond.notify_all()
+                self._handoff.clear_locked()
                 doubts = list(self._ledger.doubts)
         if verdict is Verdict.DOUBTED:
             self._log.warning("canal.batch_doubted", batch=batch.batch_id, reason=doubts[-1].reason,
@@ -156,13 +149,8 @@ class CanalLink:
 
     def take(self, timeout_s: float) -> TakenBatch | None:
         """The oldest accepted batch, or None after ``timeout_s`` or once :meth:`close` was called."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: bool(self._queue) or self._closed, timeout_s) or self._closed:
-                return None
-            taken, record = self._queue.popleft()
-            self._ledger.consumed(record)
-            self._cond.notify_all()
-            return taken
+        item = self._handoff.take(timeout_s, lambda item: self._ledger.consumed(item[1]))
+        return None if item is None else item[0]
 
     def supersede(self, epoch: int, batch_id: int, counts_through: Position | None) -> None:
         """Only the batch's entries through ``counts_through`` hold back its ack (see BatchLedger.supersede)."""
@@ -195,14 +183,11 @@ class CanalLink:
 
     def close(self) -> None:
         """Wake every waiter for good and drop the connection (wakes a GET waiting on Canal)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+        self._handoff.close()
         self.connector.disconnect()
 
     def _reset_locked(self, *, reconnected: bool) -> int:
-        self._queue.clear()
         epoch = self._ledger.reset(reconnected=reconnected)
-        self._cond.notify_all()
+        self._handoff.clear_locked()
         return epoch
 
