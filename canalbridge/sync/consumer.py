@@ -31,7 +31,6 @@ first pass missed behind a commit is filled in from the second
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 import uuid
@@ -47,13 +46,14 @@ from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.commits import CommitPipeline
 from canalbridge.sync.errors import ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
-from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position, TakenPositions
+from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.router import TableRouter
 from canalbridge.sync.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
-from canalbridge.sync.source import SourceLink, TakenBatch
+from canalbridge.sync.source import ConsumerSide, TakenBatch
 from canalbridge.sync.stream_order import StreamOrder
+from canalbridge.sync.taken import Taken
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.consumer")
@@ -96,7 +96,7 @@ class Consumer(Worker):
     def __init__(
         self,
         settings: JobSettings,
-        link: SourceLink,
+        link: ConsumerSide,
         channels: Sequence[Channel],
         committed: CommittedPositions,
         acks: AckState,
@@ -121,15 +121,10 @@ class Consumer(Worker):
         self.stats = stats or ConsumerStats()
         self._on_failure = on_failure
         self._epoch = link.epoch
-        self._carry: list[entry_pb.Entry] = []  # entries after a mid-batch cut
-        self._carry_positions: Sequence[Position] | None = None  # theirs, when the batch gave them
-        self._carry_batch = 0  # the batch id they came in
-        self._next: TakenBatch | None = None  # a batch taken but not yet routed
+        self._taken = Taken()  # from the source in this epoch, not acked yet
         self._waiting_since = time.monotonic()  # since the source last handed out a batch, or an ack made room
         self._last_position: Position | None = None
         self._order = StreamOrder(self.job)  # of the positions routed in this epoch
-        # The positions of each batch taken in this epoch and not yet acked, oldest first.
-        self._taken: collections.deque[TakenPositions] = collections.deque()
         # The commit applied while the next transaction reads, and what earlier ones left.
         self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
@@ -200,18 +195,16 @@ class Consumer(Worker):
                 # runs past the commit timeout is waited for, which names it stuck.
                 self._land()
             starved = False
-            if self._carry:
-                entries, self._carry = self._carry, []
-                if not self._taken:  # (its batch cannot have been acked: it holds entries past the cut)
-                    self._taken.append(TakenPositions())
-                if self._route(entries, work, label, self._carry_batch, self._carry_positions):
+            carried = self._taken.carried()
+            if carried is not None:
+                if self._route(carried.entries, work, label, carried.batch_id, carried.positions):
                     return True
             else:
                 timeout = self.policy.poll_timeout(work, time.monotonic())
                 if self._commits.in_flight is not None:
                     timeout = min(timeout, IN_FLIGHT_POLL_S)  # look at the commit that runs now and then
-                item = self._next or self.link.take(timeout)
-                self._next = None
+                item = self._taken.next or self.link.take(timeout)
+                self._taken.next = None
                 starved = item is None and time.monotonic() - self._waiting_since >= STARVED_AFTER_S
                 if item is not None:
                     self._waiting_since = time.monotonic()
@@ -220,7 +213,7 @@ class Consumer(Worker):
                         return False
                     work.bytes += item.batch.raw_size
                     self.stats.batches += 1
-                    self._taken.append(TakenPositions())
+                    self._taken.new_batch()
                     if self._route(list(item.batch.entries), work, label, item.batch_id, item.positions):
                         return True
             if self._commit_if_due(work, label, at_batch_end=True, starved=starved):
@@ -236,7 +229,7 @@ class Consumer(Worker):
         marks = self.link.marks_transactions
         superseded = 0  # entries of Canal's first pass skipped here
         counts_through: Position | None = None  # the last entry routed here that is not among them
-        taken = self._taken[-1]
+        taken = self._taken.last_batch
         for index, entry in enumerate(entries):
             header = entry.header
             if positions is None:
@@ -290,7 +283,7 @@ class Consumer(Worker):
                         continue
                     # Without transaction ends (some Kafka topics) every entry is a cut point.
                     if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
-                        self._cut_after(entries, positions, index, batch_id)
+                        self._taken.cut_after(entries, positions, index, batch_id)
                         return True
                     continue
                 # A DDL on this table: its channel applies what it changes (and names it if a later row no longer
@@ -319,7 +312,7 @@ class Consumer(Worker):
                 continue  # GTIDLOG, HEARTBEAT: neither open nor close a transaction
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
             if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
-                self._cut_after(entries, positions, index, batch_id)
+                self._taken.cut_after(entries, positions, index, batch_id)
                 return True
         if superseded:
             # Canal sends those entries again: they must not hold back the batch's ack,
@@ -328,14 +321,8 @@ class Consumer(Worker):
             # Canal restart before the second pass is committed would skip the gap.)
             # Only through a cut that landed: a failed commit's cut holds nothing.
             self.link.supersede(self._epoch, batch_id, counts_through)
-            self._acked(self.link.ack_through(self._epoch, self._commits.landed_cut))
+            self._taken.acked(self.link.ack_through(self._epoch, self._commits.landed_cut))
         return False
-
-    def _cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
-                   batch_id: int) -> None:
-        """A commit cut the batch after ``entries[index]``: the rest is carried into the next transaction."""
-        self._carry, self._carry_batch = entries[index + 1 :], batch_id
-        self._carry_positions = positions[index + 1 :] if positions is not None else None
 
     def _opened(self, channel: Channel) -> None:
         """A channel the router opened mid-run: a refill its target says an earlier process stopped in goes on."""
@@ -367,10 +354,6 @@ class Consumer(Worker):
         self.stats.filled_in = self._second.filled_in
         return again
 
-    def _acked(self, batches: int) -> None:
-        for _ in range(min(batches, len(self._taken))):
-            self._taken.popleft()
-
     def _commit_if_due(self, work: PendingWork, label: str, *, at_batch_end: bool, starved: bool = False) -> bool:
         if self._last_position is None:
             return False
@@ -393,7 +376,7 @@ class Consumer(Worker):
             # Canal was rolled back under this transaction (a reconnect or a
             # doubted batch): what it holds will come again.
             self._abort_all("canal was rolled back")
-            self._forget_taken()
+            self._taken.forget()
             return True
         if work.in_source_txn:
             split = self.policy.must_split_source_txn(work, outstanding, now, committing, starved=starved)
@@ -434,7 +417,7 @@ class Consumer(Worker):
             return
         acked = self.link.ack_through(self._epoch, commit.cut)
         self._waiting_since = time.monotonic()  # the room these acks make takes a round trip to show
-        self._acked(acked)
+        self._taken.acked(acked)
         self.stats.commits += 1
         self.stats.last_commit_time_ms = int(time.time() * 1000)
         self.stats.last_commit_seconds = outcome.seconds
@@ -454,11 +437,6 @@ class Consumer(Worker):
         self._second.aborted(self._commits.unsettled)
         self._commits.abort(reason)
         self._router.aborted()
-
-    def _forget_taken(self) -> None:
-        self._carry = []
-        self._carry_positions = None
-        self._next = None
 
     def _recover(self, exc: SyncError) -> None:
         """Abort the transaction and roll Canal back to its ack cursor."""
@@ -482,7 +460,7 @@ class Consumer(Worker):
                               cut=str(last_cut), landed=last_cut == self._commits.landed_cut)
         # The replay brings again, from the ack cursor, what this epoch took and did
         # not ack, in the same order: those at or after ``position`` are the first pass.
-        again = sum(batch.count_from(position) for batch in self._taken)
+        again = self._taken.count_from(position)
         self._abort_all("canal sent entries again in the same stream")
         self._new_epoch(self.link.rollback())
         self._second.went_back(position, self._epoch, again)
@@ -492,12 +470,11 @@ class Consumer(Worker):
         self._order.new_epoch()
         self._taken.clear()
         self._second.new_epoch(epoch)
-        self._forget_taken()
 
     def _rolled_back(self, item: TakenBatch) -> None:
         """Canal was rolled back (a reconnect or a doubted batch): start over from the ack cursor."""
-        if self._carry:
+        if self._taken.carries:
             self._log.info("consumer.reset_after_rollback", epoch=item.epoch)
         self._abort_all("canal was rolled back")
         self._new_epoch(item.epoch)
-        self._next = item
+        self._taken.next = item

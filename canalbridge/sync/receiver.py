@@ -20,7 +20,7 @@ from tenacity import RetryError
 from canalbridge.sync.errors import ReceiverGaveUp, SyncError
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.settings import RetrySettings
-from canalbridge.sync.source import SourceLink
+from canalbridge.sync.source import ReceiverSide
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.receiver")
@@ -31,7 +31,7 @@ ROOM_WAIT_S = 0.5  # how often a receiver waiting for queue room checks for stop
 class Receiver(Worker):
     """Owns the thread that fills the link's queue."""
 
-    def __init__(self, job: str, link: SourceLink, reconnect: RetrySettings, stop: threading.Event,
+    def __init__(self, job: str, link: ReceiverSide, reconnect: RetrySettings, stop: threading.Event,
                  on_failure: Callable[[SyncError], None], *, debug: bool = False) -> None:
         super().__init__(f"receiver-{job}", stop)
         self.link = link

@@ -1,7 +1,8 @@
-"""What the Consumer asks of a source, whichever it is: Canal over TCP (CanalLink) or Canal's Kafka topic (KafkaLink).
+"""What a link to a source offers, whichever it is: Canal over TCP (CanalLink) or Canal's Kafka topic (KafkaLink).
 
-A link owns the conversation with its source on the Receiver's thread and
-hands the Consumer batches through a bounded queue. Each batch belongs to an
+A link owns the conversation with its source on the Receiver's thread
+(:class:`ReceiverSide`) and hands the Consumer batches through a bounded
+queue (:class:`ConsumerSide`, :mod:`canalbridge.sync.handoff`). Each batch belongs to an
 *epoch*: a rollback or a reconnect starts a new one and voids every batch
 handed out before it. The Consumer asks for acks, oldest batch first, once
 every channel committed through a cut; the link sends them from its own
@@ -33,10 +34,9 @@ class TakenBatch:
     positions: Sequence[Position] | None = None
 
 
-class SourceLink(Protocol):
-    """The Consumer's side of a link (none of these calls blocks on the network), and the Receiver's."""
+class ConsumerSide(Protocol):
+    """What the Consumer asks of a link. None of these calls blocks on the network."""
 
-    acks: AckState
     #: whether one epoch's stream can go back to send entries again (Canal's TCP stream after its
     #: parser reconnected to MySQL; see the Consumer and first_pass)
     resends_in_stream: bool
@@ -71,11 +71,9 @@ class SourceLink(Protocol):
         """What was taken and not yet asked to be acked (what keeps Canal's store full)."""
         ...
 
-    def close(self) -> None:
-        """Wake every waiter for good and drop the connection."""
-        ...
 
-    # -- the Receiver's side: only its thread calls these ---------------------------------
+class ReceiverSide(Protocol):
+    """What the Receiver drives. Only its thread calls these."""
 
     #: how logs and errors name the source (never with credentials)
     description: str
@@ -92,9 +90,19 @@ class SourceLink(Protocol):
     def disconnect(self) -> None: ...
 
     def wait_for_room(self, timeout_s: float) -> bool:
-        """Wait until the queue can take one more batch (or the link is closed)."""
+        """Wait until the hand-off can take one more batch (or the link is closed)."""
         ...
 
     def exchange(self) -> object:
         """Send due acks (and a rollback), then one read; what was read (falsy: nothing)."""
+        ...
+
+
+class SourceLink(ConsumerSide, ReceiverSide, Protocol):
+    """A whole link, as the job's run holds it: both sides, where acks land, and closing."""
+
+    acks: AckState
+
+    def close(self) -> None:
+        """Wake every waiter for good and drop the connection."""
         ...
