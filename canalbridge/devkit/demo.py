@@ -35,7 +35,7 @@ from canalbridge.sync.position import EntryPosition
 
 PASSWORD_ENV = "CANALBRIDGE_DEMO_PASSWORD"
 _CONFIG_TEMPLATE = """\
-# Written by `canalbridge demo{variant}`.
+# Written by `{written_by}`.
 [daemon]
 state_dir = "state"
 control = "127.0.0.1:0"
@@ -64,9 +64,9 @@ min_bytes = 1048576
 
 
 def demo_config(*, host: str, port: int, destination: str, user: str, batch_size: int, channels: str,
-                variant: str = "") -> str:
+                written_by: str = "canalbridge demo") -> str:
     """The TOML both demos write: one job ``demo``, the password from :data:`PASSWORD_ENV`."""
-    return _CONFIG_TEMPLATE.format(variant=variant, host=host, port=port, destination=destination, user=user,
+    return _CONFIG_TEMPLATE.format(written_by=written_by, host=host, port=port, destination=destination, user=user,
                                    password_env=PASSWORD_ENV, batch_size=batch_size, channels=channels)
 
 

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             )
             config_path = workdir / "canalbridge.toml"
             config_path.write_text(demo_config(host=canal.host, port=canal.port, destination=DB, user=canal.user,
-                                               batch_size=1024, channels=channels, variant=" --real"))
+                                               batch_size=1024, channels=channels, written_by="make demo-real"))
             config_path.chmod(0o600)
             runner = DaemonThread(Daemon(load_config(config_path))).start()
             try:
