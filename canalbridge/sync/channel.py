@@ -30,8 +30,9 @@ transaction boundaries. Rows of another column layout (shards of a merged
 target on either side of an ALTER) also start a step, possibly in the
 middle of a source transaction. DDLs that change no column, and those
 about the table as a whole (TRUNCATE by default, a RENAME the job does not
-follow, DROP, CREATE), are logged and skipped; so are column changes on a channel with an
-explicit ``columns`` list, whose next row must then fit the list.
+follow, DROP, CREATE), are logged and skipped; so are column changes on a
+channel with an explicit ``columns`` list, whose next row must then fit
+the list.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ class Begin:
 
 
 class Pending(NamedTuple):
-    """One entry for the channel thread: a DML's or a DDL's RowChange, its rows (``rowsCount``) and its table."""
+    """One entry for the staging thread: a DML's or a DDL's RowChange, its rows (``rowsCount``) and its table."""
 
     position: Position
     row_change: bytes
