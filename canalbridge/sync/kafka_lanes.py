@@ -249,6 +249,16 @@ class KafkaLanes:
             self.to_commit.append((offsets, cut))
         return acked
 
+    def take_commits(self) -> list[tuple[dict[int, int], Position | None]]:
+        """The offsets asked to be committed (each with the cut that acks it), handed over once."""
+        commits, self.to_commit = self.to_commit, []
+        return commits
+
+    def requeue(self, commits: list[tuple[dict[int, int], Position | None]]) -> None:
+        """The exchange that was to commit ``commits`` failed (perhaps after committing them): every channel
+        committed them, so they go first after the reconnect (an offset committed twice is harmless)."""
+        self.to_commit = commits + self.to_commit
+
     def committed(self, offsets: Mapping[int, int]) -> None:
         """Kafka confirmed these offsets for the group."""
         for partition, offset in offsets.items():

@@ -191,7 +191,7 @@ class KafkaLink:
         if consumer is not None:
             with self._cond:
                 # Stopping (not a failed conversation): every channel committed these, one last try.
-                commits = self._take_commits() if self._handoff.closed else []
+                commits = self._lanes.take_commits() if self._handoff.closed else []
             try:
                 if commits:
                     self._commit(consumer, commits)
@@ -219,7 +219,7 @@ class KafkaLink:
         consumer = self._consumer
         topic = self.settings.topic
         with self._cond:
-            commits = self._take_commits()
+            commits = self._lanes.take_commits()
             rollback = self._rollback_due
             epoch = self._epoch
         try:
@@ -255,8 +255,7 @@ class KafkaLink:
                         self._lanes.lane(tp.partition).end = end
         except (KafkaError, OSError) as exc:
             with self._cond:
-                # All channels committed them: sent after the reconnect.
-                self._lanes.to_commit = commits + self._lanes.to_commit
+                self._lanes.requeue(commits)
             raise KafkaSourceError(self.description, describe(exc)) from exc
         if grown:
             # Partitions added to the topic: reconnect (what is not committed is read again) and assign them all.
@@ -266,10 +265,6 @@ class KafkaLink:
         for tp, records in polled.items():
             queued += self._receive(epoch, tp.partition, records)
         return queued
-
-    def _take_commits(self) -> list[tuple[dict[int, int], Position | None]]:
-        commits, self._lanes.to_commit = self._lanes.to_commit, []
-        return commits
 
     def _commit(self, consumer: Any, commits: list[tuple[dict[int, int], Position | None]]) -> None:
         """Commit the offsets asked for (the later of each partition's), then record the acks."""

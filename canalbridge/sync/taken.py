@@ -52,8 +52,9 @@ class Taken:
     def carried(self) -> Carried | None:
         """What a cut carried over (once), its batch still counted as taken."""
         carried, self._carried = self._carried, None
-        if carried is not None and not self._batches:  # (its batch cannot have been acked: it holds entries
-            self._batches.append(TakenPositions())     # past the cut)
+        if carried is not None and not self._batches:
+            # Its batch cannot have been acked: it holds entries past the cut.
+            self._batches.append(TakenPositions())
         return carried
 
     def cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
