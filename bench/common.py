@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import subprocess
@@ -23,15 +24,15 @@ from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.progress import lag_text
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.changes import Alteration, BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
+from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
-from canalbridge.sync.writer import ChannelWriter, SealedTransaction
+from canalbridge.sync.sink import ChannelSink, SealedTransaction
 from spark_sink.session import get_spark
 from spark_sink.settings import SparkSettings
-from spark_sink.writer import make_writer
+from spark_sink.sink import make_sink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -122,48 +123,26 @@ def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536,
 
 
 class LagRecorder:
-    """Wraps a channel writer; at each commit, records now minus each committed row's execute time."""
+    """Wraps a channel sink's writer; at each commit, records now minus each committed row's execute time.
 
-    def __init__(self, writer: ChannelWriter, lags: Counter, lock: threading.Lock) -> None:
-        self.writer = writer
+    It times the sink's maintenance runs too; :attr:`sink` is the sink with both wrapped.
+    """
+
+    def __init__(self, sink: ChannelSink, lags: Counter, lock: threading.Lock) -> None:
+        self.writer = sink.writer
+        self.maintainer = sink.maintainer
+        self.sink = dataclasses.replace(sink, writer=self, maintainer=self)
         self.lags = lags
         self.lock = lock
         self.staged: Counter = Counter()  # execute time (ms) -> rows
         self.held: list[Counter] = []  # what applies held back staged: recorded once they are published
         self.maintenance: list[tuple[float, MaintenanceReport]] = []  # (seconds, report) of each run
 
-    def target_columns(self) -> tuple[str, ...] | None:
-        return self.writer.target_columns()
-
-    def committed_position(self) -> Position | None:
-        return self.writer.committed_position()
-
-    def forget_position(self) -> None:
-        self.writer.forget_position()
-
-    def committed_label(self) -> str | None:
-        return self.writer.committed_label()
-
-    def committed_refill(self) -> Position | None:
-        return self.writer.committed_refill()
-
-    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
-        return self.writer.changes_held(after, through)
-
     def before_images(self) -> BeforeImages:
         return self.writer.before_images()
 
     def layout_note(self) -> str | None:
         return self.writer.layout_note()
-
-    def source_table(self) -> str | None:
-        return self.writer.source_table()
-
-    def column_aliases(self) -> dict[str, str]:
-        return self.writer.column_aliases()
-
-    def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
-        self.writer.alter(alteration, stamp, label)
 
     def begin(self) -> None:
         self.staged = Counter()
@@ -198,7 +177,7 @@ class LagRecorder:
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         started = time.perf_counter()
-        report = self.writer.maintain(settings)
+        report = self.maintainer.maintain(settings)
         self.maintenance.append((time.perf_counter() - started, report))
         return report
 
@@ -280,16 +259,15 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
     lock = threading.Lock()
     recorders: dict[str, LagRecorder] = {}
 
-    def writer(channel: ChannelSettings) -> LagRecorder:
-        recorder = recorders[channel.target] = LagRecorder(
-            make_writer(spark, channel, name, spark_settings), lags, lock)
-        return recorder
+    def sink(channel: ChannelSettings) -> ChannelSink:
+        recorder = recorders[channel.target] = LagRecorder(make_sink(spark, channel, name, spark_settings), lags, lock)
+        return recorder.sink
 
     with dev_server(path, capacity=commit.store_capacity, rate=rate) as source:
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
-        job = SyncJob(settings, writer)
+        job = SyncJob(settings, sink)
         jvm = spark_pid(spark)
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
         source_started = cpu_seconds(source.pid)

@@ -51,6 +51,7 @@ from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.sink import ChannelSink
 from tests.infra.memory_writer import InMemoryWriter
 from tests.infra.replay import apply_entries
 
@@ -146,7 +147,7 @@ def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int
                                # A 1 s interval: the in-memory commit is instant, so the clock is not left waiting.
                                CommitSettings(interval_seconds=1, min_bytes=1 << 20, store_capacity=CAPACITY))
         writer = InMemoryWriter(TABLE.qualified)
-        job = SyncJob(settings, lambda channel: writer)
+        job = SyncJob(settings, lambda channel: ChannelSink.of(writer))
         started = time.perf_counter()
         job.start()
         while job.acks.position is None or job.acks.position < last:

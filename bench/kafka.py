@@ -51,9 +51,10 @@ from canalbridge.devkit.progress import lag_text
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.sink import ChannelSink
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
-from spark_sink.writer import make_writer
+from spark_sink.sink import make_sink
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.kafka_feed import flat_message, protobuf_records
 
@@ -132,13 +133,13 @@ def run(name: str, broker: KafkaBroker, topic: str, end: int, rows: int, spark_s
     lags: Counter = Counter()
     lock = threading.Lock()
 
-    def writer(channel: ChannelSettings) -> LagRecorder:
-        return LagRecorder(make_writer(spark, channel, name, spark_settings), lags, lock)
+    def sink(channel: ChannelSettings) -> ChannelSink:
+        return LagRecorder(make_sink(spark, channel, name, spark_settings), lags, lock).sink
 
     kafka = KafkaSettings((broker.bootstrap,), topic, f"bench-{name}", record_format=record_format,
                           transaction_markers=record_format == "protobuf", poll_timeout_ms=200)
     channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
-    job = SyncJob(JobSettings(name, None, channels, commit, kafka=kafka), writer)
+    job = SyncJob(JobSettings(name, None, channels, commit, kafka=kafka), sink)
     publisher = None
     if live is not None:
         context = multiprocessing.get_context("spawn")

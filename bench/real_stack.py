@@ -62,7 +62,7 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
-from spark_sink.writer import make_writer
+from spark_sink.sink import make_sink
 from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
 
@@ -99,7 +99,7 @@ def run(stack: Stack, name: str, rounds: int, rate: float = 0) -> dict[str, Any]
         canal_settings = canal.canal_settings(database, batch_size=stack.args.batch_size, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(f"{database}.{table}", f"lake.{database}.{table}") for table in TABLES)
         job = SyncJob(JobSettings(name, canal_settings, channels, stack.commit), lambda channel: LagRecorder(
-            make_writer(spark, channel, name, stack.spark), lags, lock))
+            make_sink(spark, channel, name, stack.spark), lags, lock).sink)
         if rate:  # live: written while the job runs
             started, cpu_started = time.perf_counter(), time.process_time()
             job.start()

@@ -33,7 +33,8 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
-from spark_sink.writer import IcebergUpsertWriter, make_writer
+from spark_sink.sink import make_sink
+from spark_sink.upsert import IcebergUpsertWriter
 
 SEND_ROWS = 5000
 
@@ -74,7 +75,7 @@ def memory_with_backlog(spark, settings: SparkSettings, file_rows: int, repeat: 
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
         job_settings = JobSettings("memory", canal, (ChannelSettings(table.qualified, "lake.memory.events_1"),),
                                    CommitSettings())
-        job = SyncJob(job_settings, lambda channel: make_writer(spark, channel, "memory", settings))
+        job = SyncJob(job_settings, lambda channel: make_sink(spark, channel, "memory", settings))
         started = time.perf_counter()
         job.start()
         tick = threading.Event()

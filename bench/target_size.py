@@ -29,7 +29,7 @@ from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColu
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
-from spark_sink.writer import IcebergUpsertWriter
+from spark_sink.upsert import IcebergUpsertWriter
 
 TABLE = narrow_table(columns=10)
 SEND_ROWS = 5000  # rows per send, as a channel would hand them over

@@ -68,6 +68,16 @@ def position_from_summary(summary: dict[str, str]) -> Position:
     return position_from_dict({field: summary.get(key) for field, key in POSITION_KEYS.items()})
 
 
+@dataclass(frozen=True)
+class Stamp:
+    """What a job's commit stored with its snapshot."""
+
+    position: Position
+    label: str | None
+    refill: Position | None  # where a commit behind the table's position really reached (see first_pass.Refill)
+    committed_ms: int  # when the snapshot was committed
+
+
 class TargetTable:
     """Catalog operations on one ``catalog.namespace.table``."""
 
@@ -207,7 +217,7 @@ class TargetTable:
                        f"to => {sql_string(name)})").collect()
 
     def forget_position(self, job: str) -> None:
-        """Make :meth:`last_position` read none of ``job``'s positions up to main's current snapshot."""
+        """Make :meth:`stamp` read none of ``job``'s positions up to main's current snapshot."""
         current = self.spark.sql(f"SELECT snapshot_id FROM {self.identifier}.refs WHERE name = 'main'").collect()
         if not current:
             return  # no snapshot: no position to forget
@@ -231,27 +241,16 @@ class TargetTable:
                     f"target table {self.target} has no column {name!r} (it has: {', '.join(existing)})"
                 )
 
-    def last_position(self, job: str) -> Position | None:
-        """The position in the newest snapshot this job committed among main's current snapshot and
-        its ancestors; None when the table has no snapshot or that lineage has none of this job's."""
+    def stamp(self, job: str) -> Stamp | None:
+        """The stamp of the newest snapshot ``job`` committed among main's current snapshot and its
+        ancestors; None when the table has no snapshot or that lineage has none of this job's."""
         found = self._position_snapshot(job)
-        return None if found is None else position_from_summary(found[1])
-
-    def last_label(self, job: str) -> str | None:
-        """The transaction label in the snapshot :meth:`last_position` reads, or None."""
-        found = self._position_snapshot(job)
-        return None if found is None else found[1].get(PROP_LABEL)
-
-    def last_refill(self, job: str) -> Position | None:
-        """Where the commit whose snapshot :meth:`last_position` reads really reached, if it was behind."""
-        found = self._position_snapshot(job)
-        behind = None if found is None else found[1].get(PROP_BEHIND)
-        return None if behind is None else position_from_dict(json.loads(behind))
-
-    def position_snapshot_time_ms(self, job: str) -> int | None:
-        """When the snapshot that :meth:`last_position` reads was committed (ms), or None."""
-        found = self._position_snapshot(job)
-        return None if found is None else found[0]
+        if found is None:
+            return None
+        committed_ms, summary = found
+        behind = summary.get(PROP_BEHIND)
+        return Stamp(position_from_summary(summary), summary.get(PROP_LABEL),
+                     None if behind is None else position_from_dict(json.loads(behind)), committed_ms)
 
     def _position_snapshot(self, job: str) -> tuple[int, dict[str, str]] | None:
         """(commit time in ms, summary) of the newest snapshot of ``job`` in main's lineage."""

@@ -110,7 +110,7 @@ class Daemon:
         self._metrics = Metrics(lambda: list(self.jobs.values()))
         get_spark(self.config.spark)  # start Spark before any job, so that a setup error stops the daemon
         for settings in self.config.jobs:
-            job = SyncJob(settings, self._writer_factory(settings), self._on_job_change)
+            job = SyncJob(settings, self._sink_factory(settings), self._on_job_change)
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
@@ -135,13 +135,13 @@ class Daemon:
         except Exception as exc:  # the job is cancelled (SUBMIT_FAIL) and says why; others go on
             log.error("daemon.job_cannot_start", job=job.name, error=str(exc))
 
-    def _writer_factory(self, settings: JobSettings):  # type: ignore[no-untyped-def]
+    def _sink_factory(self, settings: JobSettings):  # type: ignore[no-untyped-def]
         from spark_sink.session import get_spark
-        from spark_sink.writer import make_writer
+        from spark_sink.sink import make_sink
 
         def factory(channel: ChannelSettings):  # type: ignore[no-untyped-def]
             # get_spark() each time: the session in use may have replaced one whose JVM died.
-            return make_writer(get_spark(self.config.spark), channel, settings.name, self.config.spark)
+            return make_sink(get_spark(self.config.spark), channel, settings.name, self.config.spark)
 
         return factory
 

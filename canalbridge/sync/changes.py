@@ -9,6 +9,7 @@ needs, and the mapper reads no more than that.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -108,6 +109,9 @@ class Alteration:
     ``shared``: the target is several shards', and each shard runs the same
     DDL in turn; what the target already shows is applied (the column is
     there, renamed, as wide), and a narrower type leaves the wider one.
+    ``aliases``: a shared target's column aliases as the step leaves them
+    (see :class:`~canalbridge.sync.sink.TargetState`), computed by the
+    channel for the writer to record; None on any other target.
     """
 
     table: str
@@ -116,3 +120,4 @@ class Alteration:
     position: Position
     drop_columns: bool = False
     shared: bool = False
+    aliases: Mapping[str, str] | None = None

@@ -53,9 +53,9 @@ from canalbridge.sync.maintenance import MaintenanceRun
 from canalbridge.sync.position import Position
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings, SchemaSettings
+from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.stager import Abort, Begin, Commit, Pending, Send, Stager, Work
 from canalbridge.sync.target_schema import TargetSchema
-from canalbridge.sync.writer import ChannelWriter
 
 log = structlog.get_logger("canalbridge.channel")
 
@@ -67,13 +67,13 @@ T = TypeVar("T")
 class Channel:
     """One table's share of every transaction. Methods are called from the Consumer thread."""
 
-    def __init__(self, job: str, settings: ChannelSettings, writer: ChannelWriter, stop: threading.Event,
+    def __init__(self, job: str, settings: ChannelSettings, sink: ChannelSink, stop: threading.Event,
                  stall_timeout_s: float, *, maintenance: MaintenanceSettings | None = None,
                  schema: SchemaSettings | None = None, debug: bool = False) -> None:
         self.job = job
         self.settings = settings
         self.source = settings.source
-        self.writer = writer
+        self.sink = sink
         self.debug = debug
         self.refill: Refill | None = None  # read at start: a refill an earlier process stopped in
         # The source table's name as the target recorded it once the channel followed a RENAME TABLE, else None:
@@ -96,20 +96,20 @@ class Channel:
 
     def start(self) -> None:
         """Read the target's state (position, refill, name, columns) and start the threads."""
-        committed = self.writer.committed_position()
-        behind = self.writer.committed_refill() if committed is not None else None
-        if behind is not None and committed is not None:
-            held = (frozenset(self.writer.changes_held(behind, committed))
+        state = self.sink.state.read_state()
+        committed = state.position
+        if state.refill is not None and committed is not None:
+            held = (frozenset(self.sink.state.changes_held(state.refill, committed))
                     if self.settings.keeps_every_change else None)
-            self.refill = Refill(behind, committed, held)
-        self.source_table = self.writer.source_table()
-        target = TargetSchema(self.settings, self.schema, self.writer.before_images(), self._log)
-        target.reset(self.writer.target_columns(), self.writer.column_aliases())
-        self._committer = Committer(self.source, self.writer, self._stop, self.maintenance, self._stall_timeout_s,
+            self.refill = Refill(state.refill, committed, held)
+        self.source_table = state.source_table
+        target = TargetSchema(self.settings, self.schema, self.sink.writer.before_images(), self._log)
+        target.reset(state.columns, state.aliases)
+        self._committer = Committer(self.source, self.sink, self._stop, self.maintenance, self._stall_timeout_s,
                                     committed, self._log)
         # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
-        raw = self.writer.decodes_row_changes() and not self.settings.origin_columns
-        stager = Stager(self.source, self.writer, target, self._committer, raw=raw, debug=self.debug, log=self._log)
+        raw = self.sink.writer.decodes_row_changes() and not self.settings.origin_columns
+        stager = Stager(self.source, self.sink, target, self._committer, raw=raw, debug=self.debug, log=self._log)
         self._threads = (
             threading.Thread(target=stager.run, args=(self._work, self._stop), name=f"channel-{self.job}-{self.source}",
                              daemon=True),
@@ -146,7 +146,7 @@ class Channel:
     @property
     def layout_note(self) -> str | None:
         """The writer's note on a target layout that slows commits, once it has seen the target."""
-        return self.writer.layout_note()
+        return self.sink.writer.layout_note()
 
     def await_result(self, future: Future[T], doing: str, since: float | None = None) -> T:
         """The result of ``future``, waiting at most the stall timeout from now (or from ``since``, a

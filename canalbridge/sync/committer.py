@@ -35,7 +35,7 @@ from canalbridge.sync.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.position import EntryPosition, Position, later
 from canalbridge.sync.rows import ColumnsHistory
 from canalbridge.sync.settings import MaintenanceSettings
-from canalbridge.sync.writer import ChannelWriter, SealedTransaction
+from canalbridge.sync.sink import ChannelSink, SealedTransaction
 
 POLL_S = 0.2  # how often a wait looks at the job's stop event
 Q = TypeVar("Q")
@@ -112,11 +112,11 @@ def discard(step: Step, reason: str) -> None:
 class Committer:
     """The thread that applies a channel's sealed transactions. Its fields are written by that thread only."""
 
-    def __init__(self, source: str, writer: ChannelWriter, stop: threading.Event, maintenance: MaintenanceSettings,
+    def __init__(self, source: str, sink: ChannelSink, stop: threading.Event, maintenance: MaintenanceSettings,
                  stall_timeout_s: float, committed_position: Position | None,
                  log: structlog.typing.FilteringBoundLogger) -> None:
         self.source = source
-        self.writer = writer
+        self._sink = sink
         self.maintenance = maintenance
         self.committed_position = committed_position
         self.last_maintenance: MaintenanceRun | None = None  # for status
@@ -178,7 +178,7 @@ class Committer:
                 elif index in skipped:
                     self._log.info("channel.ddl_applied_before", sql=step.sql, position=str(step.position))
                 else:
-                    self.writer.alter(step, position, label)
+                    self._sink.schema.alter(step, position, label)
                     self._log.info("channel.schema_changed", label=item.label, sql=step.sql,
                                    position=str(step.position))
                     for change in step.changes:
@@ -207,7 +207,7 @@ class Committer:
         self.maintaining = True
         report, error = None, None
         try:
-            report = self.writer.maintain(self.maintenance)
+            report = self._sink.maintainer.maintain(self.maintenance)
         except Exception as exc:  # the sync goes on; the next run tries again
             error = brief(exc)
         finally:
@@ -223,8 +223,8 @@ class Committer:
 
     def _read_position(self, item: ReadPosition) -> None:
         try:
-            position = self.writer.committed_position()
-            label = self.writer.committed_label()
+            state = self._sink.state.read_state()
+            position, label = state.position, state.label
         except Exception as exc:
             item.result.set_exception(ChannelCommitError(self.source, item.label, exc))
             return

@@ -28,7 +28,7 @@ from canalbridge.sync.position import AckState, CommittedPositions, KafkaPositio
 from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
 from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
-from canalbridge.sync.writer import ChannelWriter
+from canalbridge.sync.sink import ChannelSink
 
 log = structlog.get_logger("canalbridge.job")
 
@@ -39,7 +39,7 @@ class JobStateError(Exception):
     """A transition the state machine does not allow (e.g. resuming a cancelled job)."""
 
 
-WriterFactory = Callable[[ChannelSettings], ChannelWriter]
+SinkFactory = Callable[[ChannelSettings], ChannelSink]
 # Called with the job and whether its state changed (else: a commit happened).
 JobListener = Callable[["SyncJob", bool], None]
 
@@ -48,17 +48,17 @@ class SyncJob:
     """One job's state machine; thread-safe control methods."""
 
     def __init__(
-        self, settings: JobSettings, writer_factory: WriterFactory, listener: JobListener | None = None
+        self, settings: JobSettings, sink_factory: SinkFactory, listener: JobListener | None = None
     ) -> None:
         self.settings = settings
         self.name = settings.name
         self.listener = listener
-        self.writer_factory = writer_factory
+        self.sink_factory = sink_factory
         # What outlives a run of the threads:
         self.committed = CommittedPositions()
         self.acks = AckState()
         self.stats = ConsumerStats()
-        self._writers: dict[str, ChannelWriter] = {}
+        self._sinks: dict[str, ChannelSink] = {}
         self._record = JobRecord(self.name, JobState.PENDING, self._channel_records(), create_time_ms=_now_ms())
         self._run: JobRun | None = None
         self._left_behind: JobRun | None = None  # a stopped run with threads still busy
@@ -82,7 +82,7 @@ class SyncJob:
             if busy:
                 raise JobStateError(f"job {self.name} cannot start while threads of its last run are still busy "
                                     f"({', '.join(busy)}): a commit hangs in the target")
-            run = JobRun(self.settings, self._writer_for, self.committed, self.acks, self.stats, self._fail,
+            run = JobRun(self.settings, self._sink_for, self.committed, self.acks, self.stats, self._fail,
                          lambda: self._notify(transition=False))
             try:
                 run.start()
@@ -153,7 +153,7 @@ class SyncJob:
                     raise KeyError(f"job {self.name}: no channel and no rule makes {record.source} now")
                 resolved.append(settings)
             for settings in resolved:  # the targets first: a reset that fails on one is run again whole
-                self._writer_for(settings).forget_position()
+                self._sink_for(settings).state.forget_position()
                 self.committed.forget(settings.source)
             if forget is not None:
                 forget(chosen)
@@ -261,11 +261,11 @@ class SyncJob:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _writer_for(self, channel: ChannelSettings) -> ChannelWriter:
-        writer = self._writers.get(channel.source)
-        if writer is None:
-            writer = self._writers[channel.source] = self.writer_factory(channel)
-        return writer
+    def _sink_for(self, channel: ChannelSettings) -> ChannelSink:
+        sink = self._sinks.get(channel.source)
+        if sink is None:
+            sink = self._sinks[channel.source] = self.sink_factory(channel)
+        return sink
 
     def _channel_records(self) -> tuple[ChannelRecord, ...]:
         return known_channels(self.settings)

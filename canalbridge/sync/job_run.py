@@ -1,7 +1,7 @@
 """One run of a job's threads: channels, the source's link, Receiver and Consumer, from start to a bounded stop.
 
 A job (:mod:`canalbridge.sync.job`) makes a new run each time it starts or
-resumes, and keeps what outlives a run: the writers, the committed
+resumes, and keeps what outlives a run: the sinks, the committed
 positions, the ack state and the counters.
 """
 
@@ -22,9 +22,9 @@ from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.source import SourceLink
 from canalbridge.sync.worker import Worker
-from canalbridge.sync.writer import ChannelWriter
 
 log = structlog.get_logger("canalbridge.job")
 
@@ -47,7 +47,7 @@ class JobRun:
     def __init__(
         self,
         settings: JobSettings,
-        writer_for: Callable[[ChannelSettings], ChannelWriter],
+        sink_for: Callable[[ChannelSettings], ChannelSink],
         committed: CommittedPositions,
         acks: AckState,
         stats: ConsumerStats,
@@ -56,7 +56,7 @@ class JobRun:
     ) -> None:
         self.settings = settings
         self.channels: list[Channel] = []
-        self._writer_for = writer_for
+        self._sink_for = sink_for
         self._committed = committed
         self._acks = acks
         self._stats = stats
@@ -95,7 +95,7 @@ class JobRun:
     def open_channel(self, channel_settings: ChannelSettings) -> Channel:
         """Start a channel (reading its committed position back from its target) and count it in this run."""
         settings = self.settings
-        channel = Channel(settings.name, channel_settings, self._writer_for(channel_settings), self._stop,
+        channel = Channel(settings.name, channel_settings, self._sink_for(channel_settings), self._stop,
                           settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
                           schema=settings.schema, debug=settings.debug)
         channel.start()  # (it starts no thread unless it read its target)

@@ -5,7 +5,7 @@ snapshots behind. Each channel runs its writer's maintenance on its own
 thread, right after one of its commits once ``interval_minutes`` have
 passed, so maintenance never races the channel's commits; the commit's
 result is already with the Consumer, so it never holds an ack back. What
-maintenance does is the writer's business (:meth:`ChannelWriter.maintain`).
+maintenance does is the sink's business (:meth:`~canalbridge.sync.sink.Maintainer.maintain`).
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from canalbridge.sync.committer import Apply, Committer, ReadPosition, Rows, Ste
 from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
 from canalbridge.sync.position import Position
 from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.target_schema import TargetSchema
-from canalbridge.sync.writer import ChannelWriter
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,11 @@ Work = Begin | Send | Commit | Abort | ReadPosition
 class Stager:
     """The state and work of a channel's staging thread; every field is that thread's."""
 
-    def __init__(self, source: str, writer: ChannelWriter, target: TargetSchema, committer: Committer, *,
+    def __init__(self, source: str, sink: ChannelSink, target: TargetSchema, committer: Committer, *,
                  raw: bool, debug: bool, log: structlog.typing.FilteringBoundLogger) -> None:
         self.source = source
-        self.writer = writer
+        self.writer = sink.writer
+        self._state = sink.state  # read again after an abort
         self.debug = debug
         self._target = target
         self._committer = committer
@@ -117,7 +118,8 @@ class Stager:
     def _send(self, changes: list[Pending]) -> None:
         """Stage a chunk of entries: each run of one table's rows as a batch; a DDL in it is a step of its own."""
         if self._stale:  # (it reads the target's columns: a failure here fails the commit, retried)
-            self._target.reset(self.writer.target_columns(), self.writer.column_aliases())
+            state = self._state.read_state()
+            self._target.reset(state.columns, state.aliases)
             self._stale = False
         for run in _runs(changes):
             first = run[0]

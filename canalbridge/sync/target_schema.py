@@ -134,14 +134,17 @@ class TargetSchema:
             self._log.info("channel.ddl_skipped", sql=sql, position=str(position), table=f"{schema}.{name}",
                            changes=[type(c).__name__ for c in changes] or "none to the columns")
             return None
-        alteration = Alteration(f"{schema}.{name}", sql, applied, position,
-                                self.schema.drop_columns and not shared, shared=shared)
+        drop = self.schema.drop_columns and not shared
+        known = self._target_columns is not None and self.settings.columns is None
+        if known and shared:  # the other shards' rows keep a renamed column's old name until their own DDL
+            assert self._target_columns is not None
+            self._aliases = column_aliases(self._aliases, self._target_columns, applied)
+        alteration = Alteration(f"{schema}.{name}", sql, applied, position, drop, shared=shared,
+                                aliases=dict(self._aliases) if known and shared else None)
         mapper.alter(alteration)
-        if self._target_columns is not None and self.settings.columns is None:
-            before = self._target_columns
-            self._target_columns = columns_after(before, applied, drop=alteration.drop_columns)
-            if shared:  # the other shards' rows keep a renamed column's old name until their own DDL
-                self._aliases = column_aliases(self._aliases, before, applied)
+        if known:
+            assert self._target_columns is not None
+            self._target_columns = columns_after(self._target_columns, applied, drop=drop)
             for other in self._mappers.values():
                 if other is not mapper:
                     other.retarget(self._target_columns, self._aliases)

@@ -1,4 +1,4 @@
-"""An in-memory ChannelWriter with failure injection: the sync core's target in tests and benchmarks."""
+"""An in-memory target (all four parts of a ChannelSink) with failure injection, for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from canalbridge.sync.ddl import (
     DropColumn,
     RenameTable,
     TruncateTable,
-    column_aliases,
     columns_after,
     key_after,
     renamed,
@@ -24,6 +23,7 @@ from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.rows import RowMapper, column_signature
 from canalbridge.sync.settings import MaintenanceSettings
+from canalbridge.sync.sink import TargetState
 
 
 class InjectedFailure(Exception):
@@ -70,7 +70,7 @@ class InMemoryWriter:
     before_commit: Callable[[InMemoryWriter, Position], None] | None = None
     maintenance: Callable[[InMemoryWriter], None] | None = None
     maintenance_runs: int = 0
-    label_reads: int = 0
+    state_reads: list[str] = field(default_factory=list)  # the name of the thread of each read_state()
     forgotten_commits: int = 0  # commits before a forget_position(): their positions are not read back
     _maintaining: bool = False
     keep_changes: bool = False
@@ -87,7 +87,7 @@ class InMemoryWriter:
     alter_calls: int = 0
     alterations: list[tuple[str, Position]] = field(default_factory=list)  # (DDL, stamp) as applied
     renamed_to: str | None = None  # the source table's name after a RENAME TABLE the channel followed
-    aliases: dict[str, str] = field(default_factory=dict)  # a shared target's renamed columns (see ChannelWriter)
+    aliases: dict[str, str] = field(default_factory=dict)  # a shared target's renamed columns (see sink.TargetState)
     _staged: list[RowBatch] = field(default_factory=list)
     # Applied, not published: (sealed, stamp, label, behind).
     _held: list[tuple[SealedInMemory, Position, str, Position | None]] = field(default_factory=list)
@@ -99,8 +99,14 @@ class InMemoryWriter:
         with self._lock:
             return {key: dict(zip(names, values)) for key, (names, values) in self._table.items()}
 
-    def target_columns(self) -> tuple[str, ...] | None:
-        return self.columns
+    def read_state(self) -> TargetState:
+        with self._lock:
+            self.state_reads.append(threading.current_thread().name)
+            last = self.commits[-1] if len(self.commits) > self.forgotten_commits else None
+            if last is None:
+                return TargetState(self.columns, aliases=dict(self.aliases), source_table=self.renamed_to)
+            return TargetState(self.columns, last.end_position, last.label, last.behind, dict(self.aliases),
+                               self.renamed_to)
 
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES  # a table keyed by the primary key
@@ -109,13 +115,9 @@ class InMemoryWriter:
         return None  # memory has no layout
 
     def committed_position(self) -> Position | None:
+        """The position the last commit carries, for tests (the channel reads :meth:`read_state`)."""
         with self._lock:
             return self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
-
-    def committed_label(self) -> str | None:
-        with self._lock:
-            self.label_reads += 1  # (only a read-back after a failed commit asks: tests count them)
-            return self.commits[-1].label if len(self.commits) > self.forgotten_commits else None
 
     def empty(self, *, keep_position: bool) -> None:
         """What an operator does to a target: ``DELETE FROM`` it (``keep_position``: its snapshots still carry
@@ -124,10 +126,6 @@ class InMemoryWriter:
             self._table.clear()
             if not keep_position:
                 self.forgotten_commits = len(self.commits)
-
-    def committed_refill(self) -> Position | None:
-        with self._lock:
-            return self.commits[-1].behind if len(self.commits) > self.forgotten_commits else None
 
     def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
         assert self.keep_changes, f"{self.table}: a changelog's changes are kept with keep_changes"
@@ -241,8 +239,8 @@ class InMemoryWriter:
             if any(isinstance(c, TruncateTable) for c in alteration.changes):
                 self._table.clear()
             if self.columns is not None:
-                if alteration.shared:
-                    self.aliases = column_aliases(self.aliases, self.columns, alteration.changes)
+                if alteration.aliases is not None:  # (the channel computes them)
+                    self.aliases = dict(alteration.aliases)
                 self.columns = columns_after(self.columns, alteration.changes, drop=alteration.drop_columns)
             for key, (names, values) in list(self._table.items()):
                 self._table[key] = _altered(names, values, alteration)
@@ -265,14 +263,6 @@ class InMemoryWriter:
                 raise ValueError(f"{self.table}: two rows have the key {new} under the new key ({', '.join(key)})")
             rekeyed[new] = (names, values)
         return rekeyed
-
-    def source_table(self) -> str | None:
-        with self._lock:
-            return self.renamed_to
-
-    def column_aliases(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self.aliases)
 
     def _dropped(self, reason: str) -> None:
         with self._lock:

@@ -23,6 +23,7 @@ from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition, KafkaPosition
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.tables import TablePattern
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
@@ -56,9 +57,9 @@ class KafkaJob:
         self.job = SyncJob(self.settings, self._writer)
         self.partitions: tuple[PartitionRecord, ...] = ()  # as the last run left them
 
-    def _writer(self, channel: ChannelSettings) -> InMemoryWriter:
+    def _writer(self, channel: ChannelSettings) -> ChannelSink:
         writer = self.writers[channel.source] = InMemoryWriter(channel.source)
-        return writer
+        return ChannelSink.of(writer)
 
     def group_offsets(self) -> dict[int, int | None]:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False)
@@ -345,10 +346,10 @@ def test_a_target_written_through_canal_tcp_is_not_read_through_kafka(kafka_brok
     load, _ = workload(changes=100, seed=18)
     job = KafkaJob(kafka_broker.bootstrap, name, load)
 
-    def tcp_writer(channel: ChannelSettings) -> InMemoryWriter:
+    def tcp_writer(channel: ChannelSettings) -> ChannelSink:
         writer = job.writers[channel.source] = InMemoryWriter(channel.source)
         writer.commits.append(CommitRecord("old", EntryPosition("mysql-bin.000003", 4521), 0))
-        return writer
+        return ChannelSink.of(writer)
 
     job.job = SyncJob(job.settings, tcp_writer)
     with pytest.raises(TargetSourceMismatchError, match="was written through Canal's TCP protocol"):

@@ -24,8 +24,9 @@ from canalbridge.devkit.entries import ColumnDef, TableDef
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings
+from canalbridge.sync.sink import ChannelSink
 from spark_sink.identifiers import quote_table
-from spark_sink.writer import make_writer
+from spark_sink.sink import make_sink
 from tests.daemon_process import daemon_log, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.memory_writer import InMemoryWriter
@@ -42,7 +43,7 @@ def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | 
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
                            (ChannelSettings(f"{db}.{table}", f"lake.{db}.{table}"),), COMMIT,
                            schema=schema or SchemaSettings())
-    return SyncJob(settings, lambda channel: make_writer(spark, channel, db, spark_settings))
+    return SyncJob(settings, lambda channel: make_sink(spark, channel, db, spark_settings))
 
 
 def caught_up(job: SyncJob, mariadb) -> None:
@@ -168,7 +169,7 @@ def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(
     writer = InMemoryWriter(f"{db}.t", columns=("id", "note"))
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
                            (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), CommitSettings(retries=0))
-    job = SyncJob(settings, lambda channel: writer)
+    job = SyncJob(settings, lambda channel: ChannelSink.of(writer))
     job.start()
     try:
         assert job.wait_state(JobState.PAUSED, 120), f"{job.state} {job.stats}"

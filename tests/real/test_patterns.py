@@ -14,7 +14,7 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from canalbridge.sync.tables import TablePattern
 from spark_sink.identifiers import quote_table
-from spark_sink.writer import make_writer
+from spark_sink.sink import make_sink
 from tests.infra.canal_server import CanalDestination
 
 pytestmark = [pytest.mark.real, pytest.mark.spark]
@@ -51,7 +51,7 @@ def test_shards_merge_and_new_tables_appear_while_the_source_changes_its_columns
                         schema_column="src_schema", table_column="src_table", source_in_key=True),
         ChannelSettings("pats_*.*", "lake.pats.{schema}_{table}", pattern=TablePattern("pats_*.*")),
     ), COMMIT)
-    job = SyncJob(settings, lambda channel: make_writer(spark, channel, "pats", spark_settings))
+    job = SyncJob(settings, lambda channel: make_sink(spark, channel, "pats", spark_settings))
     job.start()
     try:
         def orders_round(n: int, *, noted: dict[str, str]) -> None:

@@ -28,6 +28,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import KafkaPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.sink import ChannelSink
 from tests.daemon_process import cli, daemon_log, daemon_sections, job_status, metrics_text, running_daemon, stop
 from tests.faults.checks import assert_changelog_once, changelog_config
 from tests.helpers import eventually
@@ -281,9 +282,9 @@ def test_transactions_stay_whole_on_one_partition_of_protobuf_records(kafka_cana
     kafka_canal(db, flat=False, server_properties={"canal.mq.canalBatchSize": "1"})
     writers: dict[str, SnapshottingWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> SnapshottingWriter:
+    def writer_for(channel: ChannelSettings) -> ChannelSink:
         writer = writers[channel.source] = SnapshottingWriter(channel.source)
-        return writer
+        return ChannelSink.of(writer)
 
     # Synchronous, eager commits: a cut at nearly every transaction end.
     commit = CommitSettings(interval_seconds=0.05, min_events=1, min_bytes=1, max_source_txn_wait_seconds=120,

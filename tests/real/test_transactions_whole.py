@@ -20,8 +20,9 @@ import pytest
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.sink import ChannelSink
 from spark_sink.identifiers import quote_table
-from spark_sink.writer import make_writer
+from spark_sink.sink import make_sink
 from tests.infra.memory_writer import InMemoryWriter, SealedInMemory
 
 pytestmark = pytest.mark.real
@@ -95,9 +96,9 @@ def test_every_cut_through_real_canal_keeps_the_total(real_destination, canal, m
     real_destination(DB, setup=[f"CREATE TABLE {t} (id INT PRIMARY KEY, amount BIGINT NOT NULL)" for t in TABLES])
     writers: dict[str, SnapshottingWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> SnapshottingWriter:
+    def writer_for(channel: ChannelSettings) -> ChannelSink:
         writer = writers[channel.source] = SnapshottingWriter(channel.source)
-        return writer
+        return ChannelSink.of(writer)
 
     # Small gets (1 KB in Canal's MEMSIZE mode) and eager commits: many cuts, and
     # batch ends inside most transactions.
@@ -138,9 +139,9 @@ def test_a_transaction_larger_than_canals_store_goes_through_in_parts(real_desti
     real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, body VARCHAR(200))"], properties=SMALL_STORE)
     writers: dict[str, InMemoryWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> InMemoryWriter:
+    def writer_for(channel: ChannelSettings) -> ChannelSink:
         writer = writers[channel.source] = InMemoryWriter(channel.source)
-        return writer
+        return ChannelSink.of(writer)
 
     commit = CommitSettings(interval_seconds=0.5, min_events=100_000, min_bytes=1, max_source_txn_wait_seconds=3600,
                             store_capacity=256, store_transaction_size=64)
@@ -185,7 +186,7 @@ def test_every_snapshot_ever_current_on_main_holds_whole_transfers_with_a_small_
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
                            (ChannelSettings(f"{db}.acct", f"lake.{db}.acct"),), commit)
     assert settings.canal.batch_size == 8192 and settings.fetch_size == 1024
-    job = SyncJob(settings, lambda channel: make_writer(spark, channel, db, spark_settings))
+    job = SyncJob(settings, lambda channel: make_sink(spark, channel, db, spark_settings))
     job.start()
     rng = random.Random(11)
     try:

@@ -13,8 +13,9 @@ from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper, rows_count
 from canalbridge.sync.settings import ChannelSettings
+from spark_sink.changelog import IcebergChangelogWriter
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, register
-from spark_sink.writer import IcebergChangelogWriter, IcebergUpsertWriter
+from spark_sink.upsert import IcebergUpsertWriter
 
 ALL_TYPES = TableDef("src", "all_types", ALL_TYPES_COLUMNS)
 TWO_KEYS = TableDef("src", "two_keys", (ColumnDef.of("tenant", "int(11)", True), ColumnDef.of("id", "bigint(20)", True),

@@ -20,8 +20,8 @@ from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote_table, split_table
+from spark_sink.sink import make_sink
 from spark_sink.table import TargetColumn, TargetTable, position_properties
-from spark_sink.writer import make_writer
 from tests.helpers import eventually
 
 JOB = "job-readback"
@@ -32,12 +32,12 @@ def position(offset: int) -> EntryPosition:
     return EntryPosition("mysql-bin.000007", offset, 1_700_000_000_000 + offset, f"3e11fa47-71ca:{offset}")
 
 
-def commit(writer, label: str, end: EntryPosition, *rows: tuple[int, str]) -> None:
-    """One transaction through the writer, as a channel runs it."""
+def commit(sink, label: str, end: EntryPosition, *rows: tuple[int, str]) -> None:
+    """One transaction through the sink, as a channel runs it."""
     changes = tuple(ChangeRow(ChangeKind.INSERT, (str(key), name), end) for key, name in rows)
-    writer.begin()
-    writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), changes))
-    writer.commit(end, label)
+    sink.writer.begin()
+    sink.writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), changes))
+    sink.writer.commit(end, label)
 
 
 def current_snapshot(spark, target: str) -> tuple[int, dict[str, str]] | None:
@@ -75,36 +75,36 @@ def test_empty_table_has_no_position(spark, spark_settings):
     target = "lake.readback_empty.t"
     table = TargetTable(spark, target)
     table.create([TargetColumn("id", "int", True), TargetColumn("name", "string")], ["id"])
-    assert table.last_position(JOB) is None
-    assert make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings).committed_position() is None
+    assert table.stamp(JOB) is None
+    assert make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings).state.read_state().position is None
 
 
 def test_rollback_reads_the_position_of_the_current_snapshot(spark, spark_settings):
     target = "lake.readback_rollback.t"
-    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
     first, second = position(100), position(200)
-    commit(writer, "l1", first, (1, "a"), (2, "b"))
+    commit(sink, "l1", first, (1, "a"), (2, "b"))
     first_id = current_snapshot(spark, target)[0]
-    commit(writer, "l2", second, (2, "B"), (3, "c"))
+    commit(sink, "l2", second, (2, "B"), (3, "c"))
     second_id = current_snapshot(spark, target)[0]
-    assert writer.committed_position() == second
+    assert sink.state.read_state().position == second
 
     rollback(spark, target, first_id)
     # The second snapshot is still there and the newest by commit time, but not in the current lineage.
     assert snapshots_by_time(spark, target)[-1] == second_id
     assert current_snapshot(spark, target)[0] == first_id
-    assert writer.committed_position() == first, "read a position the table does not hold"
-    # As a restarted job reads it: a new writer on the same table.
-    restarted = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
-    assert restarted.committed_position() == first
-    other_job = make_writer(spark, ChannelSettings("db.t", target), "another-job", spark_settings)
-    assert other_job.committed_position() is None
+    assert sink.state.read_state().position == first, "read a position the table does not hold"
+    # As a restarted job reads it: a new sink on the same table.
+    restarted = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    assert restarted.state.read_state().position == first
+    other_job = make_sink(spark, ChannelSettings("db.t", target), "another-job", spark_settings)
+    assert other_job.state.read_state().position is None
 
     # The restarted job applies the rolled-back transaction again, on top of the first snapshot.
     commit(restarted, "l2-again", second, (2, "B"), (3, "c"))
     lineage = ancestors(spark, target, current_snapshot(spark, target)[0])
     assert first_id in lineage and second_id not in lineage
-    assert restarted.committed_position() == second
+    assert restarted.state.read_state().position == second
     rows = spark.table(quote_table(target)).orderBy("id").collect()
     assert [tuple(row) for row in rows] == [(1, "a"), (2, "B"), (3, "c")]
 
@@ -112,19 +112,19 @@ def test_rollback_reads_the_position_of_the_current_snapshot(spark, spark_settin
 def test_a_forgotten_position_is_not_read_until_the_next_commit(spark, spark_settings):
     # `canalbridge reset`: the table keeps its rows and snapshots, the job no longer reads where it stood.
     target = "lake.readback_reset.t"
-    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
-    commit(writer, "l1", position(100), (1, "a"))
-    commit(writer, "l2", position(200), (2, "b"))
-    other_job = make_writer(spark, ChannelSettings("db.t", target), "another-job", spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(sink, "l1", position(100), (1, "a"))
+    commit(sink, "l2", position(200), (2, "b"))
+    other_job = make_sink(spark, ChannelSettings("db.t", target), "another-job", spark_settings)
     commit(other_job, "o1", position(300), (3, "c"))
 
-    writer.forget_position()
-    assert writer.committed_position() is None
-    assert make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings).committed_position() is None
-    assert other_job.committed_position() == position(300), "another job's position is its own"
+    sink.state.forget_position()
+    assert sink.state.read_state().position is None
+    assert make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings).state.read_state().position is None
+    assert other_job.state.read_state().position == position(300), "another job's position is its own"
     # Replayed from an earlier position, the next commit is read back again.
-    commit(writer, "l1-again", position(100), (1, "a"))
-    assert writer.committed_position() == position(100)
+    commit(sink, "l1-again", position(100), (1, "a"))
+    assert sink.state.read_state().position == position(100)
     rows = spark.table(quote_table(target)).orderBy("id").collect()
     assert [tuple(row) for row in rows] == [(1, "a"), (2, "b"), (3, "c")]
 
@@ -132,11 +132,11 @@ def test_a_forgotten_position_is_not_read_until_the_next_commit(spark, spark_set
 def test_newer_commit_on_a_branch_counts_only_once_main_holds_it(spark, spark_settings):
     target = "lake.readback_branch.t"
     table = quote_table(target)
-    writer = make_writer(spark, ChannelSettings("db.t", target), JOB, spark_settings)
-    commit(writer, "l1", position(100), (1, "a"))
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(sink, "l1", position(100), (1, "a"))
     # Other writers' snapshots on main (no canalbridge summary) are walked past.
     spark.sql(f"INSERT INTO {table} VALUES (9, 'by hand')")
-    assert writer.committed_position() == position(100)
+    assert sink.state.read_state().position == position(100)
 
     spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit")
     for offset, key in ((300, 3), (400, 4)):
@@ -150,7 +150,7 @@ def test_newer_commit_on_a_branch_counts_only_once_main_holds_it(spark, spark_se
         f"WHERE summary['canalbridge.job'] = '{JOB}' ORDER BY committed_at DESC LIMIT 1"
     ).first()["o"]
     assert newest_of_job == "400"  # on the branch, not an ancestor of main
-    assert writer.committed_position() == position(100)
+    assert sink.state.read_state().position == position(100)
 
     # Once main is the branch, its commits are main's ancestors, though main's history never listed them.
     spark.sql("CALL lake.system.set_current_snapshot(table => 'readback_branch.t', ref => 'audit')")
@@ -159,7 +159,7 @@ def test_newer_commit_on_a_branch_counts_only_once_main_holds_it(spark, spark_se
         f"SELECT snapshot_id FROM {table}.snapshots WHERE summary['canalbridge.offset'] = '300'"
     ).collect()
     assert branch_ids[0]["snapshot_id"] not in history
-    assert writer.committed_position() == position(400)
+    assert sink.state.read_state().position == position(400)
 
 
 # -- end to end: a restarted job after a rollback ----------------------------------------------
@@ -198,7 +198,7 @@ def test_restarted_job_applies_the_rolled_back_changes_again(spark, spark_settin
     settings = JobSettings(JOB, canal, (ChannelSettings(tables[0].qualified, target),), COMMITS)
 
     def new_job() -> SyncJob:
-        return SyncJob(settings, lambda channel: make_writer(spark, channel, settings.name, spark_settings))
+        return SyncJob(settings, lambda channel: make_sink(spark, channel, settings.name, spark_settings))
 
     # Run 1 commits two parts.
     server.feed(destination, entries[:split])
@@ -216,7 +216,7 @@ def test_restarted_job_applies_the_rolled_back_changes_again(spark, spark_settin
 
     # The user rolls the table back to the end of the first part; Canal restarts and replays.
     rollback(spark, target, first_id)
-    assert TargetTable(spark, target).last_position(JOB).same_place(first_position)
+    assert TargetTable(spark, target).stamp(JOB).position.same_place(first_position)
     server.restart(crash=True)
 
     job = new_job()

@@ -24,8 +24,8 @@ from canalbridge.sync.settings import (
     JobSettings,
 )
 from spark_sink.identifiers import quote_table
+from spark_sink.sink import make_sink
 from spark_sink.table import TargetTableError
-from spark_sink.writer import make_writer
 from tests.helpers import eventually
 from tests.infra.replay import row_changes
 
@@ -41,7 +41,7 @@ def settings_for(server, tables, namespace, *, mode="upsert", commit=COMMITS, de
 
 
 def factory(spark, spark_settings, job_name):
-    return lambda channel: make_writer(spark, channel, job_name, spark_settings)
+    return lambda channel: make_sink(spark, channel, job_name, spark_settings)
 
 
 def assert_tables_exact(spark, workload, namespace):

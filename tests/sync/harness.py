@@ -15,6 +15,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.sink import ChannelSink
 from tests.infra.memory_writer import InMemoryWriter
 from tests.infra.replay import row_changes
 
@@ -78,10 +79,10 @@ class Harness:
         destination.store.add_ack_listener(self.audit)
         self.job = SyncJob(settings, self._make_writer)
 
-    def _make_writer(self, channel: ChannelSettings) -> InMemoryWriter:
+    def _make_writer(self, channel: ChannelSettings) -> ChannelSink:
         options = self._writer_options.get(channel.source, {})
         writer = self.writers[channel.source] = InMemoryWriter(channel.source, **options)
-        return writer
+        return ChannelSink.of(writer)
 
     def run_until_acked(self, timeout_s: float = 60) -> None:
         self.job.start()

@@ -256,4 +256,5 @@ def test_a_refill_an_earlier_process_stopped_in_goes_on_from_what_the_target_say
     else:  # (the in-memory writer keys rows whatever the mode: a changelog is its changes)
         expected = expected_writes_by_position(harness.workload_entries)
         assert writer.changes == expected, "a changelog must hold each change once"
-    assert (writer.committed_position(), writer.committed_refill()) == (EntryPosition.of(later[-1]), None)
+    state = writer.read_state()
+    assert (state.position, state.refill) == (EntryPosition.of(later[-1]), None)

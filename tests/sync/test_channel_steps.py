@@ -10,6 +10,7 @@ from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColu
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.sink import ChannelSink
 from tests.infra.memory_writer import InMemoryWriter
 
 EventType = entry_pb.EventType
@@ -33,7 +34,7 @@ def test_a_commit_behind_the_tables_position_labels_and_marks_the_rows_it_wrote(
                          (ChangeRow(ChangeKind.INSERT, ("1", "a"), held),)))
     writer.commit(held, "earlier")
     stop = threading.Event()
-    channel = Channel("job", ChannelSettings("db.t", "lake.t"), writer, stop, 10.0)
+    channel = Channel("job", ChannelSettings("db.t", "lake.t"), ChannelSink.of(writer), stop, 10.0)
     channel.start()
     try:
         channel.begin("refill")
@@ -44,7 +45,8 @@ def test_a_commit_behind_the_tables_position_labels_and_marks_the_rows_it_wrote(
         stop.set()
         assert channel.join(10)
     assert writer.alterations == []  # applied before
-    assert (writer.committed_position(), writer.committed_label()) == (held, "refill")
+    state = writer.read_state()
+    assert (state.position, state.label) == (held, "refill")
     # Stamped with what the table held, and with where the commit really reached: a restart goes on from there.
-    assert writer.committed_refill() == EntryPosition.of(rows)
+    assert writer.read_state().refill == EntryPosition.of(rows)
     assert writer.rows.keys() == {("1",), ("2",)}

@@ -189,7 +189,7 @@ def test_a_channel_follows_its_table_through_renames_when_the_job_says_so(dev_se
                            *insert(binlog, orders, {"id": 9, "name": "a new table of the old name"})])
     writer = harness.writers["db.orders"]
     assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
-    assert writer.source_table() == "db.orders_v2"
+    assert writer.read_state().source_table == "db.orders_v2"
     # Canal crashes before it wrote its cursor down, and the job starts afresh: the target tells it the name.
     harness.job.pause()
     assert server.destinations["example"].reparse_from_cursor(crashed=True) > 0
@@ -199,7 +199,7 @@ def test_a_channel_follows_its_table_through_renames_when_the_job_says_so(dev_se
                            *insert(binlog, v3, {"id": 3, "name": "c"})])
     harness.job.pause()
     assert writer.rows == {(k,): {"id": k, "name": n} for k, n in (("1", "a"), ("2", "b"), ("3", "c"))}
-    assert writer.source_table() == "db.orders_v3"
+    assert writer.read_state().source_table == "db.orders_v3"
     assert sum(c.rows for c in writer.commits) == 3  # nothing applied twice in the replay
 
 
@@ -217,7 +217,7 @@ def test_by_default_a_channel_stays_with_its_tables_name_through_a_rename(dev_se
     harness.job.pause()
     writer = harness.writers["db.orders"]
     assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("3",): {"id": "3", "name": "c"}}
-    assert writer.source_table() is None and writer.alterations == []
+    assert writer.read_state().source_table is None and writer.alterations == []
 
 
 def test_a_column_renamed_shard_by_shard_takes_the_other_shards_rows_under_its_old_name_until_theirs(
@@ -250,7 +250,7 @@ def test_a_column_renamed_shard_by_shard_takes_the_other_shards_rows_under_its_o
     assert {key: row for key, row in writer.rows.items()} == {
         (str(i), f"orders_{s}"): {"id": str(i), "label": v, "src_table": f"orders_{s}"}
         for i, s, v in ((1, 1, "a"), (1, 2, "b"), (2, 1, "c"), (2, 2, "d"), (3, 2, "e"), (4, 2, "f"))}
-    assert writer.column_aliases() == {"name": "label"}
+    assert writer.read_state().aliases == {"name": "label"}
     assert harness.job.state is JobState.PAUSED and harness.job.fail_message is None
 
 
@@ -297,5 +297,5 @@ def test_a_followed_rename_in_a_failed_commit_is_routed_the_same_way_in_the_repl
     writer = harness.writers["db.orders"]
     assert harness.job.stats.rollbacks == 1  # the failure happened, and was replayed
     assert writer.rows == {("1",): {"id": "1", "name": "a"}, ("2",): {"id": "2", "name": "b"}}
-    assert writer.source_table() == "db.orders_v2"
+    assert writer.read_state().source_table == "db.orders_v2"
     assert sum(c.rows for c in writer.commits) == 2  # nothing applied twice in the replay

@@ -1,0 +1,98 @@
+"""Changelog mode: every change appended as a row, with its kind, binlog position and execute time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.position import EntryPosition, Position
+from spark_sink.table import TargetColumn
+from spark_sink.writer import IcebergWriter, Transaction
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class IcebergChangelogWriter(IcebergWriter):
+    """Appends every change as a row: ``_op`` (+I, -U, +U, -D), its binlog position and execute time."""
+
+    meta_fields = (
+        ("_op", "string"), ("_seq", "bigint"), ("_journal", "string"), ("_offset", "bigint"),
+        ("_execute_time_ms", "bigint"),
+    )
+    _OWN = ("_op", "_journal", "_offset", "_execute_time", "_seq")
+
+    def before_images(self) -> BeforeImages:
+        return BeforeImages.FULL
+
+    def own_columns(self) -> tuple[str, ...]:
+        return self._OWN
+
+    def identifier_fields(self, key_names: list[str]) -> list[str]:
+        return []  # a key appears once per change
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        self.live()
+        if not (isinstance(after, EntryPosition) and isinstance(through, EntryPosition)):
+            return set()  # (only Canal's second pass refills)
+        # The range's ends by offset; the files between by name. Names of one length compare as their
+        # numbers do, and past .999999 they grow a digit: a file between is longer than the first or
+        # shorter than the last. (Python's comparison of the positions decides in the end.)
+        if after.journal == through.journal:
+            where = "_journal = :first AND _offset > :after AND _offset <= :through"
+        else:
+            between = ("_journal > :first AND _journal < :last" if len(after.journal) == len(through.journal) else
+                       "(length(_journal) = length(:first) AND _journal > :first) "
+                       "OR (length(_journal) = length(:last) AND _journal < :last)")
+            where = f"(_journal = :first AND _offset > :after) OR (_journal = :last AND _offset <= :through) " \
+                    f"OR ({between})"
+        rows = self.spark.sql(
+            f"SELECT DISTINCT _journal, _offset FROM {self.table.identifier} WHERE {where}",
+            args={"first": after.journal, "last": through.journal, "after": after.offset,
+                  "through": through.offset},
+        ).collect()
+        held = {(row["_journal"], int(row["_offset"])) for row in rows}
+        return {(journal, offset) for journal, offset in held if after < EntryPosition(journal, offset) <= through}
+
+    def truncate(self, summary: dict[str, str]) -> None:
+        # A changelog keeps what happened; a TRUNCATE's rows are not in Canal's stream to record.
+        self._log.warning("spark.truncate_not_applied", reason="a changelog target keeps its history")
+
+    def own_target_columns(self) -> list[TargetColumn]:
+        return [
+            TargetColumn("_op", "string", True), TargetColumn("_journal", "string", True),
+            TargetColumn("_offset", "bigint", True), TargetColumn("_execute_time", "timestamp"),
+            TargetColumn("_seq", "bigint", True),
+        ]
+
+    def _stage(self, batch: RowBatch) -> list[tuple]:
+        return [
+            (row.kind.value, self._next_seq(), row.position.journal, row.position.offset,
+             row.position.execute_time_ms, *row.values)
+            for row in batch.rows
+        ]
+
+    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+        return changes.withColumnRenamed("_kind", "_op")  # the decoder's kinds are the changelog's _op codes
+
+    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        execute_time = F.timestamp_millis(F.col("_execute_time_ms")).alias("_execute_time")
+        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self._unmapped]  # NULL in new rows
+        return staged.select(
+            *self._converted(batch), *unfilled, F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
+            F.col("_seq"),
+        )
+
+    def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
+        def append(target: str) -> None:
+            writer = frame.writeTo(target)
+            for key, value in properties.items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.append()
+
+        if publish and not self._holding:
+            append(self.table.identifier)  # one snapshot: straight onto main
+        else:
+            self._held_write(append, publish)

@@ -1,0 +1,48 @@
+"""What an Iceberg target holds for a job, read back in one go: columns, last stamp, aliases, source name."""
+
+from __future__ import annotations
+
+import json
+
+from canalbridge.sync.position import Position
+from canalbridge.sync.sink import TargetState
+from spark_sink.table import PROP_COLUMN_ALIASES, PROP_SOURCE_TABLE
+from spark_sink.writer import IcebergWriter
+
+
+class IcebergTargetReader:
+    """Reads the state of the table a channel's writer holds (a :class:`~canalbridge.sync.sink.TargetReader`).
+
+    The position comes from the newest snapshot of the job in main's lineage
+    (:meth:`~spark_sink.table.TargetTable.stamp`); aliases and the followed
+    table's name from the table's properties, which the schema applier sets.
+    """
+
+    def __init__(self, writer: IcebergWriter) -> None:
+        self._writer = writer
+
+    def read_state(self) -> TargetState:
+        writer = self._writer
+        table = writer.live()
+        columns = table.columns()
+        if columns is None:
+            return TargetState()
+        own = set(writer.own_columns())
+        stamp = table.stamp(writer.job)
+        properties = table.properties()
+        return TargetState(
+            tuple(c for c in columns if c not in own),
+            None if stamp is None else stamp.position,
+            None if stamp is None else stamp.label,
+            None if stamp is None else stamp.refill,
+            json.loads(properties.get(PROP_COLUMN_ALIASES, "{}")),
+            properties.get(PROP_SOURCE_TABLE),
+        )
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        return self._writer.changes_held(after, through)
+
+    def forget_position(self) -> None:
+        table = self._writer.live()
+        if table.columns() is not None:
+            table.forget_position(self._writer.job)
