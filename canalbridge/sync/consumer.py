@@ -2,8 +2,8 @@
 
 One *transaction* of the Consumer spans any number of Canal batches. It
 begins on every channel, routes each ROWDATA entry to the channel of its
-``schema.table`` (:mod:`canalbridge.sync.router`), skipping what that
-channel already committed, and when the commit policy says so, commits
+``schema.table``, skipping what that channel already committed
+(:mod:`canalbridge.sync.delivery`), and when the commit policy says so, commits
 every channel through the same cut position
 (:mod:`canalbridge.sync.commits`). Only if every channel committed does it
 ack Canal, oldest batch first, and only the batches that lie wholly at or
@@ -35,7 +35,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import structlog
 from tenacity import RetryError
@@ -44,14 +43,14 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.commits import CommitPipeline
+from canalbridge.sync.delivery import Delivery
 from canalbridge.sync.errors import ChannelStuckError, SyncError
-from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position
 from canalbridge.sync.retry import Stopping, retrying
-from canalbridge.sync.router import TableRouter
-from canalbridge.sync.rows import DML_EVENTS, is_ddl, rows_count
+from canalbridge.sync.rows import DML_EVENTS, is_ddl
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import ConsumerSide, TakenBatch
+from canalbridge.sync.stats import ConsumerStats
 from canalbridge.sync.stream_order import StreamOrder
 from canalbridge.sync.taken import Taken
 from canalbridge.sync.worker import Worker
@@ -68,26 +67,6 @@ IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its ack
 # A store counts as full for a split only once the source handed out nothing for this long (see
 # CommitPolicy.must_split_source_txn): the room an ack makes takes a round trip to show.
 STARVED_AFTER_S = 1.0
-
-
-@dataclass
-class ConsumerStats:
-    """Counters for status and metrics; written by the Consumer thread only."""
-
-    transactions: int = 0
-    commits: int = 0
-    rollbacks: int = 0
-    entries: int = 0
-    rows_routed: int = 0
-    skipped: int = 0
-    ddl: int = 0
-    split_source_txns: int = 0
-    went_back: int = 0  # times Canal sent entries again in the same stream (a lost MySQL connection)
-    filled_in: int = 0  # entries Canal's first pass missed, applied behind a commit
-    retries: int = 0
-    batches: int = 0
-    last_commit_time_ms: int | None = None
-    last_commit_seconds: float = 0.0
 
 
 class Consumer(Worker):
@@ -112,13 +91,14 @@ class Consumer(Worker):
         self.job = settings.name
         self.link = link
         self._log = log.bind(job=self.job)
-        self._router = TableRouter(settings, channels, open_channel, self._opened, self._log)
-        self.channels = self._router.channels
         self._run_id = uuid.uuid4().hex[:8]
         self.committed = committed
         self.acks = acks
         self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
         self.stats = stats or ConsumerStats()
+        self._delivery = Delivery(settings, channels, committed, open_channel, self.stats, self._log)
+        self.channels = self._delivery.channels
+        self._second = self._delivery.second  # (the Consumer tells it what the stream does; Delivery, what routes)
         self._on_failure = on_failure
         self._epoch = link.epoch
         self._taken = Taken()  # from the source in this epoch, not acked yet
@@ -127,10 +107,6 @@ class Consumer(Worker):
         self._order = StreamOrder(self.job)  # of the positions routed in this epoch
         # The commit applied while the next transaction reads, and what earlier ones left.
         self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
-        self._second = SecondPass(self._log)  # what a stream that went back leaves to do
-        for channel in self.channels.values():
-            if channel.refill is not None:
-                self._second.resume(channel.source, channel.refill)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -184,7 +160,7 @@ class Consumer(Worker):
         # Unique across runs and processes: a failed commit is told landed by the label the table holds.
         label = f"{self.job}-{self._run_id}-{self.stats.transactions}"
         self._settle_failed_commits()
-        self._router.begin(label)
+        self._delivery.begin(label)
         work = PendingWork(started_at=time.monotonic())
         self._last_position = None
         while True:
@@ -216,7 +192,7 @@ class Consumer(Worker):
                     self._taken.new_batch()
                     if self._route(list(item.batch.entries), work, label, item.batch_id, item.positions):
                         return True
-            if self._commit_if_due(work, label, at_batch_end=True, starved=starved):
+            if self._commit_if_due(work, label, starved=starved):
                 return True
 
     def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int,
@@ -269,49 +245,21 @@ class Consumer(Worker):
                 self._order.transaction_end(position)
             elif entry_type == _ROWDATA:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
-                channel = self._router.channel_for(table)
                 if header.eventType in DML_EVENTS:
                     self._order.rows()
                     if marks:
                         # MariaDB's transactions have no BEGIN entry: the first row opens one.
                         work.open_source_txn()
-                    if self._add(channel, position, entry, missed, table):
-                        self.stats.rows_routed += 1
-                    elif channel is not None:
-                        self.stats.skipped += 1
+                    self._delivery.rows(table, position, entry, missed)
                     if marks:
                         continue
                     # Without transaction ends (some Kafka topics) every entry is a cut point.
-                    if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
-                        self._taken.cut_after(entries, positions, index, batch_id)
-                        return True
+                elif not self._statement(table, position, entry, missed, work, marks):
                     continue
-                # A DDL on this table: its channel applies what it changes (and names it if a later row no longer
-                # fits). A followed rename goes to the channel of the old name.
-                given = self._router.ddl_owners(entry, header.eventType, channel, table)
-                for owner, named in given:
-                    self._add(owner, position, entry, missed, named)
-                channel = given[0][0]
-                if work.in_source_txn:
-                    continue  # a statement inside a transaction (annotated SQL, SAVEPOINT)
-                if header.eventType == _QUERY and not is_ddl(entry.storeValue):
-                    # The annotated SQL that opens a MariaDB transaction (or a MySQL Rows_query).
-                    if marks:
-                        work.open_source_txn()
-                    continue
-                # A DDL or another statement standing alone (Doris returned here and
-                # dropped the rest of the batch): note it and go on with the batch.
-                if channel is not None:
-                    work.cut_due = "ddl"  # what came before a table's DDL lands under the old schema
-                self.stats.ddl += 1
-                self._log.info(
-                    "consumer.ddl", table=f"{header.schemaName}.{header.tableName}", synced=channel is not None,
-                    event_type=EventType.Name(header.eventType), position=str(position),
-                )
             else:
                 continue  # GTIDLOG, HEARTBEAT: neither open nor close a transaction
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
-            if index + 1 < len(entries) and self._commit_if_due(work, label, at_batch_end=False):
+            if index + 1 < len(entries) and self._commit_if_due(work, label):
                 self._taken.cut_after(entries, positions, index, batch_id)
                 return True
         if superseded:
@@ -324,37 +272,29 @@ class Consumer(Worker):
             self._taken.acked(self.link.ack_through(self._epoch, self._commits.landed_cut))
         return False
 
-    def _opened(self, channel: Channel) -> None:
-        """A channel the router opened mid-run: a refill its target says an earlier process stopped in goes on."""
-        if channel.refill is not None:
-            self._second.resume(channel.source, channel.refill)
-
-    def _add(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
-             table: tuple[str, str]) -> bool:
-        """Give a ROWDATA entry of ``table`` (schema, table) to its channel unless the channel has committed
-        it; True if given."""
-        if channel is None:
-            if missed:
-                self._second.fill(position, None)  # a table no channel syncs
+    def _statement(self, table: tuple[str, str], position: Position, entry: entry_pb.Entry, missed: bool,
+                   work: PendingWork, marks: bool) -> bool:
+        """Route a statement (not rows) on ``table``; True if it stands alone outside a transaction (a cut point)."""
+        channel = self._delivery.statement(table, position, entry, missed)
+        if work.in_source_txn:
+            return False  # a statement inside a transaction (annotated SQL, SAVEPOINT)
+        event_type = entry.header.eventType
+        if event_type == _QUERY and not is_ddl(entry.storeValue):
+            # The annotated SQL that opens a MariaDB transaction (or a MySQL Rows_query).
+            if marks:
+                work.open_source_txn()
             return False
-        done = self.committed.get(channel.source)
-        if done is None or position > done or self._applies_again(channel, position, done, missed):
-            header = entry.header
-            dml = header.eventType in DML_EVENTS
-            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
-            if missed:
-                self._second.fill(position, channel.source)
-            return True
-        return False
+        # A DDL or another statement standing alone (Doris returned here and
+        # dropped the rest of the batch): note it and go on with the batch.
+        if channel is not None:
+            work.cut_due = "ddl"  # what came before a table's DDL lands under the old schema
+        self.stats.ddl += 1
+        self._log.info("consumer.ddl", table=".".join(table), synced=channel is not None,
+                       event_type=EventType.Name(event_type), position=str(position))
+        return True
 
-    def _applies_again(self, channel: Channel, position: Position, done: Position, missed: bool) -> bool:
-        """Whether an entry at or before what ``channel`` committed must be applied (again)."""
-        again = self._second.applies_again(channel.source, channel.settings.keeps_every_change, position, done,
-                                           missed)
-        self.stats.filled_in = self._second.filled_in
-        return again
-
-    def _commit_if_due(self, work: PendingWork, label: str, *, at_batch_end: bool, starved: bool = False) -> bool:
+    def _commit_if_due(self, work: PendingWork, label: str, *, starved: bool = False) -> bool:
+        """Commit the open transaction if it is due and may be cut here; True if it did (or was voided)."""
         if self._last_position is None:
             return False
         now = time.monotonic()
@@ -408,8 +348,7 @@ class Consumer(Worker):
         if outcome is None:
             return
         commit = outcome.commit
-        self._second.committed(commit.cut, set(outcome.failed), set(self.channels))
-        self._router.committed(commit.label, set(outcome.failed))
+        self._delivery.landed(commit.cut, commit.label, set(outcome.failed))
         if outcome.failure is not None:
             if raise_failure:
                 raise outcome.failure
@@ -434,9 +373,8 @@ class Consumer(Worker):
 
     def _abort_all(self, reason: str) -> None:
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
-        self._second.aborted(self._commits.unsettled)
+        self._delivery.aborted(self._commits.unsettled)
         self._commits.abort(reason)
-        self._router.aborted()
 
     def _recover(self, exc: SyncError) -> None:
         """Abort the transaction and roll Canal back to its ack cursor."""

@@ -19,7 +19,6 @@ from typing import Any
 import structlog
 
 from canalbridge.sync.channel import Channel
-from canalbridge.sync.consumer import ConsumerStats
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.job_run import JobRun
 from canalbridge.sync.kafka_link import KafkaLink
@@ -29,6 +28,7 @@ from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRec
 from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
+from canalbridge.sync.stats import ConsumerStats
 
 log = structlog.get_logger("canalbridge.job")
 

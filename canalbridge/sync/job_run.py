@@ -16,7 +16,7 @@ import structlog
 from canalbridge.canal import CanalConnector
 from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
-from canalbridge.sync.consumer import Consumer, ConsumerStats
+from canalbridge.sync.consumer import Consumer
 from canalbridge.sync.errors import ChannelOpenError, SyncError, TargetSourceMismatchError
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
@@ -24,6 +24,7 @@ from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.source import SourceLink
+from canalbridge.sync.stats import ConsumerStats
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.job")

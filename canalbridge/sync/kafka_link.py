@@ -8,12 +8,10 @@ holds the committed offsets), and :meth:`KafkaLink.exchange` commits the
 offsets the Consumer asked for, seeks back after a rollback, and polls.
 
 Positions are :class:`~canalbridge.sync.position.KafkaPosition`\\ s, one
-lane per partition. Where to start a partition: the group's committed offset,
-or the offset every channel's target already holds when that is further
-(the offset commit after an Iceberg commit can be lost), else
-``start_from``. An offset is committed only once every channel committed
-every entry before it; the snapshot of each target carries every lane's
-mark, so a replay skips what a target holds.
+lane per partition; where each partition starts is decided by
+:mod:`canalbridge.sync.kafka_start`. An offset is committed only once every
+channel committed every entry before it; the snapshot of each target
+carries every lane's mark, so a replay skips what a target holds.
 
 Canal delivers at least once: copies of entries a partition delivered
 before are dropped, and an entry Canal had not sent before, behind ones it
@@ -33,12 +31,13 @@ import structlog
 
 from canalbridge.canal import CanalBatch
 from canalbridge.canal.kafka_records import RecordDecodeError, RecordFormat, decode_record
+from canalbridge.sync import kafka_start
 from canalbridge.sync.errors import KafkaRecordError, KafkaSourceError
 from canalbridge.sync.handoff import HandOff
 from canalbridge.sync.kafka_connect import END_OFFSETS_EVERY_S, connect, describe
 from canalbridge.sync.kafka_lanes import KafkaLanes
 from canalbridge.sync.ledger import Outstanding
-from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
+from canalbridge.sync.position import AckState, CommittedPositions, Position
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import KafkaSettings
 from canalbridge.sync.source import TakenBatch
@@ -136,54 +135,25 @@ class KafkaLink:
                               note="read from their beginning; see docs/guide/kafka.md#partitions-added")
 
     def _start_offsets(self, consumer: Any, assigned: Sequence[Any], added: set[int]) -> dict[int, int]:
-        """Each partition's start: the group's offset, or the targets' when every target is further.
-
-        A partition with neither starts where ``start_from`` says, unless it is one of ``added`` (the topic
-        gained it while the job ran): that one starts at its beginning, since its records came after the job's
-        start.
-        """
+        """Seek each partition to its start (:mod:`canalbridge.sync.kafka_start`); ``added``: partitions the
+        topic gained while the job ran."""
         beginning = consumer.beginning_offsets(assigned, timeout_ms=self.settings.request_timeout_ms)
         end = consumer.end_offsets(assigned, timeout_ms=self.settings.request_timeout_ms)
+        ran_before = kafka_start.ran_before(self._committed, self._sources)
         starts = {}
         for tp in assigned:
             group = consumer.committed(tp, timeout_ms=self.settings.request_timeout_ms)
-            held = self._held_by_targets(f"{tp.topic}:{tp.partition}")
-            known = [offset for offset in (group, held) if offset is not None]
-            if not known:
-                # With no group offset, a target that holds any Kafka position means the job ran before:
-                # read from the beginning (replays are skipped) rather than jump to the end.
-                # A job with rules cannot tell before it reads: it reads from the beginning too.
-                earliest = self.settings.start_from == "earliest" or self._rules or tp.partition in added or any(
-                    isinstance(self._committed.get(source), KafkaPosition) for source in self._sources)
-                start = beginning[tp] if earliest else end[tp]
-            else:
-                start = max(known)
-                if start < beginning[tp]:
-                    raise KafkaSourceError(
-                        self.description,
-                        f"partition {tp.partition}: the job resumes at offset {start}, but the topic keeps records "
-                        f"only from offset {beginning[tp]} on (retention deleted what the job has not read)",
-                        transient=False)
+            held = kafka_start.held_by_targets(self._committed, self._sources, f"{tp.topic}:{tp.partition}",
+                                               rules=self._rules)
+            earliest = self.settings.start_from == "earliest" or self._rules or tp.partition in added or ran_before
+            start = kafka_start.start_offset(self.description, tp.partition, group, held, beginning[tp], end[tp],
+                                             earliest=earliest)
             consumer.seek(tp, start)
             starts[tp.partition] = start
             with self._cond:
                 lane = self._lanes.lane(tp.partition)
                 lane.committed, lane.end = group, end[tp]
         return starts
-
-    def _held_by_targets(self, lane: str) -> int | None:
-        """The offset every channel's target holds this lane through (None if one holds nothing of it, or if
-        rules may have targets not met yet)."""
-        if self._rules:
-            return None
-        offsets = []
-        for source in self._sources:
-            position = self._committed.get(source)
-            mark = position.mark_in(lane) if isinstance(position, KafkaPosition) else None
-            if mark is None:
-                return None
-            offsets.append(mark.resume)
-        return min(offsets) if offsets else None
 
     def disconnect(self) -> None:
         """Close the consumer (on the Receiver's thread)."""

@@ -1,0 +1,101 @@
+"""Who gets each entry the Consumer routes: its table's channel, unless that channel holds it already.
+
+:class:`Delivery` gives a ROWDATA entry (rows, or a statement such as a
+DDL) to the channel the router names for its table
+(:mod:`canalbridge.sync.router`), and skips what that channel committed,
+except what Canal's second pass must fill in behind a commit
+(:mod:`canalbridge.sync.first_pass`). The Consumer tells it what became of
+each commit, so that followed renames and refills go on from what landed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.channel import Channel
+from canalbridge.sync.first_pass import SecondPass
+from canalbridge.sync.position import CommittedPositions, Position
+from canalbridge.sync.router import Table, TableRouter
+from canalbridge.sync.rows import DML_EVENTS, rows_count
+from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.stats import ConsumerStats
+
+
+class Delivery:
+    """Routes entries to channels and gives each what it does not hold yet. Used by the Consumer thread only."""
+
+    def __init__(self, settings: JobSettings, channels: Sequence[Channel], committed: CommittedPositions,
+                 open_channel: Callable[[ChannelSettings], Channel] | None, stats: ConsumerStats,
+                 log: structlog.typing.FilteringBoundLogger) -> None:
+        self.second = SecondPass(log)  # what a stream that went back leaves to do
+        self._router = TableRouter(settings, channels, open_channel, self._opened, log)
+        self.channels = self._router.channels
+        self._committed = committed
+        self._stats = stats
+        for channel in self.channels.values():
+            self._opened(channel)
+
+    def begin(self, label: str) -> None:
+        """A transaction begins on every channel."""
+        self._router.begin(label)
+
+    def rows(self, table: Table, position: Position, entry: entry_pb.Entry, missed: bool) -> None:
+        """A row change of ``table`` (schema, table) at ``position``; ``missed``: Canal's first pass missed it."""
+        channel = self._router.channel_for(table)
+        if self._give(channel, position, entry, missed, table):
+            self._stats.rows_routed += 1
+        elif channel is not None:
+            self._stats.skipped += 1
+
+    def statement(self, table: Table, position: Position, entry: entry_pb.Entry, missed: bool) -> Channel | None:
+        """A statement on ``table`` (a DDL, the SQL that annotates rows): given to the table's channel, which
+        applies what a DDL changes (and names it if a later row no longer fits); a followed rename to the
+        channel of the old name. The channel of ``table``, if any."""
+        channel = self._router.channel_for(table)
+        given = self._router.ddl_owners(entry, entry.header.eventType, channel, table)
+        for owner, named in given:
+            self._give(owner, position, entry, missed, named)
+        return given[0][0]
+
+    def landed(self, cut: Position, label: str, failed: set[str]) -> None:
+        """The commit through ``cut`` landed, except on the channels ``failed``."""
+        self.second.committed(cut, failed, set(self.channels))
+        self._router.committed(label, failed)
+
+    def aborted(self, unsettled: set[str]) -> None:
+        """The open transaction was dropped; ``unsettled``: channels whose last commit is not known to have
+        landed."""
+        self.second.aborted(unsettled)
+        self._router.aborted()
+
+    def _opened(self, channel: Channel) -> None:
+        """A channel opened: a refill its target says an earlier process stopped in goes on."""
+        if channel.refill is not None:
+            self.second.resume(channel.source, channel.refill)
+
+    def _give(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
+              table: Table) -> bool:
+        """Give an entry of ``table`` to its channel unless the channel has committed it; True if given."""
+        if channel is None:
+            if missed:
+                self.second.fill(position, None)  # a table no channel syncs
+            return False
+        done = self._committed.get(channel.source)
+        if done is None or position > done or self._applies_again(channel, position, done, missed):
+            header = entry.header
+            dml = header.eventType in DML_EVENTS
+            channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
+            if missed:
+                self.second.fill(position, channel.source)
+            return True
+        return False
+
+    def _applies_again(self, channel: Channel, position: Position, done: Position, missed: bool) -> bool:
+        """Whether an entry at or before what ``channel`` committed must be applied (again)."""
+        again = self.second.applies_again(channel.source, channel.settings.keeps_every_change, position, done,
+                                          missed)
+        self._stats.filled_in = self.second.filled_in
+        return again

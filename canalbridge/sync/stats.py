@@ -1,0 +1,25 @@
+"""What a job's Consumer counts, for status and metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ConsumerStats:
+    """Counters for status and metrics; written by the Consumer thread only (they outlive a run)."""
+
+    transactions: int = 0
+    commits: int = 0
+    rollbacks: int = 0
+    entries: int = 0
+    rows_routed: int = 0
+    skipped: int = 0
+    ddl: int = 0
+    split_source_txns: int = 0
+    went_back: int = 0  # times Canal sent entries again in the same stream (a lost MySQL connection)
+    filled_in: int = 0  # entries Canal's first pass missed, applied behind a commit
+    retries: int = 0
+    batches: int = 0
+    last_commit_time_ms: int | None = None
+    last_commit_seconds: float = 0.0
