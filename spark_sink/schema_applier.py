@@ -27,7 +27,7 @@ class IcebergSchemaApplier:
 
     def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
         writer, channel = self._writer, self._writer.channel
-        writer.schema_changed()  # the next commit checks its columns against the new schema
+        assert not writer.holding, "a DDL applied while rows are held on the branch"
         table = writer.live()
         if table.columns() is None:
             return  # the table is created from the first rows, with their columns
@@ -63,6 +63,7 @@ class IcebergSchemaApplier:
             if isinstance(change, RenameTable):  # a rename the channel follows: read back at its next start
                 table_properties[PROP_SOURCE_TABLE] = f"{change.to.schema}.{change.to.table}"
         table.evolve(operations, summary, table_properties, identifier_fields)
+        writer.schema_changed()  # the next commit checks its columns against the new schema
         self._log.info("spark.schema_changed", sql=alteration.sql, operations=[repr(o) for o in operations])
 
     def _key_identifier_fields(self, key: list[str], columns: list[Column], changes: tuple[SchemaChange, ...],

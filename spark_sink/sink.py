@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def make_writer(spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> IcebergWriter:
+def _writer(spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> IcebergWriter:
     """The transaction writer for a channel's ``mode``."""
     if channel.mode == "changelog":
         return IcebergChangelogWriter(spark, channel, job, settings)
@@ -30,5 +30,5 @@ def make_writer(spark: SparkSession, channel: ChannelSettings, job: str, setting
 
 def make_sink(spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> ChannelSink:
     """The sink of a channel: its mode's writer, and the other three parts acting through it."""
-    writer = make_writer(spark, channel, job, settings)
+    writer = _writer(spark, channel, job, settings)
     return ChannelSink(IcebergTargetReader(writer), writer, IcebergSchemaApplier(writer), IcebergMaintainer(writer))

@@ -114,7 +114,7 @@ class IcebergUpsertWriter(IcebergWriter):
             else:
                 self._held_write(lambda target: self._merge(target, names, keys, properties), publish)
             return
-        with computed_once(frame) as changes:
+        with _computed_once(frame) as changes:
             changes.createOrReplaceTempView(self._view)
             broadcast = txn.staged_rows <= BROADCAST_ROWS
             # Two statements: always on the branch, so that main moves once.
@@ -152,7 +152,7 @@ class IcebergUpsertWriter(IcebergWriter):
 
 
 @contextmanager
-def computed_once(frame: DataFrame) -> Iterator[DataFrame]:
+def _computed_once(frame: DataFrame) -> Iterator[DataFrame]:
     """``frame`` computed now and held in Spark's block manager (memory, then local disk) until the
     block ends, so that statements reading it do not each decode, rank and convert it again.
 

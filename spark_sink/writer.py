@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,6 +115,7 @@ class IcebergWriter:
         self._holding = False
         self._layout_note: str | None = None  # learnt when the table is prepared, read for status
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
+        self._reconnecting = threading.Lock()
 
     # -- TransactionWriter ----------------------------------------------------------------
 
@@ -230,17 +232,22 @@ class IcebergWriter:
         Either way the session is made the calling thread's active one, so that
         the expressions this writer builds read its settings (ANSI casts).
         """
-        if not session_alive(self.spark):
-            self.spark = get_spark(self.settings)
-            self.table = TargetTable(self.spark, self.channel.target)
-            self._ready = False
-            self._log.warning("spark.writer_reconnected")
-        make_active(self.spark)
-        return self.table
+        with self._reconnecting:  # (the channel's threads: one replaces the session, the others take it)
+            if not session_alive(self.spark):
+                self.spark = get_spark(self.settings)
+                self.table = TargetTable(self.spark, self.channel.target)
+                self._ready = False
+                self._log.warning("spark.writer_reconnected")
+            make_active(self.spark)
+            return self.table
+
+    @property
+    def holding(self) -> bool:
+        """Whether applies are held on the job's branch, waiting for one that publishes."""
+        return self._holding
 
     def schema_changed(self) -> None:
         """The table's schema was changed: the next apply checks its columns against it again."""
-        assert not self._holding, "a DDL applied while rows are held on the branch"
         self._ready = False
 
     def _drop_view(self) -> None:
@@ -296,7 +303,8 @@ class IcebergWriter:
         txn.seq += 1
         return txn.seq
 
-    # -- mode-specific --------------------------------------------------------------------------
+    # -- mode-specific ----------------------------------------------------------------------------
+    # (The schema applier and the state reader call the public ones: what a table holds differs by mode.)
 
     def own_columns(self) -> tuple[str, ...]:
         """Columns this mode adds to the mapped ones (the changelog's ``_op``, ...)."""

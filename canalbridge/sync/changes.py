@@ -9,7 +9,6 @@ needs, and the mapper reads no more than that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -110,8 +109,9 @@ class Alteration:
     DDL in turn; what the target already shows is applied (the column is
     there, renamed, as wide), and a narrower type leaves the wider one.
     ``aliases``: a shared target's column aliases as the step leaves them
-    (see :class:`~canalbridge.sync.sink.TargetState`), computed by the
-    channel for the writer to record; None on any other target.
+    (see :class:`~canalbridge.sync.sink.TargetState`), as (source name,
+    target column) pairs, computed by the channel for the sink's schema
+    applier to record; None on any other target.
     """
 
     table: str
@@ -120,4 +120,4 @@ class Alteration:
     position: Position
     drop_columns: bool = False
     shared: bool = False
-    aliases: Mapping[str, str] | None = None
+    aliases: tuple[tuple[str, str], ...] | None = None

@@ -5,7 +5,8 @@ A :class:`ChannelSink` is four parts, each used by the thread that needs it:
 - a :class:`TargetReader`: the target's state for this job (its columns,
   the stamp of the last commit, a shared target's column aliases, a
   followed table's current name) read back as one :class:`TargetState`,
-  at the channel's start and when a commit's outcome is unknown;
+  at the channel's start, after an abort (the staging thread maps the
+  replay onto the target as it is) and when a commit's outcome is unknown;
 - a :class:`TransactionWriter`: ``begin()``, any number of ``send(batch)``
   (or, for a writer that decodes Canal's RowChange bytes itself,
   ``send_raw(batch)``), then ``seal()``, and the sealed transaction's

@@ -135,16 +135,18 @@ class TargetSchema:
                            changes=[type(c).__name__ for c in changes] or "none to the columns")
             return None
         drop = self.schema.drop_columns and not shared
-        known = self._target_columns is not None and self.settings.columns is None
-        if known and shared:  # the other shards' rows keep a renamed column's old name until their own DDL
-            assert self._target_columns is not None
-            self._aliases = column_aliases(self._aliases, self._target_columns, applied)
-        alteration = Alteration(f"{schema}.{name}", sql, applied, position, drop, shared=shared,
-                                aliases=dict(self._aliases) if known and shared else None)
+        # The target's columns as the DDLs staged so far leave them, where the channel knows them (not while
+        # the writer is still to create the target, nor for a channel that maps by an explicit list).
+        columns = self._target_columns if self.settings.columns is None else None
+        aliases = None
+        if columns is not None and shared:
+            # The other shards' rows keep a renamed column's old name until their own DDL.
+            self._aliases = column_aliases(self._aliases, columns, applied)
+            aliases = tuple(sorted(self._aliases.items()))
+        alteration = Alteration(f"{schema}.{name}", sql, applied, position, drop, shared=shared, aliases=aliases)
         mapper.alter(alteration)
-        if known:
-            assert self._target_columns is not None
-            self._target_columns = columns_after(self._target_columns, applied, drop=drop)
+        if columns is not None:
+            self._target_columns = columns_after(columns, applied, drop=drop)
             for other in self._mappers.values():
                 if other is not mapper:
                     other.retarget(self._target_columns, self._aliases)

@@ -54,10 +54,10 @@ class KafkaJob:
             channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
         self.settings = JobSettings("kjob", None, channels, commit, kafka=kafka)
         self.writers: dict[str, InMemoryWriter] = {}
-        self.job = SyncJob(self.settings, self._writer)
+        self.job = SyncJob(self.settings, self._sink)
         self.partitions: tuple[PartitionRecord, ...] = ()  # as the last run left them
 
-    def _writer(self, channel: ChannelSettings) -> ChannelSink:
+    def _sink(self, channel: ChannelSettings) -> ChannelSink:
         writer = self.writers[channel.source] = InMemoryWriter(channel.source)
         return ChannelSink.of(writer)
 
@@ -346,12 +346,12 @@ def test_a_target_written_through_canal_tcp_is_not_read_through_kafka(kafka_brok
     load, _ = workload(changes=100, seed=18)
     job = KafkaJob(kafka_broker.bootstrap, name, load)
 
-    def tcp_writer(channel: ChannelSettings) -> ChannelSink:
+    def tcp_sink(channel: ChannelSettings) -> ChannelSink:
         writer = job.writers[channel.source] = InMemoryWriter(channel.source)
         writer.commits.append(CommitRecord("old", EntryPosition("mysql-bin.000003", 4521), 0))
         return ChannelSink.of(writer)
 
-    job.job = SyncJob(job.settings, tcp_writer)
+    job.job = SyncJob(job.settings, tcp_sink)
     with pytest.raises(TargetSourceMismatchError, match="was written through Canal's TCP protocol"):
         job.job.start()
     assert job.job.state is JobState.CANCELLED

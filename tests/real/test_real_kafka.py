@@ -282,7 +282,7 @@ def test_transactions_stay_whole_on_one_partition_of_protobuf_records(kafka_cana
     kafka_canal(db, flat=False, server_properties={"canal.mq.canalBatchSize": "1"})
     writers: dict[str, SnapshottingWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> ChannelSink:
+    def sink_for(channel: ChannelSettings) -> ChannelSink:
         writer = writers[channel.source] = SnapshottingWriter(channel.source)
         return ChannelSink.of(writer)
 
@@ -293,7 +293,7 @@ def test_transactions_stay_whole_on_one_partition_of_protobuf_records(kafka_cana
                           transaction_markers=True, poll_timeout_ms=50, max_poll_records=1)
     settings = JobSettings("transfers", None, tuple(ChannelSettings(f"{db}.{t}", f"lake.{db}.{t}")
                                                     for t in TRANSFER_TABLES), commit, kafka=kafka)
-    job = SyncJob(settings, writer_for)
+    job = SyncJob(settings, sink_for)
     job.start()
     try:
         transfer_workload(mariadb, random.Random(8), transactions=120, database=db)

@@ -96,7 +96,7 @@ def test_every_cut_through_real_canal_keeps_the_total(real_destination, canal, m
     real_destination(DB, setup=[f"CREATE TABLE {t} (id INT PRIMARY KEY, amount BIGINT NOT NULL)" for t in TABLES])
     writers: dict[str, SnapshottingWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> ChannelSink:
+    def sink_for(channel: ChannelSettings) -> ChannelSink:
         writer = writers[channel.source] = SnapshottingWriter(channel.source)
         return ChannelSink.of(writer)
 
@@ -105,7 +105,7 @@ def test_every_cut_through_real_canal_keeps_the_total(real_destination, canal, m
     commit = CommitSettings(interval_seconds=0.05, min_events=1, min_bytes=1, max_source_txn_wait_seconds=120)
     settings = JobSettings("transfers", canal.canal_settings(DB, batch_size=1, poll_timeout_ms=50),
                            tuple(ChannelSettings(f"{DB}.{t}", f"lake.{DB}.{t}") for t in TABLES), commit)
-    job = SyncJob(settings, writer_for)
+    job = SyncJob(settings, sink_for)
     job.start()
     try:
         transfer_workload(mariadb, random.Random(7), transactions=150)
@@ -139,7 +139,7 @@ def test_a_transaction_larger_than_canals_store_goes_through_in_parts(real_desti
     real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, body VARCHAR(200))"], properties=SMALL_STORE)
     writers: dict[str, InMemoryWriter] = {}
 
-    def writer_for(channel: ChannelSettings) -> ChannelSink:
+    def sink_for(channel: ChannelSettings) -> ChannelSink:
         writer = writers[channel.source] = InMemoryWriter(channel.source)
         return ChannelSink.of(writer)
 
@@ -147,7 +147,7 @@ def test_a_transaction_larger_than_canals_store_goes_through_in_parts(real_desti
                             store_capacity=256, store_transaction_size=64)
     settings = JobSettings("bigtxn", canal.canal_settings(db, batch_size=32, poll_timeout_ms=50),
                            (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), commit)
-    job = SyncJob(settings, writer_for)
+    job = SyncJob(settings, sink_for)
     job.start()
     try:
         with mariadb.connection(db, autocommit=False) as conn, conn.cursor() as cursor:

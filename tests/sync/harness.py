@@ -77,9 +77,9 @@ class Harness:
         destination = server.destinations[settings.canal.destination]
         self.audit = AckAudit(self.writers, destination)
         destination.store.add_ack_listener(self.audit)
-        self.job = SyncJob(settings, self._make_writer)
+        self.job = SyncJob(settings, self._make_sink)
 
-    def _make_writer(self, channel: ChannelSettings) -> ChannelSink:
+    def _make_sink(self, channel: ChannelSettings) -> ChannelSink:
         options = self._writer_options.get(channel.source, {})
         writer = self.writers[channel.source] = InMemoryWriter(channel.source, **options)
         return ChannelSink.of(writer)
