@@ -1,6 +1,6 @@
 """Publish entries into Kafka as Canal 1.1.7 does in Kafka mode: for tests and benchmarks without a Canal.
 
-Follows what ``tests/real/test_canal_kafka_mode.py`` pins of the real Canal:
+Follows what ``tests/integration/real/test_canal_kafka_mode.py`` pins of the real Canal:
 
 - protobuf: one record per Canal batch (:func:`protobuf_records`), a
   ``Packet`` (MESSAGES) around a ``Messages``; with partitions hashed

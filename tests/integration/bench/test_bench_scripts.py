@@ -1,0 +1,91 @@
+"""The benchmark scripts run from a fresh clone and print a final JSON line (tiny sizes: figures not checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def run_bench(module: str, *args: str) -> list[dict]:
+    result = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_decode_bench_drains_exactly_and_compares_with_both_references():
+    *contenders, summary = run_bench("bench.decode", "--rows", "3000", "--runs", "1")
+    assert summary["benchmark"] == "decode" and summary["exact"] is True
+    assert set(summary["rows_per_s"]) == {"canalbridge", "protobuf_ceiling", "canal-python", "python_routing",
+                                          "jvm_decode"}
+    assert all(c["rows"] == summary["rows"] for c in contenders)
+    (jvm,) = [c for c in contenders if c["contender"] == "jvm_decode"]
+    assert jvm["changes"] >= jvm["rows"]  # an UPDATE that changes its key is two changes
+    assert summary["python_routing_cpu_us_per_row"] > 0 and summary["jvm_decode_cpu_us_per_row"] > 0
+
+
+@pytest.mark.spark
+def test_end_to_end_bench_reports_throughput_and_lag():
+    backlog, live, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1")
+    assert backlog["rows_committed"] == live["rows_committed"] > 0
+    assert backlog["table_rows"] == live["table_rows"]
+    assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
+    assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
+    assert summary["backlog_jvm_cpu_us_per_row"] == backlog["jvm_cpu_us_per_row"] > 0
+    assert summary["backlog_devserver_cpu_us_per_row"] == backlog["devserver_cpu_us_per_row"] > 0
+
+
+@pytest.mark.spark
+def test_sustained_bench_reports_each_tenth_and_the_tables_at_the_end():
+    *_, summary = run_bench("bench.sustained", "--rows", "3000", "--interval", "1", "--maintenance-minutes", "0.01")
+    assert summary["rows_committed"] > 0 and len(summary["rows_per_s_by_tenth"]) == 10
+    assert all(table["rows"] > 0 for table in summary["tables"].values())
+    assert all(table["data_files"] > 0 for table in summary["tables"].values())
+
+
+@pytest.mark.spark
+def test_scaling_bench_reports_tables_and_memory():
+    *_, summary = run_bench("bench.scaling", "--tables", "1,3", "--total-rows", "3000", "--repeat", "1",
+                            "--memory-seconds", "6", "--memory-rows", "3000")
+    assert set(summary["commit_s_by_tables"]) == {"1", "3"}
+    assert summary["memory"]["python_rss_mb_max_second_half"] > 0
+
+
+@pytest.mark.spark
+@pytest.mark.real
+def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
+    backlog, live, summary = run_bench("bench.real_stack", "--rows", "2000", "--interval", "1", "--rate", "1000",
+                                       "--no-dev-server")
+    assert backlog["rows"] == live["rows"] == backlog["rows_committed"] == live["rows_committed"] == 2000
+    assert summary["targets_match_mariadb"] is True
+    assert sum(backlog["table_rows"].values()) == 1200 - 200  # 60% inserts, 10% deletes
+    assert 0 < summary["lag_p50_s"] <= summary["lag_p99_s"]  # a commit takes time
+    assert backlog["python_cpu_us_per_row"] > 0 and live["python_cpu_us_per_row"] > 0
+
+
+@pytest.mark.spark
+def test_target_size_bench_commits_exactly_into_each_size():
+    *_, summary = run_bench("bench.target_size", "--sizes", "2000,6000", "--changes", "500", "--commits", "2")
+    assert summary["exact"] is True
+    assert set(summary["median_commit_s_by_table_rows"]) == {"2000", "6000"}
+    assert summary["largest_over_smallest"] > 0
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_kafka_bench_reports_both_formats_backlog_and_lag():
+    *runs, summary = run_bench("bench.kafka", "--rows", "3000", "--interval", "1")
+    assert [run["run"] for run in runs] == ["protobuf_backlog", "protobuf_live", "flat_backlog", "flat_live"]
+    assert all(run["rows_committed"] > 0 for run in runs)
+    assert summary["protobuf_exact"] is True and summary["flat_exact"] is True
+    assert runs[0]["table_rows"] == runs[2]["table_rows"]
+    for record_format in ("protobuf", "flat"):
+        assert summary[f"{record_format}_backlog_rows_per_s"] > 0
+        assert summary[f"{record_format}_backlog_broker_cpu_us_per_row"] >= 0
+        assert 0 <= summary[f"{record_format}_lag_p50_s"] <= summary[f"{record_format}_lag_p99_s"]

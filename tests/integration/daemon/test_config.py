@@ -1,0 +1,321 @@
+"""The TOML config: every invalid case names its key path and the file; exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from canalbridge.daemon.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[3]
+VALID = """
+[daemon]
+state_dir = "state"
+
+[[job]]
+name = "a"
+[job.canal]
+host = "127.0.0.1"
+port = 11111
+destination = "example"
+password = "secret-in-file"
+[[job.channel]]
+source = "db.t"
+target = "lake.db.t"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "canalbridge.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def problems(tmp_path: Path, text: str, environ=None) -> list[str]:
+    with pytest.raises(ConfigError) as failure:
+        load_config(write(tmp_path, text), environ or {})
+    assert str(tmp_path / "canalbridge.toml") in str(failure.value)
+    return failure.value.problems
+
+
+def test_valid_config_loads_with_defaults(tmp_path):
+    config = load_config(write(tmp_path, VALID), {})
+    job = config.jobs[0]
+    assert job.canal.batch_size == 8192 and job.canal.client_id == "1001"
+    assert job.commit.interval_seconds == 10 and job.commit.min_events == 10000
+    assert job.commit.min_bytes == 15 * 1024 * 1024 and job.commit.max_bytes == 64 * 1024 * 1024
+    assert config.daemon.state_dir == (tmp_path / "state").resolve()
+    assert config.spark.master == "local[*]" and config.spark.catalog == "lake"
+    assert config.spark.spill_dir == str((tmp_path / "state" / "spill").resolve())
+    assert job.channels[0].mode == "upsert"
+
+
+def with_spark(text: str) -> str:
+    return VALID.replace("[[job]]", f"[spark]\n{text}\n\n[[job]]", 1)
+
+
+def test_spill_dir_is_relative_to_the_config_file(tmp_path):
+    config = load_config(write(tmp_path, with_spark('spill_dir = "shared/spill"')), {})
+    assert config.spark.spill_dir == str((tmp_path / "shared" / "spill").resolve())
+    assert not config.warnings
+
+
+def test_spill_dir_must_be_a_path_python_can_write(tmp_path):
+    assert problems(tmp_path, with_spark('spill_dir = "s3a://bucket/spill"')) == [
+        "spark.spill_dir: must be a local (or mounted) path, got 's3a://bucket/spill'"]
+
+
+def test_a_cluster_without_a_spill_dir_warns(tmp_path):
+    config = load_config(write(tmp_path, with_spark('master = "spark://10.0.0.5:7077"')), {})
+    assert any("spark.spill_dir is not set" in warning for warning in config.warnings)
+
+
+def test_not_toml(tmp_path):
+    assert "not valid TOML" in problems(tmp_path, "[daemon\nstate_dir=")[0]
+
+
+def test_unknown_key_names_its_path(tmp_path):
+    found = problems(tmp_path, VALID.replace('port = 11111', 'port = 11111\nprot = 1'))
+    assert any(p.startswith("job[0].canal.prot: unknown key") for p in found)
+
+
+def test_wrong_type_names_its_path(tmp_path):
+    found = problems(tmp_path, VALID.replace("port = 11111", 'port = "11111"'))
+    assert found == ["job[0].canal.port: must be int, got str '11111'"]
+
+
+def test_port_out_of_range(tmp_path):
+    assert problems(tmp_path, VALID.replace("port = 11111", "port = 70000")) == [
+        "job[0].canal.port: port 70000 is outside 1..65535"]
+
+
+def test_canal_store_settings_reach_the_commit_policy_and_a_bad_mode_is_named(tmp_path):
+    text = VALID.replace("port = 11111", 'port = 11111\nbatch_mode = "ITEMSIZE"\ntransaction_size = 256')
+    commit = load_config(write(tmp_path, text), {}).jobs[0].commit
+    assert (commit.store_batch_mode, commit.store_transaction_size) == ("ITEMSIZE", 256)
+    assert problems(tmp_path, VALID.replace("port = 11111", 'port = 11111\nbatch_mode = "BYTES"')) == [
+        "job[0].canal.batch_mode: must be one of MEMSIZE, ITEMSIZE like canal.instance.memory.batch.mode, got 'BYTES'"]
+
+
+def test_maintenance_is_on_by_default_and_its_section_is_checked(tmp_path):
+    assert load_config(write(tmp_path, VALID), {}).jobs[0].maintenance.enabled
+    off = VALID.replace("[[job.channel]]", "[job.maintenance]\nenabled = false\ninterval_minutes = 5\n[[job.channel]]")
+    maintenance = load_config(write(tmp_path, off), {}).jobs[0].maintenance
+    assert (maintenance.enabled, maintenance.interval_minutes) == (False, 5)
+    bad = VALID.replace("[[job.channel]]", "[job.maintenance]\ninterval_minutes = 0\nevery = 1\n[[job.channel]]")
+    assert problems(tmp_path, bad) == ["job[0].maintenance.every: unknown key (known: enabled, interval_minutes, "
+                                       "keep_snapshots_hours, timeout_seconds)",
+                                       "job[0].maintenance.interval_minutes: must be positive, got 0"]
+
+
+def test_dropped_columns_are_kept_truncates_and_renames_ignored_by_default_and_the_choices_are_checked(tmp_path):
+    assert not load_config(write(tmp_path, VALID), {}).jobs[0].schema.drop_columns
+    drop = VALID.replace("[[job.channel]]", '[job.schema]\ndrop_column = "drop"\n[[job.channel]]')
+    assert load_config(write(tmp_path, drop), {}).jobs[0].schema.drop_columns
+    assert problems(tmp_path, drop.replace('"drop"', '"delete"')) == [
+        "job[0].schema.drop_column: must be one of keep, drop, got 'delete'"]
+    assert load_config(write(tmp_path, VALID), {}).jobs[0].schema.truncate == "ignore"
+    truncate = VALID.replace("[[job.channel]]", '[job.schema]\ntruncate = "apply"\n[[job.channel]]')
+    assert load_config(write(tmp_path, truncate), {}).jobs[0].schema.applies_truncate
+    assert not load_config(write(tmp_path, VALID), {}).jobs[0].schema.follows_renames
+    follow = VALID.replace("[[job.channel]]", '[job.schema]\nrename_table = "follow"\n[[job.channel]]')
+    assert load_config(write(tmp_path, follow), {}).jobs[0].schema.follows_renames
+    assert problems(tmp_path, follow.replace('"follow"', '"track"')) == [
+        "job[0].schema.rename_table: must be one of ignore, follow, got 'track'"]
+
+
+def test_missing_required_key(tmp_path):
+    assert "job[0].canal.destination: missing required key" in problems(
+        tmp_path, VALID.replace('destination = "example"\n', ""))
+
+
+def test_missing_password_env_variable(tmp_path):
+    text = VALID.replace('password = "secret-in-file"', 'password_env = "NO_SUCH_VARIABLE"')
+    assert problems(tmp_path, text) == [
+        "job[0].canal.password_env: environment variable NO_SUCH_VARIABLE is not set"]
+    config = load_config(write(tmp_path, text), {"NO_SUCH_VARIABLE": "from-env"})
+    assert config.jobs[0].canal.password == "from-env"
+
+
+def test_target_used_by_two_channels(tmp_path):
+    text = VALID + '[[job.channel]]\nsource = "db.u"\ntarget = "lake.db.t"\n'
+    assert problems(tmp_path, text) == [
+        "job[0].channel[1].target: lake.db.t is already written by job[0].channel[0].target"]
+
+
+def test_two_jobs_on_one_destination(tmp_path):
+    second = VALID.split("[[job]]")[1].replace('name = "a"', 'name = "b"').replace("lake.db.t", "lake.db.t2")
+    found = problems(tmp_path, VALID + "[[job]]" + second)
+    assert found == ["job[1].canal: 127.0.0.1:11111 destination 'example' is already read by job[0]; "
+                     "Canal keeps one ack cursor per destination"]
+
+
+def test_commit_minimums_beyond_canals_store_warn(tmp_path):
+    text = VALID + "[job.commit]\nmin_events = 20000\nmin_bytes = 20000000\n"
+    found = load_config(write(tmp_path, text), {}).warnings
+    assert any(w.startswith("job[0].commit.min_events: 20000 events exceed what Canal's store holds") for w in found)
+    assert any(w.startswith("job[0].commit.min_bytes: 20000000 bytes exceed Canal's store") for w in found)
+
+
+def test_world_readable_file_with_password_warns(tmp_path):
+    path = write(tmp_path, VALID)
+    path.chmod(0o644)
+    warnings = load_config(path, {}).warnings
+    assert warnings and "readable by every user" in warnings[0]
+    assert "secret-in-file" not in warnings[0]
+
+
+def test_password_never_in_problems(tmp_path):
+    found = problems(tmp_path, VALID.replace('password = "secret-in-file"', "password = 12345"))
+    assert found == ["job[0].canal.password: must be str, got int <hidden>"]
+
+
+def test_example_config_validates(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "canalbridge", "validate", "-c", str(REPO / "deploy" / "canalbridge.example.toml")],
+        capture_output=True, text=True, env={"CANAL_PASSWORD": "x", "PATH": "/usr/bin:/bin"}, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "valid (2 job(s), 5 channel(s))" in result.stdout
+
+
+def test_validate_exits_2_with_the_key_path(tmp_path):
+    path = write(tmp_path, VALID.replace("port = 11111", "port = -1"))
+    result = subprocess.run([sys.executable, "-m", "canalbridge", "validate", "-c", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert str(path) in result.stderr and "job[0].canal.port" in result.stderr
+
+
+KAFKA = """
+[daemon]
+state_dir = "state"
+
+[[job]]
+name = "k"
+[job.kafka]
+bootstrap_servers = "127.0.0.1:9092, 127.0.0.1:9093"
+topic = "example"
+format = "protobuf"
+[job.kafka.security]
+security_protocol = "SASL_PLAINTEXT"
+sasl_mechanism = "PLAIN"
+sasl_plain_username = "bridge"
+sasl_plain_password_env = "KAFKA_PASSWORD"
+[[job.channel]]
+source = "db.t"
+target = "lake.db.t"
+"""
+
+
+def test_a_kafka_job_loads_with_its_defaults_and_a_password_from_the_environment(tmp_path):
+    job = load_config(write(tmp_path, KAFKA), {"KAFKA_PASSWORD": "from-env"}).jobs[0]
+    assert job.canal is None and job.kafka is not None
+    kafka = job.kafka
+    assert kafka.bootstrap_servers == ("127.0.0.1:9092", "127.0.0.1:9093") and kafka.group_id == "canalbridge-k"
+    assert kafka.record_format == "protobuf" and kafka.transaction_markers and kafka.start_from == "earliest"
+    assert kafka.security == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                              "sasl_plain_username": "bridge", "sasl_plain_password": "from-env"}
+    flat = load_config(write(tmp_path, KAFKA.replace('format = "protobuf"', "")), {"KAFKA_PASSWORD": "x"})
+    assert flat.jobs[0].kafka.record_format == "flat" and not flat.jobs[0].kafka.transaction_markers
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (('format = "protobuf"', 'format = "avro"'), "job[0].kafka.format: must be one of flat, protobuf"),
+    (('format = "protobuf"', 'format = "flat"\ntransaction_markers = true'),
+     "job[0].kafka.transaction_markers: flat messages carry no transaction ends"),
+    (('bootstrap_servers = "127.0.0.1:9092, 127.0.0.1:9093"', 'bootstrap_servers = "localhost"'),
+     "job[0].kafka.bootstrap_servers: must be host:port"),
+    (('topic = "example"\n', ''), "job[0].kafka.topic: missing required key"),
+    (('sasl_mechanism = "PLAIN"', 'sasl_mechanism = "PLAIN"\nsasl_plain_password = "in-file"'),
+     "job[0].kafka.security: set sasl_plain_password or sasl_plain_password_env, not both"),
+    (('security_protocol = "SASL_PLAINTEXT"', 'security_protocol = "SASL_PLAINTEXT"\nbootstrap = 1'),
+     "job[0].kafka.security.bootstrap: unknown key"),
+    (('[job.kafka]', '[job.canal]\nhost = "h"\nport = 1\ndestination = "d"\n[job.kafka]'),
+     "job[0]: give it either [job.canal] (Canal's TCP protocol) or [job.kafka] (Canal's Kafka topic), not both"),
+])
+def test_a_broken_kafka_source_is_named(tmp_path, change, says):
+    found = problems(tmp_path, KAFKA.replace(*change), {"KAFKA_PASSWORD": "from-env"})
+    assert any(problem.startswith(says) for problem in found), found
+
+
+def test_a_job_without_a_source_is_named(tmp_path):
+    text = VALID.replace('[job.canal]\nhost = "127.0.0.1"\nport = 11111\ndestination = "example"\n'
+                         'password = "secret-in-file"\n', "")
+    assert any("none is set" in problem for problem in problems(tmp_path, text))
+
+
+def test_a_missing_kafka_password_variable_is_named_and_no_secret_shows(tmp_path):
+    assert "job[0].kafka.security.sasl_plain_password_env: environment variable KAFKA_PASSWORD is not set" in \
+        problems(tmp_path, KAFKA, {})
+    both = problems(tmp_path, KAFKA.replace('sasl_mechanism = "PLAIN"', 'sasl_mechanism = "PLAIN"\n'
+                                            'sasl_plain_password = "in-file-secret"'), {})
+    assert any("not both" in problem for problem in both)
+    assert not any("in-file-secret" in problem for problem in both)
+
+
+def test_two_jobs_on_one_topic_and_group(tmp_path):
+    second = KAFKA[KAFKA.index("[[job]]"):].replace('name = "k"', 'name = "k2"\n').replace(
+        'target = "lake.db.t"', 'target = "lake.db.u"')
+    text = KAFKA.replace("[job.kafka]", '[job.kafka]\ngroup_id = "g"') + second.replace(
+        "[job.kafka]", '[job.kafka]\ngroup_id = "g"')
+    found = problems(tmp_path, text, {"KAFKA_PASSWORD": "x"})
+    assert any("job[1].kafka: topic 'example' with group 'g' is already read by job[0]" in p for p in found), found
+
+
+def test_a_channel_may_take_tables_by_pattern_into_templated_targets(tmp_path):
+    text = VALID.replace('''source = "db.t"
+target = "lake.db.t"''', '''source = "shop.*"
+target = "lake.shop.{table}"
+
+[[job.channel]]
+source_regex = 'shop_\\d+\\.orders_\\d+'
+target = "lake.shop.orders"
+table_column = "src_table"
+schema_column = "src_schema"
+source_in_key = true
+
+[[job.channel]]
+source = "crm.users"
+target = "lake.{schema}.{table}"''')
+    config = load_config(write(tmp_path, text), {})
+    rule, shards, named = config.jobs[0].channels
+    assert (rule.pattern.text, rule.target) == ("shop.*", "lake.shop.{table}")
+    assert shards.pattern.regex and shards.origin_columns == ("src_schema", "src_table") and shards.source_in_key
+    assert (named.pattern, named.target) == (None, "lake.crm.users")  # a named table's template is filled in
+    assert config.jobs[0].canal_filter == r"shop\..*,shop_\d+\.orders_\d+,crm\.users"
+    assert not config.warnings
+
+
+@pytest.mark.parametrize("channel, says", [
+    ('source = "shop.*"\nsource_regex = "shop\\\\..*"\ntarget = "lake.s.{table}"', "give it source"),
+    ('target = "lake.s.t"', "give it source (schema.table, either part may have * ? [...]) or source_regex, none"),
+    ('source = "shop.*"\ntarget = "lake.s.{name}"', "job[0].channel[0].target: 'lake.s.{name}': unknown "
+                                                    "placeholder {name}"),
+    ('source_regex = "shop\\\\.(a"\ntarget = "lake.s.{table}"', "job[0].channel[0].source_regex: 'shop\\\\.(a' "
+                                                               "is not a regex"),
+    ('source = "shop_*.o"\ntarget = "lake.s.o"\nsource_in_key = true', "source_in_key: the key takes the columns"),
+])
+def test_a_broken_pattern_or_template_is_named(tmp_path, channel, says):
+    text = VALID.replace('source = "db.t"\ntarget = "lake.db.t"', channel)
+    assert any(says in problem for problem in problems(tmp_path, text)), problems(tmp_path, text)
+
+
+def test_shards_merged_without_their_source_in_the_key_warn_that_keys_may_collide(tmp_path):
+    text = VALID.replace('source = "db.t"\ntarget = "lake.db.t"', 'source = "shop_*.orders"\ntarget = "lake.s.orders"')
+    warnings = load_config(write(tmp_path, text), {}).warnings
+    assert any("rows of different tables with the same key replace each other" in w for w in warnings), warnings
+
+
+def test_a_batch_size_above_a_quarter_of_the_store_is_capped_with_a_warning(tmp_path):
+    config = load_config(write(tmp_path, VALID.replace('password = "secret-in-file"',
+                                                       'batch_size = 8192\nstore_capacity = 4096')), {})
+    (job,) = config.jobs
+    assert job.fetch_size == 1024
+    assert any(w.startswith("job[0].canal.batch_size: 8192 is more than a quarter of Canal's store (4096): each get "
+                            "asks for 1024") for w in config.warnings), config.warnings
+    assert not load_config(write(tmp_path, VALID), {}).warnings  # the defaults: 8192 of 16384, capped silently

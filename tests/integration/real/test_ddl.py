@@ -1,0 +1,279 @@
+"""DDL mid-stream through real Canal: the targets follow the source's columns, or the job pauses naming why.
+
+Each DDL kind is applied to an Iceberg target in stream order, in the middle
+of a workload, with rows before and after it in the same Canal batch and one
+ALTER issued inside an open transaction (MariaDB commits it first); the
+target then equals MariaDB, cell by cell (the column the source dropped is
+kept in the target, as by default, and left out of the comparison). A type
+change Iceberg cannot follow pauses the job; a TRUNCATE applies when the job
+says so; a daemon SIGKILLed as soon as a DDL is in the target resumes exact.
+
+With ``canal.instance.tsdb.enable=false`` Canal reads a table's columns from
+the live database when it first meets the table and again after each DDL,
+so the tests let Canal catch up (the job acks what was written) before the
+next DDL runs; the last test shows what happens when it cannot.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from canalbridge.devkit.entries import ColumnDef, TableDef
+from canalbridge.sync.job import JobState, SyncJob
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings
+from canalbridge.sync.sink import ChannelSink
+from spark_sink.identifiers import quote_table
+from spark_sink.sink import make_sink
+from tests.daemon_process import daemon_log, running_daemon, stop
+from tests.helpers import eventually
+from tests.infra.memory_writer import InMemoryWriter
+from tests.infra.sql_source import Source
+from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
+
+pytestmark = pytest.mark.real
+
+COMMIT = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
+
+
+def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | None = None, *,
+                table: str = "t") -> SyncJob:
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
+                           (ChannelSettings(f"{db}.{table}", f"lake.{db}.{table}"),), COMMIT,
+                           schema=schema or SchemaSettings())
+    return SyncJob(settings, lambda channel: make_sink(spark, channel, db, spark_settings))
+
+
+def caught_up(job: SyncJob, mariadb) -> None:
+    """Until the job acked the newest transaction (Canal has read, and the target holds, all of it)."""
+    assert job.acks.wait_through(EntryPosition(*mariadb.last_event_start("Xid")), 120), (
+        f"{job.state} {job.fail_message} {job.stats}")
+
+
+@pytest.mark.spark
+def test_every_kind_of_column_change_reaches_the_target_in_stream_order(real_destination, canal, mariadb, spark,
+                                                                        spark_settings):
+    db = "ddl_evolve"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), qty INT, "
+                                "price DECIMAL(10,2), note VARCHAR(20))"])
+    source = Source(mariadb, db, (), seed=1)
+    job = iceberg_job(spark, spark_settings, canal, db)
+    job.start()
+    try:
+        source.sql("INSERT INTO t VALUES (1, 'a', 1, 1.50, 'n1'), (2, 'b', 2, 2.00, 'n2'), (3, 'c', 3, 3.25, 'n3')")
+        source.commit()
+        caught_up(job, mariadb)
+        steps = [
+            # (the DDL, then rows in the columns it leaves, written right after it: one Canal batch)
+            ("ALTER TABLE t ADD COLUMN extra INT",
+             ["INSERT INTO t (id, name, qty, price, note, extra) VALUES (4, 'd', 4, 4.00, 'n4', 40)",
+              "UPDATE t SET extra = 10 WHERE id = 1"]),
+            ("ALTER TABLE t ADD COLUMN first_col VARCHAR(5) FIRST",
+             ["INSERT INTO t (first_col, id, name) VALUES ('f5', 5, 'e')", "DELETE FROM t WHERE id = 2"]),
+            ("ALTER TABLE t ADD COLUMN mid INT AFTER name", ["UPDATE t SET mid = id * 100 WHERE id <= 3"]),
+            ("ALTER TABLE t DROP COLUMN note", ["INSERT INTO t (id, name, qty) VALUES (6, 'f', 6)"]),
+            ("ALTER TABLE t RENAME COLUMN name TO label", ["UPDATE t SET label = 'A' WHERE id = 1"]),
+            ("ALTER TABLE t CHANGE qty quantity BIGINT", ["UPDATE t SET quantity = 5000000000 WHERE id = 3"]),
+            ("ALTER TABLE t MODIFY price DECIMAL(14,2)", ["INSERT INTO t (id, price) VALUES (7, 123456789012.34)"]),
+            ("ALTER TABLE t ADD INDEX by_label (label)", ["UPDATE t SET label = 'E' WHERE id = 5"]),
+        ]
+        for index, (ddl, rows) in enumerate(steps):
+            source.sql("INSERT INTO t (id) VALUES (%s)", 100 + index)  # a row before it, in the same batch
+            if ddl.startswith("ALTER TABLE t DROP"):
+                source.sql(ddl)  # inside the open transaction: MariaDB commits the INSERT first
+            else:
+                source.commit()
+                source.sql(ddl)
+            for statement in rows:
+                source.sql(statement)
+            source.commit()
+            caught_up(job, mariadb)
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    final = TableDef(db, "t", (
+        ColumnDef.of("first_col", "varchar(5)"), ColumnDef.of("id", "int(11)", is_key=True),
+        ColumnDef.of("label", "varchar(20)"), ColumnDef.of("mid", "int(11)"), ColumnDef.of("quantity", "bigint(20)"),
+        ColumnDef.of("price", "decimal(14,2)"), ColumnDef.of("extra", "int(11)")))
+    assert_target_equals_source(spark, source, final, f"lake.{db}.t")
+    frame = spark.table(quote_table(f"lake.{db}.t"))
+    # The kept column stays where it was; every other one where MariaDB has it.
+    assert frame.columns == ["first_col", "id", "label", "mid", "quantity", "price", "note", "extra"]
+    assert {f.name: f.dataType.simpleString() for f in frame.schema.fields}["quantity"] == "bigint"
+    kept = dict(spark.sql(f"SELECT id, note FROM {quote_table(f'lake.{db}.t')}").collect())
+    assert kept[1] == "n1" and kept[6] is None  # older rows keep it, rows after the DROP leave it NULL
+
+
+@pytest.mark.spark
+def test_a_primary_key_change_is_followed_and_rows_the_new_key_tells_apart_stay_apart(real_destination, canal,
+                                                                                      mariadb, spark, spark_settings):
+    # Issue 33, hole 2, through MariaDB and the real Canal, with no restart between the ALTER and the rows.
+    db = "ddl_key"
+    real_destination(db, setup=["CREATE TABLE t (id INT NOT NULL, b INT NOT NULL, note VARCHAR(10), PRIMARY KEY (id))"])
+    source = Source(mariadb, db, (), seed=1)
+    job = iceberg_job(spark, spark_settings, canal, db)
+    job.start()
+    try:
+        source.sql("INSERT INTO t VALUES (1, 1, 'one'), (2, 1, 'two')")
+        source.commit()
+        caught_up(job, mariadb)  # Canal read these under the old key before the ALTER ran
+        source.sql("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, b)")
+        source.sql("INSERT INTO t VALUES (1, 2, 'one-two')")
+        source.sql("UPDATE t SET note = 'two!' WHERE id = 2 AND b = 1")
+        source.commit()
+        caught_up(job, mariadb)
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    final = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("b", "int(11)", is_key=True),
+                               ColumnDef.of("note", "varchar(10)")))
+    assert_target_equals_source(spark, source, final, f"lake.{db}.t")
+    assert spark.table(quote_table(f"lake.{db}.t")).count() == 3
+
+
+@pytest.mark.spark
+def test_a_type_change_iceberg_cannot_follow_pauses_naming_table_ddl_and_position(real_destination, canal, mariadb,
+                                                                                 spark, spark_settings):
+    db = "ddl_narrow"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, qty INT)"])
+    job = iceberg_job(spark, spark_settings, canal, db)
+    job.start()
+    try:
+        mariadb.execute("INSERT INTO t VALUES (1, 10)", database=db)
+        caught_up(job, mariadb)
+        mariadb.execute("ALTER TABLE t MODIFY qty VARCHAR(10)", database=db)
+        at = EntryPosition(*mariadb.last_event_start("Query"))
+        mariadb.execute("INSERT INTO t VALUES (2, 'twenty')", database=db)
+        assert job.wait_state(JobState.PAUSED, 120), f"{job.state} {job.stats}"
+        message = job.fail_message.text
+        assert f"table {db}.t: cannot apply the DDL 'ALTER TABLE t MODIFY qty VARCHAR(10)' at {at}" in message, message
+        assert "column qty is int in the target and would become string" in message, message
+        assert job.acks.position is not None and job.acks.position < at  # nothing from the DDL on acked
+    finally:
+        job.shutdown()
+    rows = spark.table(quote_table(f"lake.{db}.t")).collect()
+    assert [tuple(row) for row in rows] == [(1, 10)]
+
+
+def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(real_destination, canal, mariadb):
+    db = "ddl_late"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(20))"])
+    canal.stop()  # Canal meets the rows only after the rename
+    try:
+        mariadb.execute("INSERT INTO t VALUES (1, 'a')", "ALTER TABLE t CHANGE note remark VARCHAR(20)",
+                        "INSERT INTO t VALUES (2, 'b')", database=db)
+    finally:
+        canal.start()
+    writer = InMemoryWriter(f"{db}.t", columns=("id", "note"))
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
+                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), CommitSettings(retries=0))
+    job = SyncJob(settings, lambda channel: ChannelSink.of(writer))
+    job.start()
+    try:
+        assert job.wait_state(JobState.PAUSED, 120), f"{job.state} {job.stats}"
+        message = job.fail_message.text
+    finally:
+        job.shutdown()
+    assert "row columns (id, remark) are not the target's (id, note)" in message, message
+    assert writer.rows == {} and job.acks.position is None  # row 1, written as `note`, was not mapped by position
+
+
+@pytest.mark.spark
+def test_a_truncate_the_job_applies_empties_the_target_between_the_rows_around_it(real_destination, canal, mariadb,
+                                                                                 spark, spark_settings):
+    db = "ddl_truncate"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"])
+    source = Source(mariadb, db, (), seed=3)
+    job = iceberg_job(spark, spark_settings, canal, db, SchemaSettings(truncate="apply"))
+    job.start()
+    try:
+        source.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        source.commit()
+        caught_up(job, mariadb)
+        source.sql("INSERT INTO t VALUES (3, 'c')")  # in the same Canal batch as the TRUNCATE
+        source.sql("TRUNCATE TABLE t")
+        source.sql("INSERT INTO t VALUES (4, 'd')")
+        source.commit()
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    table = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(20)")))
+    assert_target_equals_source(spark, source, table, f"lake.{db}.t")
+    assert [row[0] for row in spark.table(quote_table(f"lake.{db}.t")).collect()] == [4]
+
+
+@pytest.mark.spark
+@pytest.mark.faults
+@pytest.mark.timeout(900)
+def test_a_daemon_killed_once_a_ddl_is_in_the_target_resumes_exact(real_destination, canal, mariadb, spark,
+                                                                   spark_settings, tmp_path):
+    """SIGKILL as soon as the DDL's commit shows in the target: mostly before its ack, which then replays it."""
+    db = "ddl_kill"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"])
+    target = f"lake.{db}.t"
+    config = write_daemon_config(tmp_path / "canalbridge.toml", canal, db, spark_settings.warehouse,
+                                 f'[[job.channel]]\nsource = "{db}.t"\ntarget = "{target}"')
+    source = Source(mariadb, db, (), seed=2)
+
+    def acked_all() -> bool:
+        return acked_through(config, EntryPosition(*mariadb.last_event_start("Xid")))
+
+    def columns() -> list[str]:
+        spark.sql(f"REFRESH TABLE {quote_table(target)}")  # the daemon, not this session, writes it
+        return spark.table(quote_table(target)).columns
+
+    with running_daemon(config) as daemon:
+        source.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        source.commit()
+        assert eventually(lambda: daemon.poll() is not None or acked_all(), 300), daemon_log(config)[-3000:]
+        source.sql("ALTER TABLE t ADD COLUMN qty INT AFTER id")
+        source.sql("INSERT INTO t VALUES (3, 30, 'c')")
+        source.commit()
+        assert eventually(lambda: daemon.poll() is not None or "qty" in columns(), 300), daemon_log(config)[-3000:]
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait(60)
+    with running_daemon(config) as daemon:
+        source.sql("UPDATE t SET qty = 10 WHERE id = 1")
+        source.sql("ALTER TABLE t CHANGE name label VARCHAR(40)")
+        source.sql("INSERT INTO t VALUES (4, 40, 'd')")
+        source.commit()
+        assert eventually(lambda: daemon.poll() is not None or acked_all(), 300), daemon_log(config)[-3000:]
+        stop(daemon, config)
+    assert columns() == ["id", "qty", "label"]
+    final = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("qty", "int(11)"),
+                               ColumnDef.of("label", "varchar(40)")))
+    assert_target_equals_source(spark, source, final, target)
+
+
+@pytest.mark.spark
+def test_a_channel_follows_its_table_through_a_rename_and_a_restart(real_destination, canal, mariadb, spark,
+                                                                    spark_settings):
+    db = "ddl_rename"
+    real_destination(db, setup=["CREATE TABLE orders (id INT PRIMARY KEY, name VARCHAR(20))"])
+    follow = SchemaSettings(rename_table="follow")
+    job = iceberg_job(spark, spark_settings, canal, db, follow, table="orders")
+    job.start()
+    try:
+        mariadb.execute("INSERT INTO orders VALUES (1, 'a'), (2, 'b')", database=db)
+        caught_up(job, mariadb)  # (with Canal's schema history off, it must parse these before the rename)
+        mariadb.execute("RENAME TABLE orders TO orders_v2", "INSERT INTO orders_v2 VALUES (3, 'c')",
+                        "UPDATE orders_v2 SET name = 'A' WHERE id = 1",
+                        "CREATE TABLE orders (id INT PRIMARY KEY, other VARCHAR(5))",  # another table, same name
+                        "INSERT INTO orders VALUES (7, 'x')", database=db)
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    job = iceberg_job(spark, spark_settings, canal, db, follow, table="orders")  # a new run reads the name back
+    job.start()
+    try:
+        mariadb.execute("ALTER TABLE orders_v2 ADD COLUMN qty INT", "INSERT INTO orders_v2 VALUES (4, 'd', 4)",
+                        "DELETE FROM orders_v2 WHERE id = 2", database=db)
+        caught_up(job, mariadb)
+        assert job.state is JobState.RUNNING, job.fail_message
+    finally:
+        job.shutdown()
+    final = TableDef(db, "orders_v2", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(20)"),
+                                       ColumnDef.of("qty", "int(11)")))
+    assert_target_equals_source(spark, Source(mariadb, db, (), seed=4), final, f"lake.{db}.orders")

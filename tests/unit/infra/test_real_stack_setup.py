@@ -1,0 +1,77 @@
+"""The real-stack set-up agrees with itself, and a missing artifact names the make target that fetches it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from spark_sink import session
+from spark_sink.settings import SparkSettings
+from tests.infra import artifacts
+from tests.infra.canal_server import canal_passwd
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def makefile_value(name: str) -> str:
+    match = re.search(rf"^{name} := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert match, name
+    return match.group(1)
+
+
+def pom_property(pom: str, name: str) -> str:
+    match = re.search(rf"<{re.escape(name)}>([^<]+)</", (ROOT / "deploy" / "maven" / pom / "pom.xml").read_text())
+    assert match, (pom, name)
+    return match.group(1)
+
+
+def test_the_versions_agree_between_makefile_poms_and_dev_kit():
+    assert makefile_value("CANAL_VERSION") == pom_property("canal", "canal.version") == artifacts.CANAL_VERSION
+    assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == session.ICEBERG_VERSION
+    assert makefile_value("ICEBERG_JAR") == f"$(CACHE)/iceberg/{session.ICEBERG_ARTIFACT}-$(ICEBERG_VERSION).jar"
+
+
+def test_the_canal_pom_leaves_out_canal_prometheus():
+    pom = (ROOT / "deploy" / "maven" / "canal" / "pom.xml").read_text()
+    assert "<artifactId>canal.prometheus</artifactId>" in pom.split("<exclusions>")[1]
+
+
+def test_missing_artifacts_name_the_make_target(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
+    with pytest.raises(artifacts.MissingArtifact, match="make canal-jars"):
+        artifacts.canal_home()
+    with pytest.raises(session.SparkSetupError, match="make iceberg-jar"):
+        session.iceberg_runtime()
+
+
+def test_the_iceberg_runtime_is_the_cached_jar_in_a_checkout_and_coordinates_when_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
+    (tmp_path / "iceberg").mkdir()
+    (tmp_path / "iceberg" / session.ICEBERG_JAR).write_bytes(b"")
+    assert session.iceberg_runtime() == ("spark.jars", str(tmp_path / "iceberg" / session.ICEBERG_JAR))
+    monkeypatch.delenv("CANALBRIDGE_CACHE")
+    monkeypatch.setattr(session, "CHECKOUT", tmp_path / "site-packages")  # no Makefile beside the package
+    assert session.iceberg_runtime() == (
+        "spark.jars.packages", f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{session.ICEBERG_VERSION}")
+
+
+def test_missing_mariadb_names_the_make_target(monkeypatch):
+    monkeypatch.setattr(artifacts, "find_binary", lambda name: None)
+    with pytest.raises(artifacts.MissingArtifact, match="make mariadb-server"):
+        artifacts.mariadb_binaries()
+
+
+def test_canal_passwd_is_mysql_password_without_the_star():
+    # MySQL's PASSWORD('canal') is *E3619321C1A937C46A0D8BD1DAC39F93B27D4458.
+    assert canal_passwd("canal") == "e3619321c1a937c46a0d8bd1dac39f93b27d4458"
+
+
+def test_the_driver_heap_is_explicit_unless_the_user_sets_it():
+    iceberg = {"spark.jars.packages": session.ICEBERG_PACKAGE}  # so that no jar need be in the cache
+    settings = SparkSettings(master="local[1]", warehouse="/w", spill_dir="/s", conf=iceberg)
+    assert session.session_conf(settings)["spark.driver.memory"] == session.DRIVER_MEMORY
+    mine = dataclasses.replace(settings, conf={**iceberg, "spark.driver.memory": "6g"})
+    assert session.session_conf(mine)["spark.driver.memory"] == "6g"
