@@ -45,6 +45,7 @@ from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
 from canalbridge.sync.commits import CommitPipeline
 from canalbridge.sync.delivery import Delivery
 from canalbridge.sync.errors import ChannelStuckError, SyncError
+from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import DML_EVENTS, is_ddl
@@ -96,9 +97,9 @@ class Consumer(Worker):
         self.acks = acks
         self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
         self.stats = stats or ConsumerStats()
-        self._delivery = Delivery(settings, channels, committed, open_channel, self.stats, self._log)
+        self._second = SecondPass(self._log)  # what a stream that went back leaves to do
+        self._delivery = Delivery(settings, channels, committed, open_channel, self._second, self.stats, self._log)
         self.channels = self._delivery.channels
-        self._second = self._delivery.second  # (the Consumer tells it what the stream does; Delivery, what routes)
         self._on_failure = on_failure
         self._epoch = link.epoch
         self._taken = Taken()  # from the source in this epoch, not acked yet
@@ -348,7 +349,8 @@ class Consumer(Worker):
         if outcome is None:
             return
         commit = outcome.commit
-        self._delivery.landed(commit.cut, commit.label, set(outcome.failed))
+        self._second.committed(commit.cut, set(outcome.failed), set(self.channels))
+        self._delivery.landed(commit.label, set(outcome.failed))
         if outcome.failure is not None:
             if raise_failure:
                 raise outcome.failure
@@ -373,8 +375,9 @@ class Consumer(Worker):
 
     def _abort_all(self, reason: str) -> None:
         self._land(raise_failure=False)  # what it leaves unsettled is read back before the replay
-        self._delivery.aborted(self._commits.unsettled)
+        self._second.aborted(self._commits.unsettled)
         self._commits.abort(reason)
+        self._delivery.aborted()
 
     def _recover(self, exc: SyncError) -> None:
         """Abort the transaction and roll Canal back to its ack cursor."""

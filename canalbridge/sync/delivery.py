@@ -4,8 +4,10 @@
 DDL) to the channel the router names for its table
 (:mod:`canalbridge.sync.router`), and skips what that channel committed,
 except what Canal's second pass must fill in behind a commit
-(:mod:`canalbridge.sync.first_pass`). The Consumer tells it what became of
-each commit, so that followed renames and refills go on from what landed.
+(:mod:`canalbridge.sync.first_pass`). The Consumer owns the second pass
+(it tells it what the stream and each commit did); Delivery asks it, entry
+by entry, and records what it filled in. The Consumer tells Delivery what
+became of each commit, so that followed renames go on from what landed.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ class Delivery:
     """Routes entries to channels and gives each what it does not hold yet. Used by the Consumer thread only."""
 
     def __init__(self, settings: JobSettings, channels: Sequence[Channel], committed: CommittedPositions,
-                 open_channel: Callable[[ChannelSettings], Channel] | None, stats: ConsumerStats,
+                 open_channel: Callable[[ChannelSettings], Channel] | None, second: SecondPass, stats: ConsumerStats,
                  log: structlog.typing.FilteringBoundLogger) -> None:
-        self.second = SecondPass(log)  # what a stream that went back leaves to do
+        self._second = second
         self._router = TableRouter(settings, channels, open_channel, self._opened, log)
         self.channels = self._router.channels
         self._committed = committed
@@ -60,28 +62,25 @@ class Delivery:
             self._give(owner, position, entry, missed, named)
         return given[0][0]
 
-    def landed(self, cut: Position, label: str, failed: set[str]) -> None:
-        """The commit through ``cut`` landed, except on the channels ``failed``."""
-        self.second.committed(cut, failed, set(self.channels))
+    def landed(self, label: str, failed: set[str]) -> None:
+        """The commit of transaction ``label`` ended: it landed, except on the channels ``failed``."""
         self._router.committed(label, failed)
 
-    def aborted(self, unsettled: set[str]) -> None:
-        """The open transaction was dropped; ``unsettled``: channels whose last commit is not known to have
-        landed."""
-        self.second.aborted(unsettled)
+    def aborted(self) -> None:
+        """The open transaction was dropped: what it routed is routed again in the replay."""
         self._router.aborted()
 
     def _opened(self, channel: Channel) -> None:
         """A channel opened: a refill its target says an earlier process stopped in goes on."""
         if channel.refill is not None:
-            self.second.resume(channel.source, channel.refill)
+            self._second.resume(channel.source, channel.refill)
 
     def _give(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
               table: Table) -> bool:
         """Give an entry of ``table`` to its channel unless the channel has committed it; True if given."""
         if channel is None:
             if missed:
-                self.second.fill(position, None)  # a table no channel syncs
+                self._second.fill(position, None)  # a table no channel syncs
             return False
         done = self._committed.get(channel.source)
         if done is None or position > done or self._applies_again(channel, position, done, missed):
@@ -89,13 +88,13 @@ class Delivery:
             dml = header.eventType in DML_EVENTS
             channel.add(position, entry.storeValue, dml=dml, rows=rows_count(header) if dml else 0, table=table)
             if missed:
-                self.second.fill(position, channel.source)
+                self._second.fill(position, channel.source)
             return True
         return False
 
     def _applies_again(self, channel: Channel, position: Position, done: Position, missed: bool) -> bool:
         """Whether an entry at or before what ``channel`` committed must be applied (again)."""
-        again = self.second.applies_again(channel.source, channel.settings.keeps_every_change, position, done,
+        again = self._second.applies_again(channel.source, channel.settings.keeps_every_change, position, done,
                                           missed)
-        self._stats.filled_in = self.second.filled_in
+        self._stats.filled_in = self._second.filled_in
         return again

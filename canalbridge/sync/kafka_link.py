@@ -145,7 +145,8 @@ class KafkaLink:
             group = consumer.committed(tp, timeout_ms=self.settings.request_timeout_ms)
             held = kafka_start.held_by_targets(self._committed, self._sources, f"{tp.topic}:{tp.partition}",
                                                rules=self._rules)
-            earliest = self.settings.start_from == "earliest" or self._rules or tp.partition in added or ran_before
+            earliest = kafka_start.from_beginning(self.settings.start_from, rules=self._rules,
+                                                  added=tp.partition in added, ran_before=ran_before)
             start = kafka_start.start_offset(self.description, tp.partition, group, held, beginning[tp], end[tp],
                                              earliest=earliest)
             consumer.seek(tp, start)

@@ -38,6 +38,14 @@ def ran_before(committed: CommittedPositions, sources: Sequence[str]) -> bool:
     return any(isinstance(committed.get(source), KafkaPosition) for source in sources)
 
 
+def from_beginning(start_from: str, *, rules: bool, added: bool, ran_before: bool) -> bool:
+    """Whether a partition neither the group nor the targets know is read from its beginning: as
+    ``start_from`` says, or whatever it says when the job read the topic before (replays are skipped rather
+    than records jumped over), when a rule's next table may hold nothing yet (the job cannot tell before it
+    reads), or when the topic gained the partition while the job ran (its records came after the start)."""
+    return start_from == "earliest" or rules or added or ran_before
+
+
 def start_offset(source: str, partition: int, group: int | None, held: int | None, beginning: int, end: int, *,
                  earliest: bool) -> int:
     """The offset to read ``partition`` from: the further of the ``group``'s and the one the targets ``held``;

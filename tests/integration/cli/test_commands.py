@@ -14,7 +14,7 @@ import threading
 from canalbridge import __version__
 from canalbridge.canal import CanalAuthError, CanalConnector
 from canalbridge.daemon.state import STATE_FILE, StateStore
-from tests.integration.daemon.test_config import VALID, write
+from tests.configs import VALID, write
 
 CLI = [sys.executable, "-m", "canalbridge"]
 

@@ -9,30 +9,9 @@ from pathlib import Path
 import pytest
 
 from canalbridge.daemon.config import ConfigError, load_config
+from tests.configs import VALID, write
 
 REPO = Path(__file__).resolve().parents[3]
-VALID = """
-[daemon]
-state_dir = "state"
-
-[[job]]
-name = "a"
-[job.canal]
-host = "127.0.0.1"
-port = 11111
-destination = "example"
-password = "secret-in-file"
-[[job.channel]]
-source = "db.t"
-target = "lake.db.t"
-"""
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "canalbridge.toml"
-    path.write_text(text)
-    path.chmod(0o600)
-    return path
 
 
 def problems(tmp_path: Path, text: str, environ=None) -> list[str]:

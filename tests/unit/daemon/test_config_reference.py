@@ -5,7 +5,7 @@ from __future__ import annotations
 from canalbridge.daemon.config import OPTIONS, load_config
 from canalbridge.daemon.config_reference import PAGE, TABLES, render
 from canalbridge.sync.options import NO_VALUE, REQUIRED
-from tests.integration.daemon.test_config import VALID  # sets nothing with a default
+from tests.configs import VALID  # sets nothing with a default
 
 KAFKA_JOB = """
 [[job]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.sync.errors import KafkaSourceError
-from canalbridge.sync.kafka_start import held_by_targets, ran_before, start_offset
+from canalbridge.sync.kafka_start import from_beginning, held_by_targets, ran_before, start_offset
 from canalbridge.sync.position import CommittedPositions, EntryPosition, KafkaPosition, LaneMark
 
 
@@ -50,3 +50,11 @@ def test_a_start_that_retention_deleted_pauses_naming_partition_and_offsets():
                                                "only from offset 10 on") as failure:
         start_offset("topic t", 3, 7, None, 10, 100, earliest=False)
     assert not failure.value.transient
+
+
+def test_a_partition_nobody_knows_is_read_from_its_beginning_unless_the_job_is_new_and_says_latest():
+    assert not from_beginning("latest", rules=False, added=False, ran_before=False)
+    assert from_beginning("earliest", rules=False, added=False, ran_before=False)
+    assert from_beginning("latest", rules=False, added=False, ran_before=True)  # replays are skipped, none lost
+    assert from_beginning("latest", rules=True, added=False, ran_before=False)  # a rule's next table holds nothing
+    assert from_beginning("latest", rules=False, added=True, ran_before=False)  # added while the job ran
