@@ -15,6 +15,7 @@ connects, losing what was written in between).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +52,10 @@ def canal_passwd(password: str) -> str:
     """``canal.passwd`` for a client password: hex SHA1(SHA1(password)), MySQL's PASSWORD() without ``*``."""
     return hashlib.sha1(hashlib.sha1(password.encode("utf-8")).digest()).hexdigest()
 
+# Server ids of the parsers, unique in this process: every Canal server of a test run reads the same MariaDB,
+# and MariaDB drops a replica's binlog dump when another registers with its id (error 4052): two Canal
+# servers with one id cut each other off in turn, and a test that waits on one of them times out.
+_SLAVE_IDS = itertools.count(1000)
 
 @dataclass(frozen=True)
 class CanalDestination:
@@ -129,8 +134,9 @@ class CanalServer(ServiceProcess):
         self.root_dir = Path(root_dir).resolve()
         self.mariadb = mariadb
         self.destinations: dict[str, CanalDestination] = {}
+        self._slave_ids: dict[str, int] = {}
         for destination in destinations:
-            self.destinations[destination.name] = destination
+            self._add(destination)
         if not self.destinations:
             raise ValueError("a Canal server needs at least one destination")
         self.host = LOOPBACK
@@ -235,13 +241,17 @@ class CanalServer(ServiceProcess):
         """Add a destination; a running server restarts to load it (Canal's auto-scan is off)."""
         if destination.name in self.destinations:
             raise ValueError(f"destination {destination.name!r} exists already")
-        self.destinations[destination.name] = destination
+        self._add(destination)
         if self.running:
             self.restart()
 
+    def _add(self, destination: CanalDestination) -> None:
+        self.destinations[destination.name] = destination
+        self._slave_ids[destination.name] = next(_SLAVE_IDS)
+
     def slave_id(self, destination: str) -> int:
         """The server id ``destination``'s parser registers with MariaDB (fixed from when it was added)."""
-        return 1000 + list(self.destinations).index(destination)
+        return self._slave_ids[destination]
 
     def connector(
         self, destination: str = "example", *, client_id: str = "1001", so_timeout_s: float = 60.0
