@@ -241,10 +241,11 @@ class TargetTable:
                     f"target table {self.target} has no column {name!r} (it has: {', '.join(existing)})"
                 )
 
-    def stamp(self, job: str) -> Stamp | None:
+    def stamp(self, job: str, properties: Mapping[str, str] | None = None) -> Stamp | None:
         """The stamp of the newest snapshot ``job`` committed among main's current snapshot and its
-        ancestors; None when the table has no snapshot or that lineage has none of this job's."""
-        found = self._position_snapshot(job)
+        ancestors; None when the table has no snapshot or that lineage has none of this job's.
+        ``properties``: the table's, if the caller read them already."""
+        found = self._position_snapshot(job, properties)
         if found is None:
             return None
         committed_ms, summary = found
@@ -252,7 +253,8 @@ class TargetTable:
         return Stamp(position_from_summary(summary), summary.get(PROP_LABEL),
                      None if behind is None else position_from_dict(json.loads(behind)), committed_ms)
 
-    def _position_snapshot(self, job: str) -> tuple[int, dict[str, str]] | None:
+    def _position_snapshot(self, job: str, properties: Mapping[str, str] | None = None,
+                           ) -> tuple[int, dict[str, str]] | None:
         """(commit time in ms, summary) of the newest snapshot of ``job`` in main's lineage."""
         # The parent chain, not the newest snapshot by commit time: after rollback_to_snapshot, or
         # with commits on another branch, that snapshot may hold data the table does not (Iceberg's
@@ -271,7 +273,7 @@ class TargetTable:
             f"FROM {self.identifier}.snapshots",
             args={"job": job},
         ).collect()
-        reset = self.properties().get(PROP_POSITION_RESET + job)
+        reset = (self.properties() if properties is None else properties).get(PROP_POSITION_RESET + job)
         forgotten = int(reset) if reset else None
         parents = {row["snapshot_id"]: row["parent_id"] for row in rows}
         found = {row["snapshot_id"]: (row["committed_ms"], row["summary"]) for row in rows

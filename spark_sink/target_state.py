@@ -28,8 +28,8 @@ class IcebergTargetReader:
         if columns is None:
             return TargetState()
         own = set(writer.own_columns())
-        stamp = table.stamp(writer.job)
         properties = table.properties()
+        stamp = table.stamp(writer.job, properties)  # (one read of the properties for both)
         return TargetState(
             tuple(c for c in columns if c not in own),
             None if stamp is None else stamp.position,
