@@ -26,19 +26,36 @@ is nearer decides.
 
 While an earlier commit is still being applied (``commit.overlap``), what
 it holds is acked when it lands: store pressure counts only what came
-after its cut (``committing`` is what Canal held at that cut). Once that
-reaches half the store, the next clean cut waits for the earlier commit and
-commits: reading on past it instead would fill the store until a small
-source transaction had to be split.
+after its cut (``committing`` is what Canal held at that cut). The next
+transaction reads on past its thresholds until it holds ``max_bytes``, or
+until what came after that cut reaches half the store; its next clean cut
+then waits for the earlier commit and commits: reading on past it instead
+would fill the store until a small source transaction had to be split.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.settings import CommitSettings
+
+IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
+
+
+class Committing(Protocol):
+    """The commit in flight, as the policy sees it."""
+
+    @property
+    def outstanding(self) -> Outstanding:
+        """What the source held for this client at its cut: acked once it lands."""
+        ...
+
+    def done(self) -> bool:
+        """Whether every channel answered."""
+        ...
 
 
 @dataclass
@@ -55,6 +72,10 @@ class PendingWork:
         """A source transaction's first entry was routed (a BEGIN, or MariaDB's first statement)."""
         if self.source_txn_open_since is None:
             self.source_txn_open_since = time.monotonic()
+
+    def close_source_txn(self) -> None:
+        """The open source transaction ended (or what came before the next entry is whole)."""
+        self.source_txn_open_since = None
 
     @property
     def in_source_txn(self) -> bool:
@@ -112,6 +133,21 @@ class CommitPolicy:
             return "store_capacity"
         return None
 
+    def cut_reason(self, work: PendingWork, outstanding: Outstanding, now: float,
+                   in_flight: Committing | None = None) -> str | None:
+        """Why the open transaction is to commit now, or None: it is not due, or it reads on while the commit
+        ``in_flight`` runs. A reason given while that commit runs means: wait for it first. (The Consumer
+        then commits if it may cut here: see :meth:`must_split_source_txn`.)"""
+        committing = in_flight.outstanding if in_flight is not None else None
+        reason = work.cut_due or self.due(work, outstanding, now, committing)
+        if reason is None or in_flight is None or in_flight.done():
+            return reason
+        if not work.in_source_txn and self.pressed(outstanding, committing):
+            return "store_capacity"  # (waits for the commit in flight: the log says why)
+        if work.cut_due is None and work.bytes < self.settings.max_bytes:
+            return None  # read on while the commit before this one runs
+        return reason
+
     def must_split_source_txn(self, work: PendingWork, outstanding: Outstanding, now: float,
                               committing: Outstanding | None = None, *, starved: bool = True) -> str | None:
         """Why a due commit may not wait for the source transaction to end, or None.
@@ -128,7 +164,8 @@ class CommitPolicy:
                 return "source_txn_wait"
         return None
 
-    def poll_timeout(self, work: PendingWork, now: float) -> float:
-        """How long the Consumer may block waiting for a batch before re-checking."""
+    def poll_timeout(self, work: PendingWork, now: float, *, committing: bool = False) -> float:
+        """How long the Consumer may block waiting for a batch before re-checking; ``committing``: while a
+        commit runs, whose acks go out as soon as it lands."""
         until_interval = work.started_at + self.settings.interval_seconds - now
-        return min(max(until_interval, 0.05), 1.0)
+        return min(max(until_interval, 0.05), IN_FLIGHT_POLL_S if committing else 1.0)

@@ -1,23 +1,24 @@
 """The Consumer: routes Canal entries to channels, commits them together, and acks Canal.
 
 One *transaction* of the Consumer spans any number of Canal batches. It
-begins on every channel, routes each ROWDATA entry to the channel of its
-``schema.table``, skipping what that channel already committed
-(:mod:`canalbridge.sync.delivery`), and when the commit policy says so, commits
-every channel through the same cut position
-(:mod:`canalbridge.sync.commits`). Only if every channel committed does it
-ack Canal, oldest batch first, and only the batches that lie wholly at or
-before the cut; the rest of a batch cut in the middle is carried into the
-next transaction. If any channel fails, the others are aborted, Canal is
-rolled back to its ack cursor and the data is consumed again; channels
-that had committed skip what they hold, so nothing is applied twice.
+begins on every channel, gives each ROWDATA entry to the channel of its
+``schema.table`` unless that channel holds it already
+(:mod:`canalbridge.sync.delivery`) and, when the commit policy says so,
+commits every channel through the same clean cut
+(:mod:`canalbridge.sync.source_txns`, :mod:`canalbridge.sync.commits`). Only
+if every channel committed does it ack Canal, oldest batch first, and only
+the batches that lie wholly at or before the cut
+(:mod:`canalbridge.sync.taken`); the rest of a batch cut in the middle is
+carried into the next transaction. If any channel fails, the others are
+aborted, Canal is rolled back to its ack cursor and the data is consumed
+again; channels that had committed skip what they hold, so nothing is
+applied twice.
 
 Commits overlap reading (``commit.overlap``): once transaction N is handed
 to the channels, the Consumer begins N+1 and routes into it while N is
 applied. N+1 commits only after N has *landed*, and acks go out in order
-as each lands; if N failed, N+1 is aborted with it. While N runs, N+1 may grow past its thresholds, up to
-``max_bytes`` or half of Canal's store, then waits for N at its next
-clean cut.
+as each lands; if N failed, N+1 is aborted with it. While N runs, N+1 may
+grow past its thresholds (:meth:`CommitPolicy.cut_reason`).
 
 When Canal sends part of the binlog again in the same stream (its MySQL
 connection broke: :mod:`canalbridge.sync.stream_order`), the Consumer
@@ -48,9 +49,10 @@ from canalbridge.sync.errors import ChannelStuckError, SyncError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import AckState, CommittedPositions, EntryPosition, Position
 from canalbridge.sync.retry import Stopping, retrying
-from canalbridge.sync.rows import DML_EVENTS, is_ddl
+from canalbridge.sync.rows import DML_EVENTS
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.source import ConsumerSide, TakenBatch
+from canalbridge.sync.source_txns import SourceTransactions
 from canalbridge.sync.stats import ConsumerStats
 from canalbridge.sync.stream_order import StreamOrder
 from canalbridge.sync.taken import Taken
@@ -60,14 +62,8 @@ log = structlog.get_logger("canalbridge.consumer")
 
 EventType = entry_pb.EventType
 # Plain ints: attribute lookups on protobuf enum wrappers are slow in a per-entry loop.
-_BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
 _END = int(entry_pb.EntryType.TRANSACTIONEND)
 _ROWDATA = int(entry_pb.EntryType.ROWDATA)
-_QUERY = int(EventType.QUERY)
-IN_FLIGHT_POLL_S = 0.05  # how long a take waits while a commit runs, so its acks go out promptly
-# A store counts as full for a split only once the source handed out nothing for this long (see
-# CommitPolicy.must_split_source_txn): the room an ack makes takes a round trip to show.
-STARVED_AFTER_S = 1.0
 
 
 class Consumer(Worker):
@@ -101,11 +97,10 @@ class Consumer(Worker):
         self._delivery = Delivery(settings, channels, committed, open_channel, self._second, self.stats, self._log)
         self.channels = self._delivery.channels
         self._on_failure = on_failure
-        self._epoch = link.epoch
-        self._taken = Taken()  # from the source in this epoch, not acked yet
-        self._waiting_since = time.monotonic()  # since the source last handed out a batch, or an ack made room
+        self._taken = Taken(link)  # from the source in the link's current epoch, not acked yet
         self._last_position: Position | None = None
         self._order = StreamOrder(self.job)  # of the positions routed in this epoch
+        self._txns = SourceTransactions(self._order, marks=link.marks_transactions)
         # The commit applied while the next transaction reads, and what earlier ones left.
         self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
 
@@ -177,15 +172,11 @@ class Consumer(Worker):
                 if self._route(carried.entries, work, label, carried.batch_id, carried.positions):
                     return True
             else:
-                timeout = self.policy.poll_timeout(work, time.monotonic())
-                if self._commits.in_flight is not None:
-                    timeout = min(timeout, IN_FLIGHT_POLL_S)  # look at the commit that runs now and then
-                item = self._taken.next or self.link.take(timeout)
-                self._taken.next = None
-                starved = item is None and time.monotonic() - self._waiting_since >= STARVED_AFTER_S
+                item = self._taken.take(self.policy.poll_timeout(work, time.monotonic(),
+                                                                 committing=self._commits.in_flight is not None))
+                starved = item is None and self._taken.starved
                 if item is not None:
-                    self._waiting_since = time.monotonic()
-                    if item.epoch != self._epoch:
+                    if item.epoch != self._taken.epoch:
                         self._rolled_back(item)
                         return False
                     work.bytes += item.batch.raw_size
@@ -203,7 +194,7 @@ class Consumer(Worker):
         ``positions`` are the entries' positions when their headers do not hold them (see TakenBatch).
         """
         resends = self.link.resends_in_stream
-        marks = self.link.marks_transactions
+        txns = self._txns
         superseded = 0  # entries of Canal's first pass skipped here
         counts_through: Position | None = None  # the last entry routed here that is not among them
         taken = self._taken.last_batch
@@ -219,8 +210,7 @@ class Consumer(Worker):
                 taken.append(position)
                 self.stats.skipped += 1
                 superseded += 1
-                # Canal went back to a transaction end: what came before it is whole.
-                work.source_txn_open_since = None
+                work.close_source_txn()  # Canal went back to a transaction end: what came before it is whole
                 continue
             high = self._order.advance(position)
             if high is not None:
@@ -234,33 +224,28 @@ class Consumer(Worker):
             taken.append(position)
             self._last_position = position
             counts_through = position
-            if missed and entry_type != _ROWDATA:
-                self._second.fill(position, None)  # a transaction marker: nothing to apply
             work.events += 1
             self.stats.entries += 1
-            if entry_type == _BEGIN:
-                work.open_source_txn()
-                continue
-            if entry_type == _END:
-                work.source_txn_open_since = None
-                self._order.transaction_end(position)
-            elif entry_type == _ROWDATA:
+            if entry_type != _ROWDATA:
+                if missed:
+                    self._second.fill(position, None)  # a transaction marker: nothing to apply
+                cut = txns.marker(work, entry_type, position)
+            else:
                 table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 if header.eventType in DML_EVENTS:
-                    self._order.rows()
-                    if marks:
-                        # MariaDB's transactions have no BEGIN entry: the first row opens one.
-                        work.open_source_txn()
+                    cut = txns.rows(work)
                     self._delivery.rows(table, position, entry, missed)
-                    if marks:
-                        continue
-                    # Without transaction ends (some Kafka topics) every entry is a cut point.
-                elif not self._statement(table, position, entry, missed, work, marks):
-                    continue
-            else:
-                continue  # GTIDLOG, HEARTBEAT: neither open nor close a transaction
+                else:
+                    synced = self._delivery.statement(table, position, entry, missed) is not None
+                    cut = txns.statement(work, entry, synced=synced)
+                    if cut:
+                        # A DDL or another statement standing alone (Doris returned here and
+                        # dropped the rest of the batch): note it and go on with the batch.
+                        self.stats.ddl += 1
+                        self._log.info("consumer.ddl", table=".".join(table), synced=synced, position=str(position),
+                                       event_type=EventType.Name(header.eventType))
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
-            if index + 1 < len(entries) and self._commit_if_due(work, label):
+            if cut and index + 1 < len(entries) and self._commit_if_due(work, label):
                 self._taken.cut_after(entries, positions, index, batch_id)
                 return True
         if superseded:
@@ -269,30 +254,9 @@ class Consumer(Worker):
             # transaction end past a gap, the ack moves Canal's meta cursor there: a
             # Canal restart before the second pass is committed would skip the gap.)
             # Only through a cut that landed: a failed commit's cut holds nothing.
-            self.link.supersede(self._epoch, batch_id, counts_through)
-            self._taken.acked(self.link.ack_through(self._epoch, self._commits.landed_cut))
+            self._taken.supersede(batch_id, counts_through)
+            self._taken.ack_through(self._commits.landed_cut)
         return False
-
-    def _statement(self, table: tuple[str, str], position: Position, entry: entry_pb.Entry, missed: bool,
-                   work: PendingWork, marks: bool) -> bool:
-        """Route a statement (not rows) on ``table``; True if it stands alone outside a transaction (a cut point)."""
-        channel = self._delivery.statement(table, position, entry, missed)
-        if work.in_source_txn:
-            return False  # a statement inside a transaction (annotated SQL, SAVEPOINT)
-        event_type = entry.header.eventType
-        if event_type == _QUERY and not is_ddl(entry.storeValue):
-            # The annotated SQL that opens a MariaDB transaction (or a MySQL Rows_query).
-            if marks:
-                work.open_source_txn()
-            return False
-        # A DDL or another statement standing alone (Doris returned here and
-        # dropped the rest of the batch): note it and go on with the batch.
-        if channel is not None:
-            work.cut_due = "ddl"  # what came before a table's DDL lands under the old schema
-        self.stats.ddl += 1
-        self._log.info("consumer.ddl", table=".".join(table), synced=channel is not None,
-                       event_type=EventType.Name(event_type), position=str(position))
-        return True
 
     def _commit_if_due(self, work: PendingWork, label: str, *, starved: bool = False) -> bool:
         """Commit the open transaction if it is due and may be cut here; True if it did (or was voided)."""
@@ -301,25 +265,19 @@ class Consumer(Worker):
         now = time.monotonic()
         outstanding = self.link.outstanding
         in_flight = self._commits.in_flight
-        committing = in_flight.outstanding if in_flight is not None else None
-        reason = work.cut_due or self.policy.due(work, outstanding, now, committing)
+        reason = self.policy.cut_reason(work, outstanding, now, in_flight)
         if reason is None:
             return False
         if in_flight is not None:
-            pressed = not work.in_source_txn and self.policy.pressed(outstanding, committing)
-            if not in_flight.done():
-                if work.cut_due is None and work.bytes < self.policy.settings.max_bytes and not pressed:
-                    return False  # read on while the commit before this one runs
-                if pressed:
-                    reason = "store_capacity"  # (waits for the commit in flight: the log says why)
             self._land()
-        if not self.link.is_current(self._epoch):
+        if not self._taken.current:
             # Canal was rolled back under this transaction (a reconnect or a
             # doubted batch): what it holds will come again.
             self._abort_all("canal was rolled back")
             self._taken.forget()
             return True
         if work.in_source_txn:
+            committing = in_flight.outstanding if in_flight is not None else None
             split = self.policy.must_split_source_txn(work, outstanding, now, committing, starved=starved)
             if split is None:
                 return False  # wait for the source transaction to end
@@ -356,12 +314,8 @@ class Consumer(Worker):
                 raise outcome.failure
             self._log.warning("consumer.commit_failed", label=commit.label, error=str(outcome.failure))
             return
-        acked = self.link.ack_through(self._epoch, commit.cut)
-        self._waiting_since = time.monotonic()  # the room these acks make takes a round trip to show
-        self._taken.acked(acked)
-        self.stats.commits += 1
-        self.stats.last_commit_time_ms = int(time.time() * 1000)
-        self.stats.last_commit_seconds = outcome.seconds
+        acked = self._taken.ack_through(commit.cut)
+        self.stats.landed(outcome.seconds)
         if self._on_commit is not None:
             self._on_commit()
         self._log.info(
@@ -404,12 +358,12 @@ class Consumer(Worker):
         again = self._taken.count_from(position)
         self._abort_all("canal sent entries again in the same stream")
         self._new_epoch(self.link.rollback())
-        self._second.went_back(position, self._epoch, again)
+        self._second.went_back(position, self._taken.epoch, again)
 
-    def _new_epoch(self, epoch: int) -> None:
-        self._epoch = epoch
+    def _new_epoch(self, epoch: int, waiting: TakenBatch | None = None) -> None:
+        """The source starts again from its ack cursor in ``epoch``; ``waiting``: its first batch, taken."""
+        self._taken.new_epoch(epoch, waiting)
         self._order.new_epoch()
-        self._taken.clear()
         self._second.new_epoch(epoch)
 
     def _rolled_back(self, item: TakenBatch) -> None:
@@ -417,5 +371,4 @@ class Consumer(Worker):
         if self._taken.carries:
             self._log.info("consumer.reset_after_rollback", epoch=item.epoch)
         self._abort_all("canal was rolled back")
-        self._new_epoch(item.epoch)
-        self._taken.next = item
+        self._new_epoch(item.epoch, item)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 
@@ -23,3 +24,9 @@ class ConsumerStats:
     batches: int = 0
     last_commit_time_ms: int | None = None
     last_commit_seconds: float = 0.0
+
+    def landed(self, seconds: float) -> None:
+        """A commit landed on every channel after ``seconds``."""
+        self.commits += 1
+        self.last_commit_time_ms = int(time.time() * 1000)
+        self.last_commit_seconds = seconds

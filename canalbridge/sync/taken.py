@@ -1,21 +1,27 @@
-"""What the Consumer took from its source in this epoch and has not acked yet.
+"""What the Consumer took from its source in this epoch and has not acked yet, and its acks in that epoch.
 
 The positions of each batch taken, oldest first (how many of them the
 second pass sends again, when Canal goes back), the rest of a batch that
 a commit cut in the middle (carried into the next transaction), and a
-batch taken but not routed yet (the first of a new epoch). Used by the
-Consumer thread only.
+batch taken but not routed yet (the first of a new epoch). Acks are asked
+of the link in the epoch this holds, so that none reaches a later one.
+Used by the Consumer thread only.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.position import Position, TakenPositions
-from canalbridge.sync.source import TakenBatch
+from canalbridge.sync.source import ConsumerSide, TakenBatch
+
+# The source counts as starved once it handed out nothing for this long (see
+# CommitPolicy.must_split_source_txn): the room an ack makes takes a round trip to show.
+STARVED_AFTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -28,12 +34,35 @@ class Carried:
 
 
 class Taken:
-    """The batches of this epoch not acked yet, what a cut carried over, and a batch waiting to be routed."""
+    """The link's epoch the Consumer reads, the batches of it not acked yet, what a cut carried over, and a
+    batch waiting to be routed."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: ConsumerSide, clock: Callable[[], float] = time.monotonic) -> None:
+        self._link = link
+        self._clock = clock
+        self.epoch = link.epoch
         self._batches: collections.deque[TakenPositions] = collections.deque()
         self._carried: Carried | None = None
-        self.next: TakenBatch | None = None  # taken but not yet routed
+        self._next: TakenBatch | None = None  # taken but not yet routed
+        self._waiting_since = self._clock()  # since the link last handed out a batch, or an ack made room
+
+    def take(self, timeout_s: float) -> TakenBatch | None:
+        """The batch waiting to be routed, else the link's next (None after ``timeout_s``): of any epoch."""
+        waiting, self._next = self._next, None
+        item = waiting or self._link.take(timeout_s)
+        if item is not None:
+            self._waiting_since = self._clock()
+        return item
+
+    @property
+    def starved(self) -> bool:
+        """Whether the link has handed out nothing, and no ack made room, for ``STARVED_AFTER_S``."""
+        return self._clock() - self._waiting_since >= STARVED_AFTER_S
+
+    @property
+    def current(self) -> bool:
+        """Whether the link is still in this epoch, with no rollback pending."""
+        return self._link.is_current(self.epoch)
 
     @property
     def carries(self) -> bool:
@@ -63,10 +92,17 @@ class Taken:
         self._carried = Carried(entries[index + 1:], positions[index + 1:] if positions is not None else None,
                                 batch_id)
 
-    def acked(self, batches: int) -> None:
-        """The oldest ``batches`` were asked to be acked."""
+    def ack_through(self, cut: Position | None) -> int:
+        """Ask the link to ack the oldest batches that lie wholly at or before ``cut``; how many."""
+        batches = self._link.ack_through(self.epoch, cut)
+        self._waiting_since = self._clock()  # the room these acks make takes a round trip to show
         for _ in range(min(batches, len(self._batches))):
             self._batches.popleft()
+        return batches
+
+    def supersede(self, batch_id: int, counts_through: Position | None) -> None:
+        """Only the batch's entries through ``counts_through`` hold back its ack: the rest come again."""
+        self._link.supersede(self.epoch, batch_id, counts_through)
 
     def count_from(self, position: Position) -> int:
         """How many entries taken and not acked lie at or after ``position``."""
@@ -75,9 +111,12 @@ class Taken:
     def forget(self) -> None:
         """Drop what was carried over and a batch waiting to be routed: the source sends them again."""
         self._carried = None
-        self.next = None
+        self._next = None
 
-    def clear(self) -> None:
-        """A new epoch: nothing was taken in it."""
+    def new_epoch(self, epoch: int, waiting: TakenBatch | None = None) -> None:
+        """The link starts again from its ack cursor in ``epoch``: nothing was taken in it, but ``waiting``
+        (its first batch, taken already and routed next)."""
+        self.epoch = epoch
         self._batches.clear()
-        self.forget()
+        self._carried = None
+        self._next = waiting

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from canalbridge.sync.commit_policy import CommitPolicy, PendingWork
+import pytest
+
+from canalbridge.sync.commit_policy import IN_FLIGHT_POLL_S, CommitPolicy, PendingWork
 from canalbridge.sync.ledger import Outstanding
 from canalbridge.sync.settings import (
     CanalSettings,
@@ -65,6 +67,45 @@ def test_from_half_the_store_on_a_clean_cut_waits_for_the_commit_in_flight():
     assert policy.pressed(held(512))
     assert not policy.pressed(held(1000), committing=held(500)), "what the commit in flight holds is acked soon"
     assert policy.pressed(held(1012), committing=held(500))
+
+
+@dataclasses.dataclass(frozen=True)
+class InFlight:
+    outstanding: Outstanding
+    landed: bool
+
+    def done(self) -> bool:
+        return self.landed
+
+
+def test_while_a_commit_runs_the_next_transaction_reads_on_past_its_thresholds_up_to_max_bytes_or_pressure():
+    policy = CommitPolicy(SETTINGS, 64)
+    due = PendingWork(0.0, events=100, bytes=1000)
+    running, landed = InFlight(held(5), landed=False), InFlight(held(5), landed=True)
+    assert policy.cut_reason(due, held(10), now=1) == "min_events_and_bytes"
+    assert policy.cut_reason(due, held(10), now=1, in_flight=landed) == "min_events_and_bytes"
+    assert policy.cut_reason(due, held(10), now=1, in_flight=running) is None, "reads on"
+    full = PendingWork(0.0, events=100, bytes=5000)
+    assert policy.cut_reason(full, held(10), now=1, in_flight=running) == "max_bytes"
+    # Half the store past the commit in flight's cut: wait for it and commit here.
+    big = InFlight(held(500), landed=False)
+    assert policy.cut_reason(due, held(1012), now=1, in_flight=big) == "store_capacity"
+    inside = dataclasses.replace(due, source_txn_open_since=0.5)
+    assert policy.cut_reason(inside, held(1012), now=1, in_flight=big) is None, (
+        "no clean cut inside a source transaction: read on to its end")
+    ddl = PendingWork(0.0, events=1, bytes=1, cut_due="ddl")
+    assert policy.cut_reason(ddl, held(10), now=1, in_flight=running) == "ddl"
+    assert policy.cut_reason(PendingWork(0.0, events=1, bytes=1), held(10), now=1) is None, "not due"
+
+
+def test_a_take_waits_no_longer_than_the_interval_left_and_briefly_while_a_commit_runs():
+    policy = CommitPolicy(SETTINGS, 64)
+    work = PendingWork(0.0)
+    assert policy.poll_timeout(work, now=0.0) == 1.0
+    assert policy.poll_timeout(work, now=9.7) == pytest.approx(0.3)
+    assert policy.poll_timeout(work, now=20.0) == 0.05
+    assert policy.poll_timeout(work, now=0.0, committing=True) == IN_FLIGHT_POLL_S
+    assert policy.poll_timeout(work, now=9.7, committing=True) == IN_FLIGHT_POLL_S, "shorter than the interval left"
 
 
 def test_store_pressure_leaves_room_for_a_get_and_a_parser_flush():
