@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CLIENT = ("canalbridge.canal", "canalbridge.protocol", "canalbridge.mysql_types")
+CLIENT = ("canalbridge.canal", "canalbridge.protocol", "canalbridge.mysql_types", "canalbridge.source_db")
 SYNC = ("canalbridge.sync",)
 SINK = ("spark_sink",)
 DAEMON = ("canalbridge.daemon",)

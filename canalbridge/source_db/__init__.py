@@ -1,0 +1,37 @@
+"""The source database, read directly for a snapshot: its tables' keys, key-range chunks and signal rows.
+
+Canal reads the binlog; a snapshot reads the tables themselves, over a
+plain MySQL connection (PyMySQL) of the user's snapshot settings. The one
+thing written to the source is a signal row (:mod:`canalbridge.source_db.signals`).
+"""
+
+from canalbridge.source_db.chunks import KeyRange, chunk_predicate
+from canalbridge.source_db.connection import SourceDb
+from canalbridge.source_db.errors import (
+    SourceDbAccessError,
+    SourceDbAuthError,
+    SourceDbConnectionError,
+    SourceDbError,
+    TableKeyError,
+)
+from canalbridge.source_db.keys import TableKey, table_key
+from canalbridge.source_db.planner import ChunkPlanner
+from canalbridge.source_db.signals import CLOSE, OPEN, Signal, SignalTable
+
+__all__ = [
+    "CLOSE",
+    "OPEN",
+    "ChunkPlanner",
+    "KeyRange",
+    "Signal",
+    "SignalTable",
+    "SourceDb",
+    "SourceDbAccessError",
+    "SourceDbAuthError",
+    "SourceDbConnectionError",
+    "SourceDbError",
+    "TableKey",
+    "TableKeyError",
+    "chunk_predicate",
+    "table_key",
+]

@@ -1,0 +1,90 @@
+"""One connection to the source database, and the server's errors turned into typed ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pymysql
+
+from canalbridge.source_db.chunks import SESSION_SQL_MODE
+from canalbridge.source_db.errors import (
+    SourceDbAccessError,
+    SourceDbAuthError,
+    SourceDbConnectionError,
+    SourceDbError,
+)
+
+# MySQL's error codes (shared by MariaDB) that name what the user must fix.
+_AUTH = {1045, 1044, 1698}  # access denied (password, database), plugin refused
+_ACCESS = {1142, 1143, 1146, 1227}  # command or column denied, no such table, missing privilege
+_GONE = {2003, 2006, 2013, 2055}  # cannot connect, server gone, lost during a query
+
+
+class SourceDb:
+    """A connection to the source, opened on first use and reopened after it was lost; not thread-safe.
+
+    Values come back as PyMySQL gives them (int, str, bytes, Decimal,
+    datetime...), in the connection's utf8mb4 character set.
+    """
+
+    def __init__(self, host: str, port: int, user: str, password: str, *, ssl: Mapping[str, Any] | None = None,
+                 connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0) -> None:
+        self.address = f"{host}:{port}"
+        self.user = user
+        self._arguments: dict[str, Any] = {
+            "host": host, "port": port, "user": user, "password": password, "charset": "utf8mb4",
+            "autocommit": True, "connect_timeout": connect_timeout_s, "read_timeout": read_timeout_s,
+            "write_timeout": read_timeout_s, "init_command": SESSION_SQL_MODE,
+        }
+        if ssl:
+            self._arguments["ssl"] = dict(ssl)
+        self._connection: pymysql.connections.Connection | None = None
+
+    def __repr__(self) -> str:  # never shows the password
+        return f"SourceDb({self.user}@{self.address})"
+
+    def query(self, sql: str, params: Sequence[object] = (), *, table: str | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one statement; a failure is raised as a :class:`SourceDbError` naming ``table``."""
+        try:
+            connection = self._connect()
+            with connection.cursor() as cursor:
+                cursor.execute(sql, tuple(params) if params else None)  # (None: a '%' in the SQL is itself)
+                return list(cursor.fetchall())
+        except pymysql.MySQLError as exc:
+            error = self._error(exc, table)
+            if isinstance(error, SourceDbConnectionError):
+                self.close()
+            raise error from exc
+
+    def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except pymysql.MySQLError:
+                pass  # (already gone)
+
+    def __enter__(self) -> SourceDb:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> pymysql.connections.Connection:
+        if self._connection is None:
+            self._connection = pymysql.connect(**self._arguments)
+        return self._connection
+
+    def _error(self, exc: pymysql.MySQLError, table: str | None) -> SourceDbError:
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        said = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+        if code in _AUTH:
+            return SourceDbAuthError(f"user {self.user!r} was refused ({said}); check the snapshot source's user "
+                                     "and password", address=self.address, table=table)
+        if code in _ACCESS:
+            return SourceDbAccessError(f"{said} (error {code}); a snapshot needs SELECT on the tables it reads",
+                                       address=self.address, table=table)
+        if code in _GONE or (isinstance(exc, pymysql.err.OperationalError) and code is None):
+            return SourceDbConnectionError(f"connection failed or lost: {said}", address=self.address, table=table)
+        return SourceDbError(f"{said} (error {code})", address=self.address, table=table)

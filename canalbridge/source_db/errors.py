@@ -1,0 +1,33 @@
+"""Typed errors of the source database. Each names the server, and the table when there is one.
+
+No error carries a password: messages are built from the address, the
+user, the table and what the server said, which never holds the password.
+"""
+
+from __future__ import annotations
+
+
+class SourceDbError(Exception):
+    """Base class: something went wrong reading the source database."""
+
+    def __init__(self, message: str, *, address: str, table: str | None = None) -> None:
+        self.address = address
+        self.table = table
+        where = f"source database {address}" + (f" table {table}" if table else "")
+        super().__init__(f"{where}: {message}")
+
+
+class SourceDbConnectionError(SourceDbError):
+    """The server could not be reached, or the connection was lost mid-query."""
+
+
+class SourceDbAuthError(SourceDbError):
+    """The server refused the user or its password."""
+
+
+class SourceDbAccessError(SourceDbError):
+    """The user lacks a privilege a snapshot needs, or the table does not exist."""
+
+
+class TableKeyError(SourceDbError):
+    """A table a snapshot cannot cut into key ranges: no primary key and no key configured, or a bad key."""

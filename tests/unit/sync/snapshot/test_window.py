@@ -1,0 +1,82 @@
+"""A chunk's window: the keys the stream changed between its watermarks, kept until its chunk lands."""
+
+from __future__ import annotations
+
+import pytest
+
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.snapshot.window import ChunkWindow, KeyColumnMissing, WindowState, changed_keys
+
+
+def image(**values: str | None) -> list[entry_pb.Column]:
+    return [entry_pb.Column(name=name, value=value or "", isNull=value is None) for name, value in values.items()]
+
+
+def change(event: entry_pb.EventType.ValueType, *rows: tuple[dict, dict]) -> entry_pb.RowChange:
+    return entry_pb.RowChange(eventType=event, rowDatas=[
+        entry_pb.RowData(beforeColumns=image(**before), afterColumns=image(**after)) for before, after in rows])
+
+
+INSERT, UPDATE, DELETE = entry_pb.EventType.INSERT, entry_pb.EventType.UPDATE, entry_pb.EventType.DELETE
+
+
+def test_an_insert_a_delete_and_an_update_touch_the_keys_of_their_images():
+    assert list(changed_keys(change(INSERT, ({}, {"id": "1", "v": "a"})), ["id"])) == [("1",)]
+    assert list(changed_keys(change(DELETE, ({"id": "2", "v": "a"}, {})), ["id"])) == [("2",)]
+    update = change(UPDATE, ({"id": "3", "v": "a"}, {"id": "3", "v": "b"}))
+    assert set(changed_keys(update, ["id"])) == {("3",)}
+
+
+def test_an_update_that_changes_the_key_touches_the_old_key_and_the_new():
+    moved = change(UPDATE, ({"a": "1", "b": "x"}, {"a": "1", "b": "y"}))
+    assert list(changed_keys(moved, ["A", "b"])) == [("1", "x"), ("1", "y")], "names compare without case"
+
+
+def test_a_null_in_a_key_column_stays_distinct_from_the_text_null():
+    assert list(changed_keys(change(INSERT, ({}, {"k": None})), ["k"])) == [(None,)]
+    assert list(changed_keys(change(INSERT, ({}, {"k": "NULL"})), ["k"])) == [("NULL",)]
+
+
+def test_a_row_image_without_a_key_column_is_an_error_not_a_missed_key():
+    with pytest.raises(KeyColumnMissing, match="'id'"):
+        list(changed_keys(change(INSERT, ({}, {"v": "a"})), ["id"]))
+
+
+def test_keys_are_noted_only_while_the_window_is_open():
+    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window.note(change(INSERT, ({}, {"id": "1"})))  # before the open signal
+    window.opened()
+    window.note(change(INSERT, ({}, {"id": "2"})))
+    assert window.closed("txn-1")
+    window.note(change(INSERT, ({}, {"id": "3"})))  # after the close signal
+    assert window.keys == {("2",)}
+
+
+def test_an_aborted_transaction_reopens_the_window_and_its_replay_closes_it_again_keeping_the_keys():
+    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window.opened()
+    window.note(change(DELETE, ({"id": "7"}, {})))
+    assert window.closed("txn-1")
+    window.aborted()
+    assert window.state is WindowState.OPEN and window.label is None
+    assert not window.landed("txn-1"), "the aborted transaction did not carry the chunk"
+    window.note(change(UPDATE, ({"id": "8"}, {"id": "8"})))
+    assert window.closed("txn-2")
+    assert window.landed("txn-2")
+    assert window.state is WindowState.LANDED
+    assert window.keys == {("7",), ("8",)}
+
+
+def test_a_close_signal_routed_again_after_the_chunk_landed_is_not_a_second_chunk():
+    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window.opened()
+    assert window.closed("txn-1") and window.landed("txn-1")
+    window.opened()  # (a replay from an earlier ack cursor)
+    assert not window.closed("txn-5")
+    assert window.state is WindowState.LANDED
+
+
+def test_a_close_signal_of_a_window_never_opened_is_not_taken():
+    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    assert not window.closed("txn-1")
+    assert window.state is WindowState.REGISTERED
