@@ -5,9 +5,10 @@ plain MySQL connection (PyMySQL) of the user's snapshot settings. The one
 thing written to the source is a signal row (:mod:`canalbridge.source_db.signals`).
 """
 
-from canalbridge.source_db.chunks import KeyRange, chunk_predicate
+from canalbridge.source_db.chunks import KeyColumn, KeyRange, chunk_predicate
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.errors import (
+    SignalTableError,
     SourceDbAccessError,
     SourceDbAuthError,
     SourceDbConnectionError,
@@ -22,9 +23,11 @@ __all__ = [
     "CLOSE",
     "OPEN",
     "ChunkPlanner",
+    "KeyColumn",
     "KeyRange",
     "Signal",
     "SignalTable",
+    "SignalTableError",
     "SourceDb",
     "SourceDbAccessError",
     "SourceDbAuthError",

@@ -7,22 +7,40 @@ column, ``a > x OR (a = x AND b > y)``, which MySQL and MariaDB read as
 index ranges (a row constructor ``(a, b) > (x, y)`` is not always).
 
 Values are written as literals, since Spark's JDBC reads take each chunk's
-predicate as SQL text. Strings are escaped with backslashes, so every
-session that runs these must not be in ``NO_BACKSLASH_ESCAPES`` mode
-(:data:`SESSION_SQL_MODE`).
+predicate as SQL text; literals that hold no quote at all, so that neither
+the session's SQL mode nor its character set changes what they say. A
+string is its UTF-8 bytes in hex, converted to the column's character set
+and compared in the column's collation, the order ``ORDER BY`` uses.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pymysql.converters import escape_item
+KeyValues = tuple[object, ...]  # a key's values as the source database returns them, in the key's column order
 
-Key = tuple[object, ...]  # a key's values, in the key's column order
+#: Run first in each session that reads a snapshot: a TIMESTAMP key's text is then one instant.
+SESSION_SETUP = "SET SESSION time_zone = '+00:00'"
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
-#: Run first in each session that reads with these predicates: backslashes in literals are escapes.
-SESSION_SQL_MODE = "SET SESSION sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')"
+
+@dataclass(frozen=True)
+class KeyColumn:
+    """A key column: its name, its ``DATA_TYPE``, and a string column's character set and collation."""
+
+    name: str
+    data_type: str
+    charset: str | None = None
+    collation: str | None = None
+
+    def __post_init__(self) -> None:
+        for part in (self.charset, self.collation):
+            if part is not None and not _NAME.match(part):
+                raise ValueError(f"not a character set or collation name: {part!r}")
 
 
 def quote(name: str) -> str:
@@ -30,45 +48,69 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def literal(value: object) -> str:
-    """A value as a SQL literal (strings with backslash escapes: see :data:`SESSION_SQL_MODE`)."""
-    if isinstance(value, float):
-        return repr(value)
-    return str(escape_item(value, "utf8mb4"))
+def literal(value: object, column: KeyColumn) -> str:
+    """``value`` of ``column`` as a SQL literal without quotes that can be broken out of."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"key column {column.name}: no key value {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, bytes | bytearray):
+        return f"X'{bytes(value).hex()}'"
+    if isinstance(value, str):
+        text = f"_utf8mb4 X'{value.encode('utf-8').hex()}'"
+        if column.charset and column.charset != "utf8mb4":
+            text = f"CONVERT({text} USING {column.charset})"
+        return f"{text} COLLATE {column.collation}" if column.collation else text
+    if isinstance(value, datetime.datetime | datetime.date | datetime.timedelta):
+        # Digits, dashes, colons, a dot and a sign: nothing to escape.
+        return f"'{_temporal(value)}'"
+    raise ValueError(f"key column {column.name}: no literal for a {type(value).__name__} ({value!r})")
+
+
+def _temporal(value: datetime.datetime | datetime.date | datetime.timedelta) -> str:
+    if isinstance(value, datetime.timedelta):
+        sign = "-" if value < datetime.timedelta(0) else ""
+        seconds, micros = divmod(abs(value) // datetime.timedelta(microseconds=1), 1_000_000)
+        hours, rest = divmod(seconds, 3600)
+        return f"{sign}{hours}:{rest // 60:02d}:{rest % 60:02d}.{micros:06d}"
+    return value.isoformat(sep=" ") if isinstance(value, datetime.datetime) else value.isoformat()
 
 
 @dataclass(frozen=True)
 class KeyRange:
     """The keys of one chunk: after ``after`` (None: from the first key) through ``through`` (None: no bound)."""
 
-    after: Key | None
-    through: Key | None
+    after: KeyValues | None
+    through: KeyValues | None
 
 
-def _compare(columns: Sequence[str], values: Key, strict: str, last: str) -> str:
+def _compare(columns: Sequence[KeyColumn], values: KeyValues, strict: str, last: str) -> str:
     """``columns`` against ``values`` as a row value: ``strict`` ('>' or '<') on some column, equal before it,
     and ``last`` on the last column (strict or not)."""
     if len(columns) != len(values):
         raise ValueError(f"a key of {len(columns)} columns given {len(values)} values")
+    sql = [(quote(column.name), literal(value, column)) for column, value in zip(columns, values)]
     terms = []
-    for index, column in enumerate(columns):
-        equal = [f"{quote(c)} = {literal(v)}" for c, v in zip(columns[:index], values[:index])]
-        operator = last if index == len(columns) - 1 else strict
-        terms.append(" AND ".join([*equal, f"{quote(column)} {operator} {literal(values[index])}"]))
+    for index, (name, value) in enumerate(sql):
+        equal = [f"{n} = {v}" for n, v in sql[:index]]
+        operator = last if index == len(sql) - 1 else strict
+        terms.append(" AND ".join([*equal, f"{name} {operator} {value}"]))
     return " OR ".join(f"({term})" for term in terms)
 
 
-def after(columns: Sequence[str], key: Key) -> str:
+def after(columns: Sequence[KeyColumn], key: KeyValues) -> str:
     """Rows whose key lies after ``key``."""
     return _compare(columns, key, ">", ">")
 
 
-def through(columns: Sequence[str], key: Key) -> str:
+def through(columns: Sequence[KeyColumn], key: KeyValues) -> str:
     """Rows whose key lies at or before ``key``."""
     return _compare(columns, key, "<", "<=")
 
 
-def chunk_predicate(columns: Sequence[str], keys: KeyRange) -> str:
+def chunk_predicate(columns: Sequence[KeyColumn], keys: KeyRange) -> str:
     """The WHERE condition of the rows of ``keys`` (``1 = 1`` for every row)."""
     parts = []
     if keys.after is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pymysql
 
-from canalbridge.source_db.chunks import SESSION_SQL_MODE
+from canalbridge.source_db.chunks import SESSION_SETUP
 from canalbridge.source_db.errors import (
     SourceDbAccessError,
     SourceDbAuthError,
@@ -16,9 +16,9 @@ from canalbridge.source_db.errors import (
 )
 
 # MySQL's error codes (shared by MariaDB) that name what the user must fix.
-_AUTH = {1045, 1044, 1698}  # access denied (password, database), plugin refused
-_ACCESS = {1142, 1143, 1146, 1227}  # command or column denied, no such table, missing privilege
-_GONE = {2003, 2006, 2013, 2055}  # cannot connect, server gone, lost during a query
+_AUTH = {1045, 1129, 1130, 1698, 1820, 1862}  # refused: password, blocked or unknown host, plugin, expired
+_ACCESS = {1044, 1142, 1143, 1146, 1227}  # a database, command or column denied; no such table; a privilege
+_GONE = {1927, 2002, 2003, 2006, 2013, 2014, 2026, 2055, 4031}  # cannot connect, gone, killed, lost, TLS failed
 
 
 class SourceDb:
@@ -35,7 +35,7 @@ class SourceDb:
         self._arguments: dict[str, Any] = {
             "host": host, "port": port, "user": user, "password": password, "charset": "utf8mb4",
             "autocommit": True, "connect_timeout": connect_timeout_s, "read_timeout": read_timeout_s,
-            "write_timeout": read_timeout_s, "init_command": SESSION_SQL_MODE,
+            "write_timeout": read_timeout_s, "init_command": SESSION_SETUP,
         }
         if ssl:
             self._arguments["ssl"] = dict(ssl)
@@ -56,6 +56,10 @@ class SourceDb:
             if isinstance(error, SourceDbConnectionError):
                 self.close()
             raise error from exc
+        except RuntimeError as exc:  # PyMySQL's, e.g. a password exchange it cannot do
+            self.close()
+            raise SourceDbAuthError(f"cannot log in as {self.user!r}: {exc}", address=self.address,
+                                    table=table) from exc
 
     def close(self) -> None:
         connection, self._connection = self._connection, None
@@ -72,6 +76,8 @@ class SourceDb:
         self.close()
 
     def _connect(self) -> pymysql.connections.Connection:
+        if self._connection is not None and not self._connection.open:
+            self._connection = None  # (closed under us: an interrupted read)
         if self._connection is None:
             self._connection = pymysql.connect(**self._arguments)
         return self._connection

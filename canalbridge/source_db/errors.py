@@ -31,3 +31,7 @@ class SourceDbAccessError(SourceDbError):
 
 class TableKeyError(SourceDbError):
     """A table a snapshot cannot cut into key ranges: no primary key and no key configured, or a bad key."""
+
+
+class SignalTableError(SourceDbError):
+    """The signal table is missing or is not the table a snapshot writes its watermarks into."""

@@ -1,13 +1,22 @@
-"""The key a snapshot cuts a table by: its primary key, or the key its channel names."""
+"""The key a snapshot cuts a table by: its primary key, or the key its channel names.
+
+Keyset reads need a key whose text in SQL is the value it orders by, and
+that identifies one row: so the key's columns may not be NULL, a
+configured key must be what a unique index holds, and FLOAT, DOUBLE, ENUM
+and SET columns are refused (a float's text is not the value stored; an
+enum orders by its index but compares as text).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from canalbridge.source_db.chunks import quote
+from canalbridge.source_db.chunks import KeyColumn, quote
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.errors import SourceDbAccessError, TableKeyError
+
+_UNORDERED = {"float", "double", "real", "enum", "set"}
 
 
 @dataclass(frozen=True)
@@ -16,11 +25,15 @@ class TableKey:
 
     schema: str
     table: str
-    columns: tuple[str, ...]
+    columns: tuple[KeyColumn, ...]
 
     @property
     def name(self) -> str:
         return f"{self.schema}.{self.table}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(column.name for column in self.columns)
 
     @property
     def sql_table(self) -> str:
@@ -30,34 +43,49 @@ class TableKey:
 def table_key(db: SourceDb, schema: str, table: str, configured: Sequence[str] | None = None) -> TableKey:
     """The key of ``schema.table``: ``configured`` (the channel's ``key``) if given, else the primary key.
 
-    Raises :class:`TableKeyError` when there is neither, or a configured
-    column is missing or may be NULL (keyset reads never see a row whose key
-    is NULL), and :class:`SourceDbAccessError` when the table is not there
-    (or the user may not see it).
+    Raises :class:`TableKeyError` for a key a snapshot cannot read by (see
+    the module), and :class:`SourceDbAccessError` when the table is not
+    there (or the user may not see it).
     """
     name = f"{schema}.{table}"
-    columns = db.query(
-        "SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-        (schema, table), table=name)
-    if not columns:
+    rows = db.query(
+        "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, IS_NULLABLE "
+        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table), table=name)
+    if not rows:
         raise SourceDbAccessError(f"no such table, or user {db.user!r} has no privilege on it", address=db.address,
                                   table=name)
+    described = {str(row[0]).lower(): row for row in rows}
+    indexes: dict[str, list[str]] = {}
+    for index, column in db.query(
+            "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX", (schema, table), table=name):
+        indexes.setdefault(str(index), []).append(str(column))
+
+    def refuse(message: str) -> TableKeyError:
+        return TableKeyError(message, address=db.address, table=name)
+
     if configured:
-        nullable = {str(column).lower(): flag == "YES" for column, flag in columns}
-        missing = [c for c in configured if c.lower() not in nullable]
+        missing = [c for c in configured if c.lower() not in described]
         if missing:
-            raise TableKeyError(f"the channel's key names columns the table does not have: {missing}",
-                                address=db.address, table=name)
-        null = [c for c in configured if nullable[c.lower()]]
-        if null:
-            raise TableKeyError(f"the channel's key columns {null} may be NULL, and a snapshot reads by key ranges "
-                                "that never hold a NULL key; make them NOT NULL or key the channel by others",
-                                address=db.address, table=name)
-        return TableKey(schema, table, tuple(configured))
-    primary = db.query(
-        "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-        "AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX", (schema, table), table=name)
-    if not primary:
-        raise TableKeyError("the table has no primary key, so a snapshot cannot cut it into key ranges; set the "
-                            "channel's `key` to columns that identify a row", address=db.address, table=name)
-    return TableKey(schema, table, tuple(str(row[0]) for row in primary))
+            raise refuse(f"the channel's key names columns the table does not have: {missing}")
+        if not any({c.lower() for c in index} == {c.lower() for c in configured} for index in indexes.values()):
+            raise refuse(f"no unique index holds exactly the channel's key {list(configured)}: a snapshot reads by "
+                         "key ranges of an index, each key one row; add one, or key the channel by one")
+        names = [str(described[c.lower()][0]) for c in configured]
+    elif "PRIMARY" in indexes:
+        names = indexes["PRIMARY"]
+    else:
+        raise refuse("the table has no primary key, so a snapshot cannot cut it into key ranges; set the "
+                     "channel's `key` to columns that identify a row")
+    columns = []
+    for column in names:
+        _, data_type, charset, collation, nullable = described[column.lower()]
+        if nullable == "YES":
+            raise refuse(f"the key column {column!r} may be NULL, and a snapshot reads by key ranges that never "
+                         "hold a NULL key; make it NOT NULL or key the channel by others")
+        if str(data_type).lower() in _UNORDERED:
+            raise refuse(f"the key column {column!r} is a {data_type}, whose text in SQL is not the value it "
+                         "orders by; key the channel by other columns")
+        columns.append(KeyColumn(column, str(data_type).lower(), None if charset is None else str(charset),
+                                 None if collation is None else str(collation)))
+    return TableKey(schema, table, tuple(columns))

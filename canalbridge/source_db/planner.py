@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from canalbridge.source_db.chunks import Key, KeyRange, after, quote, through
+from canalbridge.source_db.chunks import KeyRange, KeyValues, after, quote, through
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.keys import TableKey
 
@@ -24,27 +24,27 @@ class ChunkPlanner:
         self._db = db
         self.key = key
         self.size = size
-        self._columns = ", ".join(quote(c) for c in key.columns)
+        self._columns = ", ".join(quote(c) for c in key.names)
 
-    def last_key(self) -> Key | None:
+    def last_key(self) -> KeyValues | None:
         """The greatest key the table holds now (None: it is empty)."""
-        order = ", ".join(f"{quote(c)} DESC" for c in self.key.columns)
+        order = ", ".join(f"{quote(c)} DESC" for c in self.key.names)
         rows = self._db.query(f"SELECT {self._columns} FROM {self.key.sql_table} ORDER BY {order} LIMIT 1",
                               table=self.key.name)
         return tuple(rows[0]) if rows else None
 
-    def next_range(self, done: Key | None, last: Key) -> KeyRange:
+    def next_range(self, done: KeyValues | None, last: KeyValues) -> KeyRange:
         """The chunk after key ``done`` (None: the first), up to ``last`` at most."""
         conditions = [f"({through(self.key.columns, last)})"]
         if done is not None:
             conditions.insert(0, f"({after(self.key.columns, done)})")
-        order = ", ".join(quote(c) for c in self.key.columns)
+        order = ", ".join(quote(c) for c in self.key.names)
         rows = self._db.query(
             f"SELECT {self._columns} FROM {self.key.sql_table} WHERE {' AND '.join(conditions)} "
             f"ORDER BY {order} LIMIT 1 OFFSET {self.size - 1}", table=self.key.name)
         return KeyRange(done, tuple(rows[0]) if rows else last)
 
-    def ranges(self, done: Key | None = None, last: Key | None = None) -> Iterator[KeyRange]:
+    def ranges(self, done: KeyValues | None = None, last: KeyValues | None = None) -> Iterator[KeyRange]:
         """The chunks after ``done`` through ``last`` (taken now if None), planned as they are asked for."""
         if last is None:
             last = self.last_key()

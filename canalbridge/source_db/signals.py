@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 from canalbridge.source_db.chunks import quote
 from canalbridge.source_db.connection import SourceDb
-from canalbridge.source_db.errors import SourceDbAccessError
+from canalbridge.source_db.errors import SignalTableError
 
 #: The signal table's columns, in order: the row's id, what it signals, and a JSON object about it.
 SIGNAL_COLUMNS = ("id", "kind", "data")
 #: How to create it (``{table}``: its quoted schema.table).
 SIGNAL_TABLE_DDL = ("CREATE TABLE {table} (id VARCHAR(128) NOT NULL PRIMARY KEY, kind VARCHAR(16) NOT NULL, "
                     "data VARCHAR(2048) NOT NULL)")
+_ID_CHARS, _DATA_CHARS = 128, 2048  # what the columns hold: a longer value may be cut short, never to parse
 OPEN, CLOSE = "open", "close"
 
 
@@ -71,15 +72,18 @@ class SignalTable:
                               "AND TABLE_NAME = %s", (self._schema, self._table), table=self.name)
         missing = set(SIGNAL_COLUMNS) - {str(row[0]).lower() for row in rows}
         if missing:
-            raise SourceDbAccessError(
+            raise SignalTableError(
                 f"the snapshot's signal table is missing or lacks columns {sorted(missing)}; create it with "
                 f"{SIGNAL_TABLE_DDL.format(table=self._sql)}, grant the snapshot's user INSERT and DELETE on it, "
                 "and keep it inside Canal's filter", address=self._db.address, table=self.name)
 
     def write(self, signal: Signal) -> None:
         """Insert ``signal``: it is in the binlog, after every change committed before, once this returns."""
+        data = json.dumps(dict(signal.data), sort_keys=True)
+        if len(signal.row_id) > _ID_CHARS or len(data) > _DATA_CHARS:
+            raise ValueError(f"a signal row longer than its columns: {signal.row_id!r}")
         self._db.query(f"INSERT INTO {self._sql} ({', '.join(SIGNAL_COLUMNS)}) VALUES (%s, %s, %s)",
-                       (signal.row_id, signal.kind, json.dumps(dict(signal.data), sort_keys=True)), table=self.name)
+                       (signal.row_id, signal.kind, data), table=self.name)
 
     def remove(self, window: str) -> None:
         """Delete the rows of ``window`` (their inserts stay in the binlog; the table stays small)."""

@@ -21,14 +21,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import Signal
 
-Key = tuple[str | None, ...]  # a key's values as Canal renders them (None: NULL), in the key's column order
+# A key's values as Canal renders them (None: NULL), in the key's column order. Not comparable with the values
+# a chunk read returns: the sink types both the way it types every row before it compares them.
+CanalKey = tuple[str | None, ...]
 
 
 class KeyColumnMissing(ValueError):
     """A row image without a column of the snapshot's key (the binlog must hold full row images)."""
 
 
-def changed_keys(change: entry_pb.RowChange, columns: Sequence[str]) -> Iterator[Key]:
+def changed_keys(change: entry_pb.RowChange, columns: Sequence[str]) -> Iterator[CanalKey]:
     """The keys the rows of ``change`` touch: each row's before image's (a DELETE, an UPDATE) and after image's
     (an INSERT, an UPDATE), by the key's ``columns`` (names compare without case, as MySQL's do)."""
     wanted = [column.lower() for column in columns]
@@ -38,7 +40,7 @@ def changed_keys(change: entry_pb.RowChange, columns: Sequence[str]) -> Iterator
                 yield _key_of(image, wanted)
 
 
-def _key_of(image: Iterable[entry_pb.Column], wanted: Sequence[str]) -> Key:
+def _key_of(image: Iterable[entry_pb.Column], wanted: Sequence[str]) -> CanalKey:
     values = {column.name.lower(): None if column.isNull else column.value for column in image}
     try:
         return tuple(values[name] for name in wanted)
@@ -74,10 +76,15 @@ class ChunkWindow:
         self.key_columns = tuple(key_columns)
         self.state = WindowState.REGISTERED
         self.label: str | None = None
-        self._keys: set[Key] = set()
+        self._keys: set[CanalKey] = set()
 
     @property
-    def keys(self) -> frozenset[Key]:
+    def source(self) -> str:
+        """``schema.table``, as the channel of the table names its source."""
+        return ".".join(self.table)
+
+    @property
+    def keys(self) -> frozenset[CanalKey]:
         """The keys the stream changed in the window so far."""
         return frozenset(self._keys)
 
@@ -87,14 +94,18 @@ class ChunkWindow:
         return self.state is WindowState.OPEN
 
     def opened(self) -> None:
-        """The stream passed the open signal (again, in a replay: the keys noted stand)."""
-        if self.state is not WindowState.LANDED:
+        """The stream passed the open signal. Met again (a replay), it changes nothing: an open window stays
+        open with the keys noted, a closed one waits for its transaction, and only an abort reopens it."""
+        if self.state is WindowState.REGISTERED:
             self.state = WindowState.OPEN
 
     def note(self, change: entry_pb.RowChange) -> None:
         """A change of the table routed while the window is open."""
         if self.noting:
-            self._keys.update(changed_keys(change, self.key_columns))
+            try:
+                self._keys.update(changed_keys(change, self.key_columns))
+            except KeyColumnMissing as exc:
+                raise KeyColumnMissing(f"table {self.source}: {exc}") from None
 
     def closed(self, label: str) -> bool:
         """The close signal was routed in transaction ``label``: True if the chunk goes into it now (False: a
@@ -115,3 +126,9 @@ class ChunkWindow:
             self.state = WindowState.LANDED
             return True
         return False
+
+    def held(self) -> None:
+        """The target held the chunk already when the close signal was routed (its channel had committed past
+        it: a commit that reported failure but landed): the window is done."""
+        if self.state is WindowState.CLOSED:
+            self.state = WindowState.LANDED

@@ -22,6 +22,8 @@ from canalbridge.source_db import (
 from canalbridge.source_db.chunks import quote
 from tests.infra.processes import LOOPBACK, free_port
 
+pytestmark = pytest.mark.real
+
 DB = "snapsource"
 READER, READER_PASSWORD = "snapreader", f"pw-{secrets.token_hex(8)}"
 
@@ -31,6 +33,13 @@ TABLES = (
     "CREATE TABLE strs (k VARCHAR(32) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT)",
     "CREATE TABLE pairs (a INT, b VARCHAR(8), v INT, PRIMARY KEY (b, a))",  # key order is not column order
     "CREATE TABLE nokey (a INT NOT NULL, b INT NOT NULL)",
+    "CREATE TABLE uniq (a INT NOT NULL, b INT NOT NULL, UNIQUE KEY (b, a))",
+    "CREATE TABLE times (t DATETIME(6) PRIMARY KEY, v INT)",
+    "CREATE TABLE money (m DECIMAL(12, 2) PRIMARY KEY, v INT)",
+    "CREATE TABLE blobs (b VARBINARY(8) PRIMARY KEY, v INT)",
+    "CREATE TABLE latin (k VARCHAR(8) CHARACTER SET latin1 COLLATE latin1_swedish_ci PRIMARY KEY)",
+    "CREATE TABLE floats (f FLOAT PRIMARY KEY)",
+    "CREATE TABLE enums (e ENUM('b', 'a') PRIMARY KEY)",
     "CREATE TABLE nullable (a INT NULL, b INT NOT NULL)",
     "CREATE TABLE empty (id INT PRIMARY KEY)",
     "CREATE TABLE hidden (id INT PRIMARY KEY)",
@@ -48,21 +57,29 @@ def source(mariadb):
         cursor.executemany("INSERT INTO strs VALUES (%s, 1)", [(s,) for s in STRINGS])
         cursor.executemany("INSERT INTO pairs VALUES (%s, %s, 1)",
                            [(a, b) for a in range(40) for b in ("x", "y", "it's", "")])
+        cursor.executemany("INSERT INTO uniq VALUES (%s, %s)", [(a, a % 7) for a in range(30)])
+        cursor.executemany("INSERT INTO times VALUES (%s, 1)", [(f"2024-01-0{d} 0{h}:00:00.{h}5",) for d in range(1, 8)
+                                                                for h in range(10)])
+        cursor.executemany("INSERT INTO money VALUES (%s, 1)", [(f"{m / 4:.2f}",) for m in range(-40, 40)])
+        cursor.executemany("INSERT INTO blobs VALUES (%s, 1)", [(bytes([b, 0, 255 - b]),) for b in range(0, 256, 3)])
+        cursor.executemany("INSERT INTO latin VALUES (%s)", [(s,) for s in ["a", "B", "é", "É" + "x", "z", "ß"]])
     mariadb.execute(f"DROP USER IF EXISTS '{READER}'@'%'",
                     f"CREATE USER '{READER}'@'%' IDENTIFIED BY '{READER_PASSWORD}'",
                     *(f"GRANT SELECT ON {DB}.{table} TO '{READER}'@'%'"
-                      for table in ("ints", "strs", "pairs", "nokey", "nullable", "empty")))
+                      for table in ("ints", "strs", "pairs", "nokey", "uniq", "nullable", "empty", "times", "money",
+                                    "blobs", "latin", "floats", "enums")))
     with SourceDb(mariadb.host, mariadb.port, READER, READER_PASSWORD) as db:
         yield db
 
 
 def keys_in(db: SourceDb, key: TableKey, keys: KeyRange) -> list[tuple]:
-    columns = ", ".join(quote(c) for c in key.columns)
+    columns = ", ".join(quote(c) for c in key.names)
     return db.query(f"SELECT {columns} FROM {key.sql_table} WHERE {chunk_predicate(key.columns, keys)} "
                     f"ORDER BY {columns}")
 
 
-@pytest.mark.parametrize(("table", "size"), [("ints", 64), ("ints", 1), ("strs", 5), ("pairs", 7)])
+@pytest.mark.parametrize(("table", "size"), [("ints", 64), ("ints", 1), ("strs", 5), ("pairs", 7), ("times", 9),
+                                            ("money", 11), ("blobs", 4), ("latin", 2)])
 def test_the_chunks_hold_every_row_once_in_key_order(source, table, size):
     key = table_key(source, DB, table)
     everything = keys_in(source, key, KeyRange(None, None))
@@ -73,8 +90,11 @@ def test_the_chunks_hold_every_row_once_in_key_order(source, table, size):
 
 
 def test_the_key_is_the_primary_keys_in_index_order_or_the_channels(source):
-    assert table_key(source, DB, "pairs").columns == ("b", "a")
-    assert table_key(source, DB, "nokey", ["a", "b"]).columns == ("a", "b")
+    assert table_key(source, DB, "pairs").names == ("b", "a")
+    assert table_key(source, DB, "uniq", ["a", "b"]).names == ("a", "b")
+    key = table_key(source, DB, "uniq", ["a", "b"])
+    chunks = list(ChunkPlanner(source, key, 4).ranges())
+    assert sum(len(keys_in(source, key, keys)) for keys in chunks) == 30
 
 
 def test_rows_written_after_the_last_key_was_taken_are_left_to_the_stream(source, mariadb):
@@ -106,10 +126,20 @@ def test_an_empty_table_has_no_chunks(source):
 def test_a_table_without_a_key_or_with_a_nullable_one_is_refused_with_what_to_configure(source):
     with pytest.raises(TableKeyError, match=r"snapsource\.nokey.*no primary key.*`key`"):
         table_key(source, DB, "nokey")
-    with pytest.raises(TableKeyError, match=r"\['a'\] may be NULL"):
-        table_key(source, DB, "nullable", ["a", "b"])
+    with pytest.raises(TableKeyError, match=r"no unique index holds exactly the channel's key \['a', 'b'\]"):
+        table_key(source, DB, "nokey", ["a", "b"])
     with pytest.raises(TableKeyError, match=r"does not have: \['c'\]"):
         table_key(source, DB, "nokey", ["c"])
+
+
+def test_a_key_that_may_be_null_or_orders_otherwise_than_its_text_is_refused(source, mariadb):
+    mariadb.execute("ALTER TABLE nullable ADD UNIQUE KEY (a, b)", database=DB)
+    with pytest.raises(TableKeyError, match=r"key column 'a' may be NULL"):
+        table_key(source, DB, "nullable", ["a", "b"])
+    with pytest.raises(TableKeyError, match=r"key column 'f' is a float"):
+        table_key(source, DB, "floats")
+    with pytest.raises(TableKeyError, match=r"key column 'e' is a enum"):
+        table_key(source, DB, "enums")
 
 
 def test_a_table_the_user_may_not_read_is_named(source):

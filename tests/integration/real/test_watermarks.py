@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as pb
-from canalbridge.source_db import CLOSE, OPEN, Signal, SignalTable, SourceDb, SourceDbAccessError
+from canalbridge.source_db import CLOSE, OPEN, Signal, SignalTable, SignalTableError, SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.snapshot.window import ChunkWindow, WindowState, signals_in
 from tests.integration.real.entries import describe, fetch_until, row_change
@@ -70,7 +70,7 @@ def test_a_signal_table_that_is_missing_says_how_to_create_it(mariadb):
     mariadb.create_database("nosignal")
     mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
                     f"GRANT SELECT ON nosignal.* TO '{USER}'@'%'")
-    with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db, pytest.raises(SourceDbAccessError) as raised:
+    with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db, pytest.raises(SignalTableError) as raised:
         SignalTable(db, "nosignal", SIGNALS).check()
     assert f"nosignal.{SIGNALS}: " in str(raised.value)
     assert f"CREATE TABLE `nosignal`.`{SIGNALS}`" in str(raised.value), "says how to create it"

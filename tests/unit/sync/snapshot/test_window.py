@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db.signals import Signal
 from canalbridge.sync.snapshot.window import ChunkWindow, KeyColumnMissing, WindowState, changed_keys
 
 
@@ -80,3 +81,33 @@ def test_a_close_signal_of_a_window_never_opened_is_not_taken():
     window = ChunkWindow("w1", ("db", "t"), ["id"])
     assert not window.closed("txn-1")
     assert window.state is WindowState.REGISTERED
+
+
+def test_an_open_signal_met_again_while_the_chunk_waits_for_its_transaction_changes_nothing():
+    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window.opened()
+    assert window.closed("txn-1")
+    window.opened()  # (routed again without an abort in between)
+    assert window.state is WindowState.CLOSED and window.label == "txn-1"
+    assert not window.closed("txn-1"), "a second close would put the chunk in twice"
+    assert window.landed("txn-1")
+
+
+def test_a_missing_key_column_names_the_table():
+    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window.opened()
+    with pytest.raises(KeyColumnMissing, match=r"table db\.t: .*'id'"):
+        window.note(change(INSERT, ({}, {"v": "a"})))
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ({"id": "w:1:open", "kind": "open", "data": '{"table": "db.t"}'}, ("w:1", "open", {"table": "db.t"})),
+    ({"id": "w1:close", "kind": "close", "data": "{}"}, ("w1", "close", {})),
+    ({"id": "w1:close", "kind": "open", "data": "{}"}, None),  # the id and the kind disagree
+    ({"id": "w1:done", "kind": "done", "data": "{}"}, None),
+    ({"id": "w1:open", "kind": "open", "data": "{not json"}, None),
+    ({"id": None, "kind": "open", "data": "{}"}, None),
+])
+def test_a_signal_row_holds_a_window_and_a_kind_or_nothing(values, expected):
+    signal = Signal.from_row(values)
+    assert (None if signal is None else (signal.window, signal.kind, dict(signal.data))) == expected
