@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
 	check-java clean \
-	check-maven canal-jars kafka-jars iceberg-jar decoder-jar mariadb-server real-stack clean-cache
+	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver decoder-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
 # keeps (docs/development/real-stack.md#artifacts). Maven's local repository lives there too,
@@ -22,6 +22,8 @@ KAFKA_HOME := $(CACHE)/kafka-$(KAFKA_VERSION)
 KAFKA_STAMP := $(KAFKA_HOME)/.complete
 ICEBERG_VERSION := 1.11.0
 ICEBERG_JAR := $(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar
+JDBC_VERSION := 3.5.7
+JDBC_JAR := $(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar
 DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
 DECODER_SOURCES := spark_sink/decoder/pom.xml $(wildcard spark_sink/decoder/src/main/java/canalbridge/spark/*.java) \
 	proto/EntryProtocol.proto
@@ -87,6 +89,16 @@ $(ICEBERG_JAR): deploy/maven/iceberg/pom.xml deploy/maven/settings.xml
 
 iceberg-jar: $(ICEBERG_JAR)
 
+# The JDBC driver a snapshot's Spark reads the source's tables with (spark_sink/session.py adds it).
+$(JDBC_JAR): deploy/maven/jdbc/pom.xml deploy/maven/settings.xml
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching $(notdir $@) from Maven Central"
+	rm -rf $(CACHE)/jdbc.tmp
+	$(MVN) -f deploy/maven/jdbc/pom.xml -Djdbc.version=$(JDBC_VERSION) -Djdbc.lib.dir=$(abspath $(CACHE))/jdbc.tmp validate
+	mkdir -p $(dir $@) && mv $(CACHE)/jdbc.tmp/$(notdir $@) $@ && rm -rf $(CACHE)/jdbc.tmp
+
+jdbc-driver: $(JDBC_JAR)
+
 # The JVM decoder of Canal's RowChange (spark_sink/decode.py): protoc from Maven Central
 # turns proto/ into Java, and Maven builds it with RowChangeDecoder into one shaded jar.
 $(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
@@ -108,7 +120,7 @@ decoder-jar: $(DECODER_JAR)
 mariadb-server:
 	@sh deploy/dev/install-mariadb-server.sh
 
-real-stack: canal-jars kafka-jars iceberg-jar mariadb-server
+real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver mariadb-server
 
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv

@@ -6,8 +6,9 @@ the user's conf already brings Iceberg through ``spark.jars`` or
 iceberg-jar`` put in the checkout's cache (a missing one is an error naming
 that command); installed with pip, it is the ``spark.jars.packages``
 coordinates, which Spark resolves from Maven Central at start. The JVM
-RowChange decoder (``make decoder-jar``) joins ``spark.jars`` when it is in
-the cache.
+RowChange decoder (``make decoder-jar``) and the JDBC driver a snapshot
+reads the source with (``make jdbc-driver``) join ``spark.jars`` when they
+are in the cache.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def decoder_jar() -> Path:
     return cache_dir() / "decoder" / DECODER_JAR
 
 
+def jdbc_driver_jars() -> list[Path]:
+    """The JDBC driver ``make jdbc-driver`` put in the cache (whichever version the Makefile names), if any."""
+    return sorted((cache_dir() / "jdbc").glob("mariadb-java-client-*.jar"))
+
+
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The full Spark conf: our defaults, then the user's keys on top."""
     conf: dict[str, str] = {
@@ -103,8 +109,10 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         conf[f"{prefix}.warehouse"] = settings.warehouse
     conf.update(user)
     decoder = decoder_jar()
-    if decoder.is_file():  # built from this checkout; without it, rows are decoded in Python
-        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(decoder)]))
+    extra = [str(decoder)] if decoder.is_file() else []  # built from this checkout; without it, Python decodes
+    extra += [str(jar) for jar in jdbc_driver_jars()]
+    if extra:
+        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), *extra]))
     return conf
 
 

@@ -32,6 +32,18 @@ def test_the_versions_agree_between_makefile_poms_and_dev_kit():
     assert makefile_value("CANAL_VERSION") == pom_property("canal", "canal.version") == artifacts.CANAL_VERSION
     assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == session.ICEBERG_VERSION
     assert makefile_value("ICEBERG_JAR") == f"$(CACHE)/iceberg/{session.ICEBERG_ARTIFACT}-$(ICEBERG_VERSION).jar"
+    assert makefile_value("JDBC_VERSION") == pom_property("jdbc", "jdbc.version")
+    assert makefile_value("JDBC_JAR") == "$(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar"
+
+
+def test_the_cached_jdbc_driver_joins_the_sessions_jars(tmp_path, monkeypatch):
+    monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
+    settings = SparkSettings(master="local[1]", warehouse="/w", spill_dir="/s",
+                             conf={"spark.jars.packages": session.ICEBERG_PACKAGE})
+    assert "spark.jars" not in session.session_conf(settings)
+    (tmp_path / "jdbc").mkdir()
+    (tmp_path / "jdbc" / "mariadb-java-client-3.5.7.jar").write_bytes(b"")
+    assert session.session_conf(settings)["spark.jars"] == str(tmp_path / "jdbc" / "mariadb-java-client-3.5.7.jar")
 
 
 def test_the_canal_pom_leaves_out_canal_prometheus():

@@ -1,0 +1,58 @@
+"""A snapshot's chunk read from the source over JDBC: one Spark partition per key range, as Canal's text.
+
+Spark's JDBC source runs ``SELECT ... FROM (the columns as Canal's text,
+:mod:`spark_sink.source_text`) WHERE <key range>`` once per range, each on
+its own connection, so the ranges of one read are read in parallel (a
+cluster's executors each read theirs). ``partitionColumn``/``lowerBound``
+would only set strides, never filter: the ranges are given as predicates.
+Each connection first sets the session up as the planner's
+(:data:`~canalbridge.source_db.chunks.SESSION_SETUP`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicate, quote
+from canalbridge.source_db.keys import TableKey
+from spark_sink.source_text import canal_text, source_select
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DRIVER = "org.mariadb.jdbc.Driver"
+_TEXT = "canalbridge_c"  # the text columns' names inside the read (a source column may be called c0)
+
+
+@dataclass(frozen=True)
+class JdbcSource:
+    """Where a snapshot reads the source: host, port and user (the password never shows in repr)."""
+
+    host: str
+    port: int
+    user: str
+    password: str = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        # jdbc:mysql picks Spark's MySQL dialect (backquoted names); permitMysqlScheme lets MariaDB's driver
+        # take it. Server-side prepared statements: the binary protocol carries FLOAT and DOUBLE as values.
+        return f"jdbc:mysql://{self.host}:{self.port}/?permitMysqlScheme&useServerPrepStmts=true"
+
+
+def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: Sequence[tuple[str, str]],
+               ranges: Sequence[KeyRange]) -> DataFrame:
+    """The rows of ``key``'s table in ``ranges`` (one partition each), as columns ``c0``... of Canal's text for
+    ``columns`` (name, MySQL type), in that order."""
+    texts = ", ".join(f"{source_select(name, mysql_type)} AS {_TEXT}{index}"
+                      for index, (name, mysql_type) in enumerate(columns))
+    keys = ", ".join(quote(name) for name in key.names)
+    query = f"(SELECT {texts}, {keys} FROM {key.sql_table}) AS canalbridge_chunk"
+    frame = spark.read.jdbc(
+        source.url, query, predicates=[chunk_predicate(key.columns, keys_) for keys_ in ranges],
+        properties={"user": source.user, "password": source.password, "driver": DRIVER,
+                    "sessionInitStatement": SESSION_SETUP})
+    return frame.select(*[canal_text(frame[f"{_TEXT}{index}"], mysql_type).alias(f"c{index}")
+                          for index, (_, mysql_type) in enumerate(columns)])

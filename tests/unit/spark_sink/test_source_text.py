@@ -1,0 +1,22 @@
+"""What a snapshot selects from the source per column type, to read it as the text Canal sends."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_sink.source_text import source_select
+
+
+@pytest.mark.parametrize(("mysql_type", "sql"), [
+    ("int(11)", "CAST(`c` AS CHAR)"),
+    ("datetime(6)", "CAST(`c` AS CHAR)"),
+    ("enum('a','b')", "CAST(`c` + 0 AS CHAR)"),  # Canal sends the index
+    ("set('a','b')", "CAST(`c` + 0 AS CHAR)"),  # the bit mask
+    ("bit(12)", "CAST(`c` + 0 AS CHAR)"),
+    ("float", "`c`"),  # the value: MySQL's text of a FLOAT has 6 digits
+    ("double", "`c`"),
+    ("binary(4)", "`c`"),  # the bytes: Spark turns them into Canal's ISO-8859-1 text
+    ("blob", "`c`"),
+])
+def test_each_type_is_selected_as_canal_renders_it_or_as_its_value(mysql_type, sql):
+    assert source_select("c", mysql_type) == sql
