@@ -1,0 +1,103 @@
+"""How far a table's snapshot has come: stored with the target's data, so a restart resumes at the next chunk.
+
+A chunk's rows and the progress they make are committed in one target
+commit, beside the channel's position. So after a crash the target says
+exactly which chunks it holds: the snapshot goes on after the last key
+done, up to the last key taken when the table's snapshot began, and no
+chunk is applied twice.
+
+Keys are stored as JSON with each value's type, since the next chunk's
+bounds are SQL literals of the same types (:mod:`canalbridge.source_db.chunks`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from dataclasses import dataclass
+
+from canalbridge.source_db.chunks import KeyValues
+
+
+class ProgressFormatError(ValueError):
+    """Stored progress this version cannot read."""
+
+
+@dataclass(frozen=True)
+class TableProgress:
+    """The snapshot ``snapshot`` of ``table`` (``schema.table``): chunks are done through key ``done`` (None:
+    none yet), out of those through ``last`` (None: the table was empty)."""
+
+    snapshot: str
+    table: str
+    last: KeyValues | None
+    done: KeyValues | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.last is None or self.done == self.last
+
+    def advanced(self, done: KeyValues) -> TableProgress:
+        """This progress once the chunk through ``done`` landed."""
+        return TableProgress(self.snapshot, self.table, self.last, done)
+
+    def to_json(self) -> str:
+        return json.dumps({"snapshot": self.snapshot, "table": self.table, "last": _encode(self.last),
+                           "done": _encode(self.done)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TableProgress:
+        try:
+            stored = json.loads(text)
+            return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
+
+
+def _encode(key: KeyValues | None) -> list[list[str]] | None:
+    return None if key is None else [_encode_value(value) for value in key]
+
+
+def _encode_value(value: object) -> list[str]:
+    if isinstance(value, bool):
+        raise ValueError(f"no key value {value!r}")
+    if isinstance(value, int):
+        return ["int", str(value)]
+    if isinstance(value, str):
+        return ["str", value]
+    if isinstance(value, bytes | bytearray):
+        return ["bytes", bytes(value).hex()]
+    if isinstance(value, decimal.Decimal):
+        return ["decimal", format(value, "f")]
+    if isinstance(value, datetime.datetime):
+        return ["datetime", value.isoformat()]
+    if isinstance(value, datetime.date):
+        return ["date", value.isoformat()]
+    if isinstance(value, datetime.timedelta):
+        return ["time", str(value // datetime.timedelta(microseconds=1))]
+    raise ValueError(f"no key value of type {type(value).__name__}: {value!r}")
+
+
+def _decode(stored: list[list[str]] | None) -> KeyValues | None:
+    if stored is None:
+        return None
+    return tuple(_decode_value(kind, text) for kind, text in stored)
+
+
+def _decode_value(kind: str, text: str) -> object:
+    if kind == "int":
+        return int(text)
+    if kind == "str":
+        return text
+    if kind == "bytes":
+        return bytes.fromhex(text)
+    if kind == "decimal":
+        return decimal.Decimal(text)
+    if kind == "datetime":
+        return datetime.datetime.fromisoformat(text)
+    if kind == "date":
+        return datetime.date.fromisoformat(text)
+    if kind == "time":
+        return datetime.timedelta(microseconds=int(text))
+    raise ValueError(f"a key value of unknown kind {kind!r}")

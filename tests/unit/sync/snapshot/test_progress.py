@@ -1,0 +1,48 @@
+"""A table's snapshot progress survives its round trip through the target with every key type intact."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import pytest
+
+from canalbridge.sync.snapshot.progress import ProgressFormatError, TableProgress
+
+KEYS = [
+    (1,), (-(2**63),), (2**64 - 1,),
+    ("it's \\ 😀",), ("",),
+    (b"\x00\xff",),
+    (decimal.Decimal("-12.50"),), (decimal.Decimal("1E+3"),),
+    (datetime.datetime(2024, 1, 2, 3, 4, 5, 6),), (datetime.date(1, 1, 1),),
+    (datetime.timedelta(hours=-838, minutes=-59, seconds=-59, microseconds=-999),),
+    (7, "x", b"\x01", datetime.date(2024, 2, 29)),
+]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_key_type_reads_back_as_the_value_and_type_it_was(key):
+    progress = TableProgress("snap-1", "db.t", last=key, done=key)
+    again = TableProgress.from_json(progress.to_json())
+    assert again == progress
+    assert [type(v) for v in again.done or ()] == [type(v) for v in key]
+
+
+def test_a_table_is_finished_once_the_chunk_through_its_last_key_landed_or_when_it_was_empty():
+    started = TableProgress("snap-1", "db.t", last=(100,))
+    assert not started.finished and started.done is None
+    assert not started.advanced((50,)).finished
+    assert started.advanced((100,)).finished
+    assert TableProgress("snap-1", "db.empty", last=None).finished
+
+
+@pytest.mark.parametrize("text", ["", "{}", '{"snapshot": "s", "table": "t", "last": [["float", "1.5"]], "done": null}',
+                                  '{"snapshot": "s", "table": "t", "last": 5, "done": null}'])
+def test_progress_this_version_cannot_read_is_a_typed_error(text):
+    with pytest.raises(ProgressFormatError, match="cannot read"):
+        TableProgress.from_json(text)
+
+
+def test_a_value_no_key_holds_cannot_be_stored():
+    with pytest.raises(ValueError, match="no key value"):
+        TableProgress("s", "t", last=(1.5,)).to_json()
