@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+DECIMAL_GROUP = 9  # MySQL stores a DECIMAL's digits 9 to a group (Canal drops an all-zero last fraction group)
 _TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\((.*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.IGNORECASE)
 
 

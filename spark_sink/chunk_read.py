@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DRIVER = "org.mariadb.jdbc.Driver"
-_TEXT = "canalbridge_c"  # the text columns' names inside the read (a source column may be called c0)
+CONNECT_TIMEOUT_MS = 10_000
+READ_TIMEOUT_MS = 600_000  # one range's read: a server that stops answering fails the read, not hangs it
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,23 @@ def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: 
                ranges: Sequence[KeyRange]) -> DataFrame:
     """The rows of ``key``'s table in ``ranges`` (one partition each), as columns ``c0``... of Canal's text for
     ``columns`` (name, MySQL type), in that order."""
-    texts = ", ".join(f"{source_select(name, mysql_type)} AS {_TEXT}{index}"
+    prefix = _text_prefix([name for name, _ in columns])
+    texts = ", ".join(f"{source_select(name, mysql_type)} AS {prefix}{index}"
                       for index, (name, mysql_type) in enumerate(columns))
     keys = ", ".join(quote(name) for name in key.names)
     query = f"(SELECT {texts}, {keys} FROM {key.sql_table}) AS canalbridge_chunk"
     frame = spark.read.jdbc(
         source.url, query, predicates=[chunk_predicate(key.columns, keys_) for keys_ in ranges],
         properties={"user": source.user, "password": source.password, "driver": DRIVER,
-                    "sessionInitStatement": SESSION_SETUP})
-    return frame.select(*[canal_text(frame[f"{_TEXT}{index}"], mysql_type).alias(f"c{index}")
+                    "sessionInitStatement": SESSION_SETUP, "connectTimeout": str(CONNECT_TIMEOUT_MS),
+                    "socketTimeout": str(READ_TIMEOUT_MS)})
+    return frame.select(*[canal_text(frame[f"{prefix}{index}"], mysql_type).alias(f"c{index}")
                           for index, (_, mysql_type) in enumerate(columns)])
+
+
+def _text_prefix(names: Sequence[str]) -> str:
+    """A prefix for the text columns' names that no source column starts with (the key's columns are read too)."""
+    prefix = "canalbridge_c"
+    while any(name.lower().startswith(prefix) for name in names):
+        prefix += "_"
+    return prefix

@@ -12,7 +12,8 @@ how it differs:
 | enum, set, bit | ``col + 0`` as text | Canal sends the index, the bit mask, the number |
 | float, double | the value, then Java's text in Spark | MySQL prints a FLOAT with 6 digits |
 | binary(n) | the bytes less trailing 0x00, as ISO-8859-1 text | Canal drops BINARY's pad bytes |
-| varbinary, blob | the bytes as ISO-8859-1 text | Canal's one char per byte |
+| varbinary, blob, geometry | the bytes as ISO-8859-1 text | Canal's one char per byte |
+| decimal wider than 38 digits | MySQL's text less an all-zero last digit group | stored as text; Canal drops it |
 | timestamp | text in UTC (the session's zone) | Canal renders it in its JVM zone, UTC |
 
 The JDBC connection uses the server's binary protocol (server-side
@@ -24,19 +25,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from canalbridge.mysql_types import MySqlType
+from canalbridge.mysql_types import DECIMAL_GROUP, MySqlType
 from canalbridge.source_db.chunks import quote
+from spark_sink.types import spark_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
 _AS_NUMBER = {"enum", "set", "bit"}
 _AS_VALUE = {"float", "double"}
-_BYTES = {"binary", "varbinary", "blob", "tinyblob", "mediumblob", "longblob"}
+_BYTES = {"binary", "varbinary", "blob", "tinyblob", "mediumblob", "longblob", "geometry"}
 
 
 def source_select(column: str, mysql_type: str) -> str:
-    """The SELECT expression that reads ``column`` of ``mysql_type`` for :func:`canal_text`."""
+    """The SELECT expression that reads ``column`` of ``mysql_type`` for :func:`canal_text`; a type with no
+    mapping raises :class:`~spark_sink.types.UnsupportedTypeError`, as its stream rows would."""
+    spark_type(mysql_type)
     base = MySqlType.parse(mysql_type).base
     name = quote(column)
     if base in _AS_NUMBER:
@@ -50,9 +54,17 @@ def canal_text(read: Column, mysql_type: str) -> Column:
     """What :func:`source_select` read, as the text Canal sends for the value (NULL stays NULL)."""
     from pyspark.sql import functions as F
 
-    base = MySqlType.parse(mysql_type).base
+    parsed = MySqlType.parse(mysql_type)
+    base = parsed.base
     if base in _AS_VALUE:
         return read.cast(base).cast("string")
+    if base == "decimal" and spark_type(mysql_type) == "string":
+        # Kept as text, so as Canal writes it: MySQL prints every digit of the scale, Canal drops the last
+        # (partial) group of fraction digits when it is all zeros, leaving at least one digit.
+        leftover = parsed.scale % DECIMAL_GROUP
+        if not leftover:
+            return read
+        return F.regexp_replace(F.regexp_replace(read, f"0{{{leftover}}}$", ""), r"\.$", ".0")
     if base == "binary":
         # Trailing 00 pairs of the hex text: a match must end at the end, so it starts on a byte.
         return F.decode(F.unhex(F.regexp_replace(F.hex(read), "(00)+$", "")), "ISO-8859-1")

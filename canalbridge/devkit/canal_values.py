@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
-from canalbridge.mysql_types import MySqlType
+from canalbridge.mysql_types import DECIMAL_GROUP, MySqlType
 
 
 class SqlType:
@@ -177,7 +177,7 @@ def format_decimal(value: Decimal, scale: int) -> str:
     if scale == 0:
         return text
     whole, fraction = text.split(".")
-    leftover = scale % 9
+    leftover = scale % DECIMAL_GROUP
     if leftover and set(fraction[-leftover:]) == {"0"}:
         fraction = fraction[:-leftover]
     return f"{whole}.{fraction or '0'}"

@@ -27,7 +27,8 @@ class ProgressFormatError(ValueError):
 @dataclass(frozen=True)
 class TableProgress:
     """The snapshot ``snapshot`` of ``table`` (``schema.table``): chunks are done through key ``done`` (None:
-    none yet), out of those through ``last`` (None: the table was empty)."""
+    none yet), out of those through ``last`` (None: the table was empty). ``done`` is always a planned range's
+    upper bound, the last one ``last`` itself, so a table is finished when they are equal."""
 
     snapshot: str
     table: str
@@ -51,7 +52,7 @@ class TableProgress:
         try:
             stored = json.loads(text)
             return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
 
 
@@ -86,6 +87,8 @@ def _decode(stored: list[list[str]] | None) -> KeyValues | None:
 
 
 def _decode_value(kind: str, text: str) -> object:
+    if not isinstance(text, str):
+        raise TypeError(f"a key value stored as {text!r}, not as text")
     if kind == "int":
         return int(text)
     if kind == "str":

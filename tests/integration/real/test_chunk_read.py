@@ -30,13 +30,22 @@ pytestmark = pytest.mark.real
 
 DB = "chunkread"
 USER, PASSWORD = "chunkreader", "chunkreader-secret"
+# Types the differential table lacks: decimals wider than Iceberg's 38 digits (kept as Canal's text), geometry
+# (its bytes), bit(1) and bit(64), tinytext; a key column named like the read's own text columns.
+OTHERS = ("CREATE TABLE others (canalbridge_c0 INT PRIMARY KEY, wide DECIMAL(65, 10), wider DECIMAL(65, 30), "
+          "whole DECIMAL(60, 0), shape GEOMETRY, flag BIT(1), mask BIT(64), note TINYTEXT)")
+OTHER_ROWS = (
+    f"(1, 5.0000000000, 1.5, 7, ST_GeomFromText('POINT(1 2)'), b'1', b'{'1' * 64}', 't')",
+    "(2, -12345678901234567890123456789012345678901234567890.0000000001, 0, -1, NULL, b'0', b'0', '')",
+    f"(3, 0.0000000000, -0.{'0' * 29}1, 0, ST_GeomFromText('LINESTRING(0 0, 1 1)'), NULL, b'1{'0' * 63}', NULL)",
+)
 
 
 @pytest.fixture(scope="module")
 def written(canal, mariadb) -> dict[str, list[pb.RowChange]]:
     """Every row written into MariaDB, and what real Canal sent for them, by table."""
     mariadb.create_database(DB)
-    mariadb.execute(*(create_table(t) for t in (ALL_TYPES, FLOATS)), database=DB)
+    mariadb.execute(*(create_table(t) for t in (ALL_TYPES, FLOATS)), OTHERS, database=DB)
     canal.add_destination(CanalDestination(DB, filter_regex=rf"{DB}\..*"))
     mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
                     f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'")
@@ -48,9 +57,10 @@ def written(canal, mariadb) -> dict[str, list[pb.RowChange]]:
         for row in rows:
             source.insert(ALL_TYPES, row)
         source.insert_many(FLOATS, floats)
+        cursor.execute(f"INSERT INTO others VALUES {', '.join(OTHER_ROWS)}")
     with canal.connector(DB) as connector:
         connector.subscribe()
-        entries = fetch_until(connector, lambda got: len(inserts(got)) >= len(rows) + len(floats))
+        entries = fetch_until(connector, lambda got: len(inserts(got)) >= len(rows) + len(floats) + len(OTHER_ROWS))
     sent: dict[str, list[pb.RowChange]] = {}
     for entry in entries:
         if entry.entryType == pb.ROWDATA and entry.header.eventType == pb.INSERT:
@@ -64,12 +74,16 @@ def inserts(entries: Sequence[pb.Entry]) -> list[pb.RowData]:
 
 
 def typed(spark, frame, columns: Sequence[tuple[str, str]]) -> dict[object, tuple]:
-    """``frame``'s text columns c0... converted as the target converts them, by the first (the key)."""
+    """``frame``'s text columns c0... converted as the target converts them, by the first (the key); a key met
+    twice fails."""
     converted = frame.select(*[convert(frame[f"c{i}"], t).alias(name) for i, (name, t) in enumerate(columns)])
-    return {row[0]: tuple(row) for row in converted.collect()}
+    rows = converted.collect()
+    by_key = {row[0]: tuple(row) for row in rows}
+    assert len(by_key) == len(rows), "a row read twice"
+    return by_key
 
 
-@pytest.mark.parametrize("table", ["all_types", "floats"])
+@pytest.mark.parametrize("table", ["all_types", "floats", "others"])
 def test_a_chunk_read_lands_the_values_the_stream_lands(spark, mariadb, written, table):
     with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db:
         columns = [(str(name), str(column_type)) for name, column_type in db.query(
@@ -77,7 +91,7 @@ def test_a_chunk_read_lands_the_values_the_stream_lands(spark, mariadb, written,
             "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (DB, table))]
         key = table_key(db, DB, table)
         ranges = list(ChunkPlanner(db, key, 16).ranges())
-    assert len(ranges) > 2, "read in several ranges, one partition each"
+    assert len(ranges) > (0 if table == "others" else 2), "read in several ranges, one partition each"
     chunk = read_chunk(spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD), key, columns, ranges)
     assert chunk.rdd.getNumPartitions() == len(ranges)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_sink.source_text import source_select
+from spark_sink.types import UnsupportedTypeError
 
 
 @pytest.mark.parametrize(("mysql_type", "sql"), [
@@ -17,6 +18,12 @@ from spark_sink.source_text import source_select
     ("double", "`c`"),
     ("binary(4)", "`c`"),  # the bytes: Spark turns them into Canal's ISO-8859-1 text
     ("blob", "`c`"),
+    ("geometry", "`c`"),
 ])
 def test_each_type_is_selected_as_canal_renders_it_or_as_its_value(mysql_type, sql):
     assert source_select("c", mysql_type) == sql
+
+
+def test_a_type_with_no_mapping_is_refused_as_its_stream_rows_are():
+    with pytest.raises(UnsupportedTypeError, match="uuid"):
+        source_select("c", "uuid")

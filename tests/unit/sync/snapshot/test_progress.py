@@ -36,8 +36,12 @@ def test_a_table_is_finished_once_the_chunk_through_its_last_key_landed_or_when_
     assert TableProgress("snap-1", "db.empty", last=None).finished
 
 
-@pytest.mark.parametrize("text", ["", "{}", '{"snapshot": "s", "table": "t", "last": [["float", "1.5"]], "done": null}',
-                                  '{"snapshot": "s", "table": "t", "last": 5, "done": null}'])
+@pytest.mark.parametrize("text", [
+    "", "{}", '{"snapshot": "s", "table": "t", "last": [["float", "1.5"]], "done": null}',
+    '{"snapshot": "s", "table": "t", "last": 5, "done": null}',
+    '{"snapshot": "s", "table": "t", "last": [["decimal", "x"]], "done": null}',
+    '{"snapshot": "s", "table": "t", "last": [["str", 5]], "done": null}',
+])
 def test_progress_this_version_cannot_read_is_a_typed_error(text):
     with pytest.raises(ProgressFormatError, match="cannot read"):
         TableProgress.from_json(text)
