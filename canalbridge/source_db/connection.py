@@ -89,8 +89,11 @@ class SourceDb:
             return SourceDbAuthError(f"user {self.user!r} was refused ({said}); check the snapshot source's user "
                                      "and password", address=self.address, table=table)
         if code in _ACCESS:
-            return SourceDbAccessError(f"{said} (error {code}); a snapshot needs SELECT on the tables it reads",
-                                       address=self.address, table=table)
-        if code in _GONE or (isinstance(exc, pymysql.err.OperationalError) and code is None):
+            return SourceDbAccessError(f"{said} (error {code}); a snapshot's user needs SELECT on the tables it "
+                                       "reads, and INSERT and DELETE on the signal table", address=self.address,
+                                       table=table)
+        # InterfaceError: PyMySQL's own, on a connection it closed (an interrupted read): reconnect on next use.
+        if code in _GONE or isinstance(exc, pymysql.err.InterfaceError) or (
+                isinstance(exc, pymysql.err.OperationalError) and code is None):
             return SourceDbConnectionError(f"connection failed or lost: {said}", address=self.address, table=table)
         return SourceDbError(f"{said} (error {code})", address=self.address, table=table)

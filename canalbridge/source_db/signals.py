@@ -67,7 +67,7 @@ class SignalTable:
         self._sql = f"{quote(schema)}.{quote(table)}"
 
     def check(self) -> None:
-        """Raise :class:`SourceDbAccessError`, saying how to create it, unless the table has the signal columns."""
+        """Raise :class:`SignalTableError`, saying how to create it, unless the table has the signal columns."""
         rows = self._db.query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                               "AND TABLE_NAME = %s", (self._schema, self._table), table=self.name)
         missing = set(SIGNAL_COLUMNS) - {str(row[0]).lower() for row in rows}
