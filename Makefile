@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
+.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver decoder-jar mariadb-server real-stack clean-cache
 
@@ -177,7 +177,12 @@ bench-real: venv check-java real-stack decoder-jar
 bench-kafka: venv check-java kafka-jars decoder-jar
 	$(PY) -m bench.kafka $(BENCH_ARGS)
 
-bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka
+# Initial load: a table already in MariaDB snapshotted into Iceberg, beside the mariadb client's own read.
+bench-snapshot: venv check-java real-stack decoder-jar
+	$(PY) -m bench.snapshot $(BENCH_ARGS)
+
+bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
+	bench-snapshot
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

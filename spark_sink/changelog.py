@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.changes import BeforeImages, RowBatch
 from canalbridge.sync.position import EntryPosition, Position
 from spark_sink.table import TargetColumn
-from spark_sink.writer import IcebergWriter, Transaction
+from spark_sink.writer import IcebergWriter, Layout, Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -72,10 +72,10 @@ class IcebergChangelogWriter(IcebergWriter):
             for row in batch.rows
         ]
 
-    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+    def _from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
         return changes.withColumnRenamed("_kind", "_op")  # the decoder's kinds are the changelog's _op codes
 
-    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+    def _typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import functions as F
 
         execute_time = F.timestamp_millis(F.col("_execute_time_ms")).alias("_execute_time")

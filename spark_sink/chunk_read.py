@@ -11,12 +11,15 @@ Each connection first sets the session up as the planner's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicate, quote
 from canalbridge.source_db.keys import TableKey
+from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.snapshot.runner import ReadRows
+from spark_sink.session import release_checkpoint
 from spark_sink.source_text import canal_text, source_select
 
 if TYPE_CHECKING:
@@ -59,6 +62,24 @@ def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: 
                     "socketTimeout": str(READ_TIMEOUT_MS)})
     return frame.select(*[canal_text(frame[f"{prefix}{index}"], mysql_type).alias(f"c{index}")
                           for index, (_, mysql_type) in enumerate(columns)])
+
+
+class SparkChunkReader:
+    """A snapshot's :class:`~canalbridge.sync.snapshot.runner.ChunkReader` through Spark: the ranges read in
+    parallel and held by Spark (``localCheckpoint``: memory, then the executors' disks) until the chunk lands,
+    so that applying it never reads the source again."""
+
+    def __init__(self, spark: Callable[[], SparkSession], source: JdbcSource) -> None:
+        self._spark = spark  # the session to read with now (one whose JVM died is replaced)
+        self.source = source
+
+    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange]) -> ReadRows:
+        frame = read_chunk(self._spark(), self.source, key, [(c.name, c.mysql_type) for c in columns], ranges)
+        held = frame.localCheckpoint(eager=True)
+        return ReadRows(held, held.count())
+
+    def release(self, rows: object) -> None:
+        release_checkpoint(cast("DataFrame", rows))
 
 
 def _text_prefix(names: Sequence[str]) -> str:

@@ -31,7 +31,7 @@ class IcebergSchemaApplier:
         table = writer.live()
         if table.columns() is None:
             return  # the table is created from the first rows, with their columns
-        summary = position_properties(writer.job, label, stamp)
+        summary = position_properties(writer.job, label, stamp, snapshot=writer.snapshot_progress)
         if any(isinstance(c, TruncateTable) for c in alteration.changes):
             writer.truncate(summary)
             return

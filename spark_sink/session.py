@@ -24,7 +24,7 @@ import structlog
 from spark_sink.settings import SparkSettings
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
@@ -216,3 +216,13 @@ def stop_spark() -> None:
                 gateway.shutdown_callback_server()
             _session.stop()
         _session = None
+
+
+def release_checkpoint(frame: DataFrame) -> None:
+    """Drop the blocks ``frame.localCheckpoint()`` holds now, rather than when a JVM garbage collection lets
+    Spark's cleaner find them: a daemon that checkpoints every few seconds would fill the block manager first."""
+    try:
+        frame._jdf.queryExecution().logical().rdd().unpersist(False)
+    except Exception as exc:  # a dead session must not hide the caller's own error
+        log.debug("spark.release_failed", error=str(exc))
+

@@ -12,6 +12,9 @@ commit, what is still in memory is written the same way, and Spark reads
 the files as one DataFrame. That costs Python less than handing Spark the
 rows through pandas and Arrow, and keeps them out of the driver's heap. On
 a cluster, put ``spill_dir`` on storage the executors can read.
+
+A writer's :class:`Transaction` holds two stagings (decoded rows, or
+RowChange bytes) and the snapshot chunks among them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from canalbridge.sync.changes import ChunkBatch, RawBatch, RowBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,3 +116,23 @@ class Staging:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
         self._files = []
         self.count = 0
+
+
+Layout = RowBatch | RawBatch | ChunkBatch  # what a transaction's column facts come with
+
+
+@dataclass
+class Transaction:
+    """One transaction's staged rows and column facts; staged by the channel thread, then applied."""
+
+    staging: Staging  # decoded rows
+    raw_staging: Staging  # RowChange bytes, for the JVM decoder: a transaction stages into one of the two
+    batch: Layout | None = None  # the column facts of its last batch
+    seq: int = 0
+    staged_rows: int = 0  # row changes staged (the RowChanges' rowsCount, when undecoded), and chunk rows
+    chunks: list[tuple[int, ChunkBatch]] = field(default_factory=list)  # (seq, chunk): its place among the rows
+
+    def clear(self) -> None:
+        self.staging.clear()
+        self.raw_staging.clear()
+        self.chunks = []

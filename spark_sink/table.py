@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from canalbridge.sync.ddl import Place
 from canalbridge.sync.position import Position, position_from_dict
+from canalbridge.sync.snapshot.progress import TableProgress, progress_from_json, progress_to_json
 from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
 from spark_sink.identifiers import quote, quote_table, split_table, sql_string
 
@@ -21,6 +22,9 @@ PROP_LABEL = "canalbridge.label"
 # A commit behind the table's position (it filled in what Canal's first pass missed): where it really
 # reached, the position's to_dict() as JSON (see canalbridge.sync.first_pass.Refill).
 PROP_BEHIND = "canalbridge.refill-behind"
+# How far the snapshot of each source table came (canalbridge.sync.snapshot.progress), once one began: every
+# later commit of the job stamps it again, so the newest stamp always holds it.
+PROP_SNAPSHOT = "canalbridge.snapshot"
 # Snapshot-summary keys of the positions' to_dict() fields (names kept from the first release);
 # a Kafka source's positions add the lane and every lane's mark (JSON).
 POSITION_KEYS = {
@@ -55,12 +59,15 @@ class TargetColumn:
     not_null: bool = False
 
 
-def position_properties(job: str, label: str, position: Position, behind: Position | None = None) -> dict[str, str]:
+def position_properties(job: str, label: str, position: Position, behind: Position | None = None,
+                        snapshot: Mapping[str, TableProgress] | None = None) -> dict[str, str]:
     properties = {PROP_JOB: job, PROP_LABEL: label}
     properties.update({POSITION_KEYS[field]: value if isinstance(value, str) else json.dumps(value)
                        for field, value in position.to_dict().items()})
     if behind is not None:
         properties[PROP_BEHIND] = json.dumps(behind.to_dict(), sort_keys=True)
+    if snapshot:
+        properties[PROP_SNAPSHOT] = progress_to_json(snapshot)
     return properties
 
 
@@ -76,6 +83,7 @@ class Stamp:
     label: str | None
     refill: Position | None  # where a commit behind the table's position really reached (see first_pass.Refill)
     committed_ms: int  # when the snapshot was committed
+    snapshot: dict[str, TableProgress] = field(default_factory=dict)  # of each source table whose snapshot began
 
 
 class TargetTable:
@@ -251,7 +259,8 @@ class TargetTable:
         committed_ms, summary = found
         behind = summary.get(PROP_BEHIND)
         return Stamp(position_from_summary(summary), summary.get(PROP_LABEL),
-                     None if behind is None else position_from_dict(json.loads(behind)), committed_ms)
+                     None if behind is None else position_from_dict(json.loads(behind)), committed_ms,
+                     progress_from_json(summary.get(PROP_SNAPSHOT)))
 
     def _position_snapshot(self, job: str, properties: Mapping[str, str] | None = None,
                            ) -> tuple[int, dict[str, str]] | None:

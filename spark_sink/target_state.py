@@ -26,6 +26,7 @@ class IcebergTargetReader:
         table = writer.live()
         columns = table.columns()
         if columns is None:
+            writer.resume_snapshot({})
             return TargetState()
         own = set(writer.own_columns())
         properties = table.properties()
@@ -37,6 +38,7 @@ class IcebergTargetReader:
             None if stamp is None else stamp.refill,
             json.loads(properties.get(PROP_COLUMN_ALIASES, "{}")),
             properties.get(PROP_SOURCE_TABLE),
+            writer.resume_snapshot({} if stamp is None else stamp.snapshot),
         )
 
     def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import structlog
 
-from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.errors import TargetKeyMismatchError
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
 from spark_sink.identifiers import quote
+from spark_sink.session import release_checkpoint
 from spark_sink.table import PROP_PRIMARY_KEY, slow_layout_note
-from spark_sink.writer import IcebergWriter, Transaction
+from spark_sink.types import convert
+from spark_sink.writer import IcebergWriter, Layout, Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,7 +46,7 @@ class IcebergUpsertWriter(IcebergWriter):
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
 
-    def _prepare_table(self, batch: RowBatch | RawBatch) -> None:
+    def _prepare_table(self, batch: Layout) -> None:
         super()._prepare_table(batch)
         properties = self.table.properties()
         self._check_key(batch, properties)
@@ -52,7 +55,7 @@ class IcebergUpsertWriter(IcebergWriter):
         if self._layout_note:
             self._log.warning("spark.slow_layout", note=self._layout_note)
 
-    def _check_key(self, batch: RowBatch | RawBatch, properties: dict[str, str]) -> None:
+    def _check_key(self, batch: Layout, properties: dict[str, str]) -> None:
         """The rows' key must be the one the target records: a fresh mapper learns the source's key from
         the rows, and a key change it never saw the DDL of (a restart past it, a reset) would otherwise
         upsert by other columns than the table's."""
@@ -88,13 +91,13 @@ class IcebergUpsertWriter(IcebergWriter):
         # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.
         return [("D" if row.kind.removes else "U", self._next_seq(), *row.values) for row in batch.rows]
 
-    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+    def _from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import functions as F
 
         op = F.when(removes(F.col("_kind")), F.lit("D")).otherwise(F.lit("U")).alias("_op")
         return changes.select(op, "_seq", *[f"c{index}" for index in range(len(batch.columns))])
 
-    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+    def _typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -102,6 +105,44 @@ class IcebergUpsertWriter(IcebergWriter):
         latest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
         last_change = staged.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
         return last_change.select(*self._converted(batch), F.col("_op"))
+
+    def _with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
+                     ) -> DataFrame:
+        """The last change per key among the staged rows and the chunks' rows, each chunk row an upsert at its
+        chunk's ``_seq``. Keys compare typed here, not as text: a chunk's text is read from the source, not sent
+        by Canal, and only the typed values are sure to be equal."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        width = len(batch.target_columns)
+        typed = [convert(F.col(f"c{index}"), column.mysql_type).alias(f"c{index}")
+                 for index, column in enumerate(batch.columns)]
+        frames = [] if staged is None else [staged.select(*typed, "_op", "_seq")]
+        for seq, chunk in chunks:
+            rows = cast("DataFrame", chunk.rows)
+            source = width - len(chunk.origin)
+            texts = [F.col(f"c{index}") for index in range(source)] + [
+                F.lit(value).cast("string").alias(f"c{source + index}") for index, value in enumerate(chunk.origin)]
+            frame = rows.select(*texts).select(*typed)
+            if chunk.dropped:
+                frame = frame.join(self._dropped_keys(chunk), on=[f"c{i}" for i in chunk.key_indexes], how="left_anti")
+            frames.append(frame.select(*[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
+                                       F.lit(seq).cast("bigint").alias("_seq")))
+        union = functools.reduce(lambda one, other: one.unionByName(other), frames)
+        latest = Window.partitionBy(*[F.col(f"c{index}") for index in batch.key_indexes]).orderBy(F.col("_seq").desc())
+        last_change = union.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
+        return last_change.select(*[F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)],
+                                  F.col("_op"))
+
+    def _dropped_keys(self, chunk: ChunkBatch) -> DataFrame:
+        """The keys a chunk's window noted, typed as the chunk's key columns are."""
+        from pyspark.sql import functions as F
+
+        names = [f"c{index}" for index in chunk.key_indexes]
+        texts = self.spark.createDataFrame(sorted(chunk.dropped, key=repr),
+                                           schema=", ".join(f"{name} string" for name in names))
+        return texts.select(*[convert(F.col(name), chunk.columns[index].mysql_type).alias(name)
+                              for name, index in zip(names, chunk.key_indexes)])
 
     def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None
@@ -167,9 +208,4 @@ def _computed_once(frame: DataFrame) -> Iterator[DataFrame]:
     try:
         yield held
     finally:
-        try:
-            # Unpersisted now rather than when a JVM garbage collection lets Spark's cleaner find
-            # it: a daemon that commits every few seconds would fill the block manager first.
-            held._jdf.queryExecution().logical().rdd().unpersist(False)
-        except Exception as exc:  # a dead session must not hide the commit's own error
-            log.debug("spark.release_failed", error=str(exc))
+        release_checkpoint(held)

@@ -19,23 +19,24 @@ import re
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
-from canalbridge.sync.changes import BeforeImages, RawBatch, RowBatch
-from canalbridge.sync.errors import SyncError
+from canalbridge.sync.changes import BeforeImages, ChunkBatch, RawBatch, RowBatch
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import ChannelSettings
-from spark_sink.decode import RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
+from canalbridge.sync.snapshot.progress import TableProgress
+from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
+from spark_sink.errors import SnapshotTargetError, ValueConversionError, data_error
 from spark_sink.evolve import Column as TargetSchemaColumn
 from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
-from spark_sink.staging import Staging
+from spark_sink.staging import Layout, Staging, Transaction
 from spark_sink.table import TargetColumn, TargetTable, position_properties
 from spark_sink.types import convert, spark_type
 
@@ -44,33 +45,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("canalbridge.spark")
 _view_ids = itertools.count(1)
-# Spark error classes that retrying the same rows cannot fix.
-_DATA_ERRORS = ("CAST_INVALID_INPUT", "NUMERIC_VALUE_OUT_OF_RANGE", "CAST_OVERFLOW", "DATETIME_OVERFLOW")
-
-
-class ValueConversionError(SyncError):
-    """A value that is not a value of its column's type (e.g. "abc" for an int)."""
-
-    transient = False
-
-    def __init__(self, table: str, message: str) -> None:
-        self.table = table
-        super().__init__(f"table {table}: a value does not convert to its column type: {message}")
-
-
-@dataclass
-class Transaction:
-    """One transaction's staged rows and column facts; staged by the channel thread, then applied."""
-
-    staging: Staging  # decoded rows
-    raw_staging: Staging  # RowChange bytes, for the JVM decoder: a transaction stages into one of the two
-    batch: RowBatch | RawBatch | None = None  # the column facts of its last batch
-    seq: int = 0
-    staged_rows: int = 0  # row changes staged (the RowChanges' rowsCount, when undecoded)
-
-    def clear(self) -> None:
-        self.staging.clear()
-        self.raw_staging.clear()
 
 
 @dataclass(frozen=True)
@@ -114,6 +88,9 @@ class IcebergWriter:
         self._branch = f"canalbridge-staging-{job}"
         self._holding = False
         self._layout_note: str | None = None  # learnt when the table is prepared, read for status
+        # Of each source table whose snapshot began, as the last commit stamped it: every stamp carries it on.
+        self.snapshot_progress: dict[str, TableProgress] = {}
+        self._held_progress: dict[str, TableProgress] | None = None  # what the writes held on the branch stamp
         self._log = log.bind(job=job, channel=channel.source, target=channel.target)
         self._reconnecting = threading.Lock()
 
@@ -151,6 +128,18 @@ class IcebergWriter:
                                      [c.row_change for c in changes]])
         txn.staged_rows += sum(max(c.rows, 1) for c in changes)
 
+    def send_chunk(self, batch: ChunkBatch) -> None:
+        txn = self._open
+        txn.batch = txn.batch or batch  # (the stager keeps one layout per transaction)
+        txn.chunks.append((self._next_seq(), batch))
+        txn.staged_rows += batch.count
+
+    def resume_snapshot(self, progress: Mapping[str, TableProgress]) -> dict[str, TableProgress]:
+        """The snapshot's progress as the target's last stamp holds it (read back at start): what every stamp
+        carries on until a chunk moves it. Returns it."""
+        self.snapshot_progress = dict(progress)
+        return dict(progress)
+
     def seal(self) -> _Sealed:
         sealed = _Sealed(self, self._open)
         self._open = self._new_transaction()
@@ -168,30 +157,47 @@ class IcebergWriter:
             if batch is None:
                 if publish and self._holding:
                     self._publish()
+                    if self._held_progress is not None:  # (the held writes' stamps carry it: now main's)
+                        self.snapshot_progress, self._held_progress = self._held_progress, None
                 return
             self.live()  # (and this thread's active session: ANSI casts)
             if not self._ready or batch.target_columns != self._prepared_for:
                 # Here, not while staging: the table is as the transactions before this one left it
                 # (a DDL among them may have changed its columns).
                 self._prepare_table(batch)
-            properties = position_properties(self.job, label, end_position, behind)
+            progress = {**(self._held_progress or self.snapshot_progress),
+                        **{chunk.progress.table: chunk.progress for _, chunk in txn.chunks}}
+            properties = position_properties(self.job, label, end_position, behind, progress)
+            seq_scale = 1
+            staged: DataFrame | None = None
             if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
                 keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
                 changes = decoded_changes(txn.raw_staging.to_dataframe(self.spark), batch.columns, keys,
                                           source_key=self.channel.key is None)
                 staged = self._from_changes(changes, batch)
-            else:
+                seq_scale = 1 << CHANGE_BITS  # (a decoded change's _seq: its entry's, then its place in it)
+            elif txn.staging.count:
                 staged = txn.staging.to_dataframe(self.spark)
-            self._write(self._typed(staged, batch), txn, properties, publish)
+            if txn.chunks:
+                frame = self._with_chunks(staged, batch, [(seq * seq_scale, chunk) for seq, chunk in txn.chunks])
+            else:
+                assert staged is not None
+                frame = self._typed(staged, batch)
+            self._write(frame, txn, properties, publish)
+            if publish:
+                self.snapshot_progress, self._held_progress = progress, None
+            else:
+                self._held_progress = progress  # (what the held writes stamp lands only with them)
         except Exception as exc:
             # Whatever failed (the table's checks, a lost session, the write): what the branch holds
             # is dropped, and the next apply starts it from main again.
             self._holding = False
+            self._held_progress = None
             failure = decode_failure(exc, self.channel.source)
             if failure is not None:
                 raise failure from exc
-            reason = _data_error(exc)
+            reason = data_error(exc)
             if reason is not None:
                 raise ValueConversionError(self.channel.target, reason) from exc
             raise
@@ -256,7 +262,7 @@ class IcebergWriter:
         except Exception as exc:  # a dead session must not hide the commit's own error
             self._log.debug("spark.drop_view_failed", error=str(exc))
 
-    def _prepare_table(self, batch: RowBatch | RawBatch) -> None:
+    def _prepare_table(self, batch: Layout) -> None:
         wanted = list(batch.target_columns)
         if self.table.columns() is None:
             keys = {batch.target_columns[i] for i in batch.key_indexes}
@@ -284,7 +290,7 @@ class IcebergWriter:
         self._prepared_for = batch.target_columns
         self._ready = True
 
-    def _converted(self, batch: RowBatch | RawBatch) -> list[Column]:
+    def _converted(self, batch: Layout) -> list[Column]:
         from pyspark.sql import functions as F
 
         return [
@@ -332,22 +338,19 @@ class IcebergWriter:
     def _stage(self, batch: RowBatch) -> list[tuple]:
         raise NotImplementedError
 
-    def _from_changes(self, changes: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+    def _from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
         """The JVM decoder's change rows as the rows :meth:`_stage` would have staged."""
         raise NotImplementedError
 
-    def _typed(self, staged: DataFrame, batch: RowBatch | RawBatch) -> DataFrame:
+    def _typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
         raise NotImplementedError
+
+    def _with_chunks(self, staged: DataFrame | None, batch: Layout,
+                     chunks: list[tuple[int, ChunkBatch]]) -> DataFrame:
+        """:meth:`_typed` of the staged rows (None: there are none) with snapshot chunks among them, each at
+        its ``_seq``."""
+        raise SnapshotTargetError(self.channel.target, "a snapshot goes only into upsert targets so far")
 
     def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         """Write ``frame`` stamped with ``properties``: to main at once, or held (see :meth:`_held_write`)."""
         raise NotImplementedError
-
-
-_DATA_ERROR_RE = re.compile(r"\[(?:" + "|".join(_DATA_ERRORS) + r")\][^\n]*?\.(?=\s|$)")
-
-
-def _data_error(exc: BaseException) -> str | None:
-    """Spark's sentence about a value that cannot convert (it names the value), if that is the error."""
-    match = _DATA_ERROR_RE.search(str(exc))
-    return match.group(0) if match else None

@@ -19,6 +19,7 @@ from canalbridge.daemon.state import StateError, StateStore
 from canalbridge.daemon.status import job_json, render_text
 from canalbridge.sync.record import JobRecord, JobState
 from canalbridge.sync.routes import known_channels
+from canalbridge.sync.snapshot.preflight import snapshot_problems
 
 EXIT_CONFIG = 2
 
@@ -41,6 +42,13 @@ def _load(args: argparse.Namespace, *, secrets: bool = True) -> Config | None:
 def validate(args: argparse.Namespace) -> int:
     config = _load(args)
     if config is None:
+        return EXIT_CONFIG
+    # A snapshot's source is checked now: a wrong password or a missing signal table would pause the job later.
+    problems = [problem for job in config.jobs for problem in snapshot_problems(job)]
+    if problems:
+        print(f"error: {args.config}: the snapshot's source is not ready:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
         return EXIT_CONFIG
     print(f"{args.config}: valid ({len(config.jobs)} job(s), "
           f"{sum(len(j.channels) for j in config.jobs)} channel(s))")

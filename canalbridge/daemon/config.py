@@ -31,6 +31,7 @@ from canalbridge.sync.settings import (
     KafkaSettings,
     MaintenanceSettings,
     SchemaSettings,
+    SnapshotSettings,
 )
 from canalbridge.sync.tables import PatternError, TablePattern, TargetTemplate, merges
 from spark_sink.settings import SparkSettings
@@ -80,7 +81,7 @@ class Config:
 # -- the declarations, by TOML table --------------------------------------------------------------
 
 SETTINGS_CLASSES = (DaemonSettings, SparkSettings, JobSettings, CanalSettings, KafkaSettings, CommitSettings,
-                    MaintenanceSettings, SchemaSettings, ChannelSettings)
+                    MaintenanceSettings, SchemaSettings, SnapshotSettings, ChannelSettings)
 LOADER_OPTIONS = (CHANNEL_SOURCE_REGEX, *KAFKA_SECURITY)
 
 
@@ -236,6 +237,8 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
         problems.append(f"{where}.canal: set password or password_env, not both")
     elif "password_env" in canal:
         canal["password"] = secret.read(canal["password_env"], f"{where}.canal.password_env")
+    snapshot = _snapshot(values, channels, kafka is not None or "kafka" in values, where, secret, problems) \
+        if "snapshot" in values else None
 
     commit_settings = CommitSettings(**_attributes(CommitSettings, {"job.commit": commit, "job.canal": canal}))
     store_capacity = commit_settings.store_capacity
@@ -276,7 +279,30 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
         commit=commit_settings,
         maintenance=MaintenanceSettings(**_attributes(MaintenanceSettings, {"job.maintenance": maintenance})),
         schema=SchemaSettings(**_attributes(SchemaSettings, {"job.schema": schema})),
+        snapshot=None if snapshot is None else SnapshotSettings(**_attributes(SnapshotSettings,
+                                                                              {"job.snapshot": snapshot})),
     )
+
+
+def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], kafka: bool, where: str, secret: _Secrets,
+              problems: list[str]) -> dict[str, Any]:
+    """``[job.snapshot]``: the source database's connection, and what a snapshot cannot do yet."""
+    where = f"{where}.snapshot"
+    snapshot = _walk(values["snapshot"], "job.snapshot", where, problems)
+    if "password" in snapshot and "password_env" in snapshot:
+        problems.append(f"{where}: set password or password_env, not both")
+    elif "password_env" in snapshot:
+        snapshot["password"] = secret.read(snapshot["password_env"], f"{where}.password_env")
+    if snapshot.get("mode", "initial") == "never":
+        return snapshot
+    if kafka:
+        problems.append(f"{where}: a snapshot reads through Canal's TCP protocol only so far, not Canal's Kafka "
+                        f"topic; set mode = \"never\" or read the destination over [job.canal]")
+    for position, channel in enumerate(channels):
+        if channel.get("mode", "upsert") != "upsert":
+            problems.append(f"{where}: channel[{position}] ({channel.get('source', '?')}) is a changelog, and a "
+                            f"snapshot goes into upsert targets only so far; set mode = \"never\"")
+    return snapshot
 
 
 def _channel_tables(channel: dict[str, Any], given: set[str], where: str, problems: list[str],

@@ -26,6 +26,11 @@ class JobCollector(Collector):
                                        labels=["job", "channel"])
         written = CounterMetricFamily("canalbridge_channel_rows_written", "Rows committed to a channel's target",
                                       labels=["job", "channel"])
+        snapshot_rows = GaugeMetricFamily("canalbridge_snapshot_rows", "Rows a table's snapshot landed in this run",
+                                          labels=["job", "table"])
+        snapshot_done = GaugeMetricFamily("canalbridge_snapshot_finished",
+                                          "1 once a table's snapshot finished, 0 while it runs",
+                                          labels=["job", "table"])
         counters = {name: CounterMetricFamily(f"canalbridge_{name}", help_text, labels=["job"]) for name, help_text in (
             ("batches", "Canal batches taken"), ("commits", "Transactions committed"),
             ("rollbacks", "Transactions rolled back"), ("retries", "Retries after a failed transaction"))}
@@ -51,6 +56,10 @@ class JobCollector(Collector):
             for channel in job.channels:
                 received.add_metric([job.name, channel.source], channel.entries_received)
                 written.add_metric([job.name, channel.source], channel.rows_written)
+            runner = job.snapshot
+            for table, status in (runner.status() if runner is not None else {}).items():
+                snapshot_rows.add_metric([job.name, table], status.rows)
+                snapshot_done.add_metric([job.name, table], 1 if status.phase == "finished" else 0)
             stats = job.stats
             for name, family in counters.items():
                 family.add_metric([job.name], getattr(stats, name))
@@ -59,7 +68,8 @@ class JobCollector(Collector):
                 lag.add_metric([job.name], max(now_ms - ack.execute_time_ms, 0) / 1000)
             for candidate in JobState:
                 state.add_metric([job.name, candidate.value], 1.0 if job.state is candidate else 0.0)
-        yield from (received, written, *counters.values(), lag, state, *kafka.values(), copies)
+        yield from (received, written, *counters.values(), lag, state, *kafka.values(), copies, snapshot_rows,
+                    snapshot_done)
 
 
 class Metrics:

@@ -17,9 +17,11 @@ from canalbridge.daemon.control import ControlServer
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore
 from canalbridge.daemon.status import job_json
+from canalbridge.source_db import SourceDb
 from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
 from canalbridge.sync.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.runner import SnapshotSource
 
 log = structlog.get_logger("canalbridge.daemon.service")
 LOCK_FILE = "canalbridge.lock"
@@ -110,7 +112,8 @@ class Daemon:
         self._metrics = Metrics(lambda: list(self.jobs.values()))
         get_spark(self.config.spark)  # start Spark before any job, so that a setup error stops the daemon
         for settings in self.config.jobs:
-            job = SyncJob(settings, self._sink_factory(settings), self._on_job_change)
+            job = SyncJob(settings, self._sink_factory(settings), self._on_job_change,
+                          snapshot=self._snapshot_source(settings))
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
@@ -144,6 +147,19 @@ class Daemon:
             return make_sink(get_spark(self.config.spark), channel, settings.name, self.config.spark)
 
         return factory
+
+    def _snapshot_source(self, settings: JobSettings) -> SnapshotSource | None:
+        """Where the job's snapshot reads, if it has one: its source database, and chunks through Spark."""
+        from spark_sink.chunk_read import JdbcSource, SparkChunkReader
+        from spark_sink.session import get_spark
+
+        snapshot = settings.snapshot
+        if snapshot is None:
+            return None
+        host, port, user, password = snapshot.host, snapshot.port, snapshot.user, snapshot.password
+        return SnapshotSource(lambda: SourceDb(host, port, user, password),
+                              SparkChunkReader(lambda: get_spark(self.config.spark),
+                                               JdbcSource(host, port, user, password)))
 
     def _shutdown(self) -> dict[str, list[str]]:
         """Stop everything; the threads, per job, that did not stop within the bound."""

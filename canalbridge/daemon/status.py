@@ -84,7 +84,8 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "name": record.name,
         "state": record.state.value,
         "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed),
-                      "layout_note": c.layout_note, "maintenance": c.maintenance, "rule": c.rule}
+                      "layout_note": c.layout_note, "maintenance": c.maintenance, "rule": c.rule,
+                      "snapshot": None if c.snapshot is None else dataclasses.asdict(c.snapshot)}
                      for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
@@ -168,7 +169,20 @@ def _channel_lines(channel: dict[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}  slow commits: {channel['layout_note']}")
     if channel.get("maintenance"):
         lines.append(f"{indent}  last maintenance: {channel['maintenance']}")
+    if channel.get("snapshot"):
+        lines.append(f"{indent}  snapshot: {_snapshot_line(channel['snapshot'])}")
     return lines
+
+
+def _snapshot_line(snapshot: dict[str, Any]) -> str:
+    if snapshot["phase"] == "waiting":
+        return "waiting for the tables before it"
+    line = f"{snapshot['phase']}, {snapshot['chunks']} chunks, {snapshot['rows']} rows in this run"
+    if snapshot["rows_per_second"] is not None:
+        line += f" ({snapshot['rows_per_second']:g} rows/s)"
+    if snapshot["last"] is not None:
+        line += f", through key ({snapshot['done'] or 'none yet'}) of ({snapshot['last']})"
+    return line
 
 
 def _where(position: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ plain MySQL connection (PyMySQL) of the user's snapshot settings. The one
 thing written to the source is a signal row (:mod:`canalbridge.source_db.signals`).
 """
 
-from canalbridge.source_db.chunks import KeyColumn, KeyRange, chunk_predicate
+from canalbridge.source_db.chunks import KeyColumn, KeyRange, KeyValues, chunk_predicate
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.errors import (
     SignalTableError,
@@ -15,7 +15,7 @@ from canalbridge.source_db.errors import (
     SourceDbError,
     TableKeyError,
 )
-from canalbridge.source_db.keys import TableKey, table_key
+from canalbridge.source_db.keys import TableKey, table_columns, table_key
 from canalbridge.source_db.planner import ChunkPlanner
 from canalbridge.source_db.signals import CLOSE, OPEN, Signal, SignalTable
 
@@ -25,6 +25,7 @@ __all__ = [
     "ChunkPlanner",
     "KeyColumn",
     "KeyRange",
+    "KeyValues",
     "Signal",
     "SignalTable",
     "SignalTableError",
@@ -36,5 +37,6 @@ __all__ = [
     "TableKey",
     "TableKeyError",
     "chunk_predicate",
+    "table_columns",
     "table_key",
 ]

@@ -90,7 +90,7 @@ class SourceDb:
                                      "and password", address=self.address, table=table)
         if code in _ACCESS:
             return SourceDbAccessError(f"{said} (error {code}); a snapshot's user needs SELECT on the tables it "
-                                       "reads, and INSERT and DELETE on the signal table", address=self.address,
+                                       "reads, and SELECT, INSERT and DELETE on the signal table", address=self.address,
                                        table=table)
         # InterfaceError: PyMySQL's own, on a connection it closed (an interrupted read): reconnect on next use.
         if code in _GONE or isinstance(exc, pymysql.err.InterfaceError) or (

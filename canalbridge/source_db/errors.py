@@ -13,6 +13,7 @@ class SourceDbError(Exception):
     def __init__(self, message: str, *, address: str, table: str | None = None) -> None:
         self.address = address
         self.table = table
+        self.reason = message  # without the address and table
         where = f"source database {address}" + (f" table {table}" if table else "")
         super().__init__(f"{where}: {message}")
 

@@ -1,4 +1,4 @@
-"""The key a snapshot cuts a table by: its primary key, or the key its channel names.
+"""The key a snapshot cuts a table by (its primary key, or the key its channel names), and the table's columns.
 
 Keyset reads need a key whose text in SQL is the value it orders by, and
 that identifies one row: so the key's columns may not be NULL, a
@@ -49,7 +49,7 @@ def table_key(db: SourceDb, schema: str, table: str, configured: Sequence[str] |
     """
     name = f"{schema}.{table}"
     rows = db.query(
-        "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, IS_NULLABLE "
+        "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, IS_NULLABLE, TABLE_SCHEMA, TABLE_NAME "
         "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table), table=name)
     if not rows:
         raise SourceDbAccessError(f"no such table, or user {db.user!r} has no privilege on it", address=db.address,
@@ -79,7 +79,7 @@ def table_key(db: SourceDb, schema: str, table: str, configured: Sequence[str] |
                      "channel's `key` to columns that identify a row")
     columns = []
     for column in names:
-        _, data_type, charset, collation, nullable = described[column.lower()]
+        _, data_type, charset, collation, nullable, _, _ = described[column.lower()]
         if nullable == "YES":
             raise refuse(f"the key column {column!r} may be NULL, and a snapshot reads by key ranges that never "
                          "hold a NULL key; make it NOT NULL or key the channel by others")
@@ -88,4 +88,18 @@ def table_key(db: SourceDb, schema: str, table: str, configured: Sequence[str] |
                          "orders by; key the channel by other columns")
         columns.append(KeyColumn(column, str(data_type).lower(), None if charset is None else str(charset),
                                  None if collation is None else str(collation)))
-    return TableKey(schema, table, tuple(columns))
+    # As the server spells the names (the binlog's spelling, whatever case the caller used).
+    return TableKey(str(rows[0][5]), str(rows[0][6]), tuple(columns))
+
+
+def table_columns(db: SourceDb, schema: str, table: str) -> tuple[tuple[str, str], ...]:
+    """(name, type as declared: ``COLUMN_TYPE``, what Canal gives as ``mysqlType``) of each column of
+    ``schema.table``, in the table's order; :class:`SourceDbAccessError` when the table is not there."""
+    name = f"{schema}.{table}"
+    rows = db.query("SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (schema, table), table=name)
+    if not rows:
+        raise SourceDbAccessError(f"no such table, or user {db.user!r} has no privilege on it", address=db.address,
+                                  table=name)
+    return tuple((str(column), str(declared)) for column, declared in rows)
+

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from canalbridge.source_db.chunks import quote
 from canalbridge.source_db.connection import SourceDb
-from canalbridge.source_db.errors import SignalTableError
+from canalbridge.source_db.errors import SignalTableError, SourceDbAccessError
 
 #: The signal table's columns, in order: the row's id, what it signals, and a JSON object about it.
 SIGNAL_COLUMNS = ("id", "kind", "data")
@@ -74,8 +74,22 @@ class SignalTable:
         if missing:
             raise SignalTableError(
                 f"the snapshot's signal table is missing or lacks columns {sorted(missing)}; create it with "
-                f"{SIGNAL_TABLE_DDL.format(table=self._sql)}, grant the snapshot's user INSERT and DELETE on it, "
-                "and keep it inside Canal's filter", address=self._db.address, table=self.name)
+                f"{SIGNAL_TABLE_DDL.format(table=self._sql)}, grant the snapshot's user SELECT, INSERT and DELETE "
+                "on it, and keep it inside Canal's filter", address=self._db.address, table=self.name)
+
+    def check_writable(self) -> None:
+        """Raise :class:`SignalTableError` unless the user may INSERT and DELETE signal rows (a DELETE by id
+        reads them: SELECT too), tried in a transaction that is rolled back, so nothing reaches the binlog."""
+        self._db.query("BEGIN", table=self.name)
+        try:
+            for statement in (f"INSERT INTO {self._sql} ({', '.join(SIGNAL_COLUMNS)}) VALUES ('check:open', 'open', "
+                              "'{}')", f"DELETE FROM {self._sql} WHERE id = 'check:open'"):
+                self._db.query(statement, table=self.name)
+        except SourceDbAccessError as exc:
+            raise SignalTableError(f"{exc.reason}; grant the snapshot's user SELECT, INSERT and DELETE on it",
+                                   address=self._db.address, table=self.name) from None
+        finally:
+            self._db.query("ROLLBACK", table=self.name)
 
     def write(self, signal: Signal) -> None:
         """Insert ``signal``: it is in the binlog, after every change committed before, once this returns."""
@@ -84,6 +98,11 @@ class SignalTable:
             raise ValueError(f"a signal row longer than its columns: {signal.row_id!r}")
         self._db.query(f"INSERT INTO {self._sql} ({', '.join(SIGNAL_COLUMNS)}) VALUES (%s, %s, %s)",
                        (signal.row_id, signal.kind, data), table=self.name)
+
+    def clear(self) -> None:
+        """Delete every signal row: those a snapshot killed mid-window left. (A window's signals count once they
+        are in the binlog: deleting the rows of a window still open, another job's, changes nothing.)"""
+        self._db.query(f"DELETE FROM {self._sql}", table=self.name)
 
     def remove(self, window: str) -> None:
         """Delete the rows of ``window`` (their inserts stay in the binlog; the table stays small)."""

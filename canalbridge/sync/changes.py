@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from canalbridge.sync.ddl import SchemaChange
 from canalbridge.sync.position import Position
+from canalbridge.sync.snapshot.progress import TableProgress
 
 
 class ChangeKind(Enum):
@@ -97,6 +98,33 @@ class RowBatch:
     columns: tuple[SourceColumn, ...]
     key_indexes: tuple[int, ...]
     rows: tuple[ChangeRow, ...]
+
+
+@dataclass(frozen=True)
+class ChunkBatch:
+    """A snapshot chunk of one table, with the column facts of :class:`RowBatch`, for a writer to apply at
+    ``position`` (its close signal's) in the open transaction: after the rows sent before it, before those
+    sent after it.
+
+    ``rows`` is the writer's own handle on the chunk's rows (see
+    :class:`~canalbridge.sync.snapshot.window.SnapshotChunk`): the source
+    columns' Canal text, to which each row adds the ``origin`` values (a
+    merged target's columns that record its source). Each row goes in as the
+    row of its key, except the keys in ``dropped`` (Canal's text, in the
+    order of ``key_indexes``): the stream changed them while the chunk was
+    read, and its changes stand. ``progress`` is committed with the chunk.
+    """
+
+    table: str
+    target_columns: tuple[str, ...]
+    columns: tuple[SourceColumn, ...]
+    key_indexes: tuple[int, ...]
+    rows: object
+    count: int
+    origin: tuple[str | None, ...]
+    dropped: frozenset[tuple[str | None, ...]]
+    position: Position
+    progress: TableProgress
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
@@ -54,7 +55,9 @@ from canalbridge.sync.position import Position
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings, SchemaSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.stager import Abort, Begin, Commit, Pending, Send, Stager, Work
+from canalbridge.sync.snapshot.progress import TableProgress
+from canalbridge.sync.snapshot.window import ChunkWindow
+from canalbridge.sync.stager import Abort, AddChunk, Begin, Commit, Pending, Send, Stager, Work
 from canalbridge.sync.target_schema import TargetSchema
 
 log = structlog.get_logger("canalbridge.channel")
@@ -80,6 +83,9 @@ class Channel:
         # read at start, for the router (which owns the name of the followed tables of the channels a run
         # starts with: those named for one table, the only ones that follow renames).
         self.source_table: str | None = None
+        # Read at start: how far the snapshot of each source table of this target came (the snapshot's thread
+        # goes on from there).
+        self.snapshot: Mapping[str, TableProgress] = {}
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
         self.schema = schema or SchemaSettings()
         self.entries_received = 0  # for metrics: written by the Consumer thread
@@ -95,7 +101,7 @@ class Channel:
     # -- lifecycle (Consumer thread / job) --------------------------------------------
 
     def start(self) -> None:
-        """Read the target's state (position, refill, name, columns) and start the threads."""
+        """Read the target's state (position, refill, name, columns, snapshot) and start the threads."""
         state = self.sink.state.read_state()
         committed = state.position
         if state.refill is not None and committed is not None:
@@ -103,6 +109,7 @@ class Channel:
                     if self.settings.keeps_every_change else None)
             self.refill = Refill(state.refill, committed, held)
         self.source_table = state.source_table
+        self.snapshot = state.snapshot
         target = TargetSchema(self.settings, self.schema, self.sink.writer.before_images(), self._log)
         target.reset(state.columns, state.aliases)
         self._committer = Committer(self.source, self.sink, self._stop, self.maintenance, self._stall_timeout_s,
@@ -176,6 +183,12 @@ class Channel:
         self.entries_received += 1
         if len(self._pending) >= SEND_EVERY_ENTRIES:
             self._flush()
+
+    def add_chunk(self, position: Position, window: ChunkWindow) -> None:
+        """Queue ``window``'s snapshot chunk at ``position`` (its close signal's), after the rows added before it."""
+        assert window.chunk is not None
+        self._flush()
+        self._put(AddChunk(position, window.table, window.chunk, window.key_columns, window.keys))
 
     def commit(self, end_position: Position) -> Future[bool]:
         """Flush the tail and commit through ``end_position``; the next transaction may begin at once.

@@ -12,7 +12,8 @@ the batches that lie wholly at or before the cut
 carried into the next transaction. If any channel fails, the others are
 aborted, Canal is rolled back to its ack cursor and the data is consumed
 again; channels that had committed skip what they hold, so nothing is
-applied twice.
+applied twice. A snapshot's chunks ride the same transactions (Delivery
+hands each to its channel where the stream closes its window).
 
 Commits overlap reading (``commit.overlap``): once transaction N is handed
 to the channels, the Consumer begins N+1 and routes into it while N is
@@ -51,6 +52,7 @@ from canalbridge.sync.position import AckState, CommittedPositions, EntryPositio
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.rows import DML_EVENTS
 from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.source import ConsumerSide, TakenBatch
 from canalbridge.sync.source_txns import SourceTransactions
 from canalbridge.sync.stats import ConsumerStats
@@ -81,6 +83,7 @@ class Consumer(Worker):
         on_commit: Callable[[], None] | None = None,
         stats: ConsumerStats | None = None,
         open_channel: Callable[[ChannelSettings], Channel] | None = None,
+        windows: Windows | None = None,
     ) -> None:
         super().__init__(f"consumer-{settings.name}", stop)
         self.settings = settings
@@ -94,7 +97,8 @@ class Consumer(Worker):
         self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
         self.stats = stats or ConsumerStats()
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
-        self._delivery = Delivery(settings, channels, committed, open_channel, self._second, self.stats, self._log)
+        self._delivery = Delivery(settings, channels, committed, open_channel, self._second, self.stats, self._log,
+                                  windows)
         self.channels = self._delivery.channels
         self._on_failure = on_failure
         self._taken = Taken(link)  # from the source in the link's current epoch, not acked yet

@@ -8,6 +8,12 @@ except what Canal's second pass must fill in behind a commit
 (it tells it what the stream and each commit did); Delivery asks it, entry
 by entry, and records what it filled in. The Consumer tells Delivery what
 became of each commit, so that followed renames go on from what landed.
+
+While a snapshot runs (:mod:`canalbridge.sync.snapshot`), the rows of its
+signal table go to no channel: they open and close chunk windows, and a
+closed window's chunk goes to its table's channel at the close signal's
+position. Changes of a table whose window is open are noted in it; a DDL
+on it spoils the window (the snapshot reads that chunk again).
 """
 
 from __future__ import annotations
@@ -15,14 +21,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import structlog
+from google.protobuf.message import DecodeError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel import Channel
+from canalbridge.sync.errors import EntryDecodeError, RowMappingError, SnapshotError
 from canalbridge.sync.first_pass import SecondPass
 from canalbridge.sync.position import CommittedPositions, Position
 from canalbridge.sync.router import Table, TableRouter
-from canalbridge.sync.rows import DML_EVENTS, rows_count
+from canalbridge.sync.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.window import KeyColumnMissing
+from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.stats import ConsumerStats
 
 
@@ -31,8 +41,10 @@ class Delivery:
 
     def __init__(self, settings: JobSettings, channels: Sequence[Channel], committed: CommittedPositions,
                  open_channel: Callable[[ChannelSettings], Channel] | None, second: SecondPass, stats: ConsumerStats,
-                 log: structlog.typing.FilteringBoundLogger) -> None:
+                 log: structlog.typing.FilteringBoundLogger, windows: Windows | None = None) -> None:
         self._second = second
+        self._windows = windows
+        self._label = ""  # of the open transaction
         self._router = TableRouter(settings, channels, open_channel, self._opened, log)
         self.channels = self._router.channels
         self._committed = committed
@@ -42,10 +54,25 @@ class Delivery:
 
     def begin(self, label: str) -> None:
         """A transaction begins on every channel."""
+        self._label = label
         self._router.begin(label)
 
     def rows(self, table: Table, position: Position, entry: entry_pb.Entry, missed: bool) -> None:
         """A row change of ``table`` (schema, table) at ``position``; ``missed``: Canal's first pass missed it."""
+        windows = self._windows
+        if windows is not None and windows.concerns(table):
+            try:
+                change = entry_pb.RowChange.FromString(entry.storeValue)
+            except DecodeError as exc:
+                raise EntryDecodeError(".".join(table), str(exc), position) from exc
+            if windows.is_signal(table):
+                self._signals(windows, change, position, missed)
+                return
+            try:
+                windows.note(table, change)
+            except KeyColumnMissing as exc:
+                raise RowMappingError(".".join(table), f"{exc}: a snapshot needs whole row images "
+                                      f"(binlog_row_image=FULL)", position) from None
         channel = self._router.channel_for(table)
         if self._give(channel, position, entry, missed, table):
             self._stats.rows_routed += 1
@@ -56,6 +83,9 @@ class Delivery:
         """A statement on ``table`` (a DDL, the SQL that annotates rows): given to the table's channel, which
         applies what a DDL changes (and names it if a later row no longer fits); a followed rename to the
         channel of the old name. The channel of ``table``, if any."""
+        windows = self._windows
+        if windows is not None and windows.concerns(table) and is_ddl(entry.storeValue):
+            windows.spoil(table)  # the chunk in flight may have been read on either side of it: read again
         channel = self._router.channel_for(table)
         given = self._router.ddl_owners(entry, entry.header.eventType, channel, table)
         for owner, named in given:
@@ -65,10 +95,29 @@ class Delivery:
     def landed(self, label: str, failed: set[str]) -> None:
         """The commit of transaction ``label`` ended: it landed, except on the channels ``failed``."""
         self._router.committed(label, failed)
+        if self._windows is not None:
+            self._windows.landed(label, failed)
 
     def aborted(self) -> None:
         """The open transaction was dropped: what it routed is routed again in the replay."""
         self._router.aborted()
+        if self._windows is not None:
+            self._windows.aborted()
+
+    def _signals(self, windows: Windows, change: entry_pb.RowChange, position: Position, missed: bool) -> None:
+        """A change of the signal table: each chunk whose window it closes goes to its table's channel here."""
+        if missed:
+            self._second.fill(position, None)  # nothing of a signal is applied as it stands
+        for window in windows.signal(change, self._label):
+            channel = self._router.channel_for(window.table)
+            if channel is None:
+                raise SnapshotError(window.source, f"window {window.id} closed, and no channel syncs the table")
+            done = self._committed.get(channel.source)
+            if done is not None and position <= done:
+                windows.held_already(window)  # a commit that reported failure landed with it
+            else:
+                channel.add_chunk(position, window)
+                self._stats.chunks_routed += 1
 
     def _opened(self, channel: Channel) -> None:
         """A channel opened: a refill its target says an earlier process stopped in goes on."""

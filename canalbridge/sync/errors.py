@@ -51,6 +51,17 @@ class ColumnsChangedError(SyncError):
         super().__init__(f"table {table}: the row's columns changed to ({columns}) at {position}")
 
 
+class SnapshotError(SyncError):
+    """A table's snapshot cannot go on: names the table and why (the job pauses; resumed, it goes on from the
+    last chunk its target holds)."""
+
+    transient = False
+
+    def __init__(self, table: str, message: str) -> None:
+        self.table = table
+        super().__init__(f"snapshot of table {table}: {message}")
+
+
 class SchemaChangeError(SyncError):
     """A DDL the target cannot follow (a narrowing type change, say): names the table, the DDL and its position."""
 

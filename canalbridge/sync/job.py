@@ -28,6 +28,8 @@ from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRec
 from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource
+from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.stats import ConsumerStats
 
 log = structlog.get_logger("canalbridge.job")
@@ -48,9 +50,14 @@ class SyncJob:
     """One job's state machine; thread-safe control methods."""
 
     def __init__(
-        self, settings: JobSettings, sink_factory: SinkFactory, listener: JobListener | None = None
+        self, settings: JobSettings, sink_factory: SinkFactory, listener: JobListener | None = None,
+        snapshot: SnapshotSource | None = None,
     ) -> None:
         self.settings = settings
+        # A snapshot's chunk windows, which a run's snapshot runner registers and every run's Consumer moves on.
+        self.windows = (Windows(settings.snapshot.signal) if settings.snapshot is not None and settings.snapshot.active
+                        else None)
+        self._snapshot = snapshot if self.windows is not None else None
         self.name = settings.name
         self.listener = listener
         self.sink_factory = sink_factory
@@ -83,7 +90,7 @@ class SyncJob:
                 raise JobStateError(f"job {self.name} cannot start while threads of its last run are still busy "
                                     f"({', '.join(busy)}): a commit hangs in the target")
             run = JobRun(self.settings, self._sink_for, self.committed, self.acks, self.stats, self._fail,
-                         lambda: self._notify(transition=False))
+                         lambda: self._notify(transition=False), self.windows, self._snapshot)
             try:
                 run.start()
             except Exception as exc:  # a target that cannot be opened: this job cannot run
@@ -208,6 +215,12 @@ class SyncJob:
         left = self._left_behind
         return left is None or not left.join(timeout_s)
 
+    @property
+    def snapshot(self) -> SnapshotRunner | None:
+        """The running snapshot of this run, if a table's snapshot was left to do when it started."""
+        run = self._run
+        return run.snapshot if run is not None else None
+
     def position_info(self) -> str:
         return self.acks.position_info()
 
@@ -221,6 +234,8 @@ class SyncJob:
         live = self.channels
         notes = {channel.source: channel.layout_note for channel in live}
         maintenance = {channel.source: channel.last_maintenance for channel in live}
+        runner = self.snapshot
+        snapshot = runner.status() if runner is not None else {}
         known = {c.source: c for c in self._record.channels}
         for channel in live:
             if channel.source not in known:
@@ -230,7 +245,7 @@ class SyncJob:
             self._record,
             channels=tuple(
                 ChannelRecord(c.source, c.target, committed.get(c.source) or c.committed, notes.get(c.source),
-                              _describe(maintenance.get(c.source)), c.rule)
+                              _describe(maintenance.get(c.source)), c.rule, snapshot.get(c.source))
                 for c in known.values()),
             ack=self.acks.last,
             last_commit_time_ms=self.stats.last_commit_time_ms,

@@ -1,4 +1,5 @@
-"""One run of a job's threads: channels, the source's link, Receiver and Consumer, from start to a bounded stop.
+"""One run of a job's threads: channels, the source's link, Receiver, Consumer and the snapshot's runner (while a
+table's snapshot is left to do), from start to a bounded stop.
 
 A job (:mod:`canalbridge.sync.job`) makes a new run each time it starts or
 resumes, and keeps what outlives a run: the sinks, the committed
@@ -23,6 +24,8 @@ from canalbridge.sync.position import AckState, CommittedPositions, KafkaPositio
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource, SnapshotTable
+from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.source import SourceLink
 from canalbridge.sync.stats import ConsumerStats
 from canalbridge.sync.worker import Worker
@@ -54,8 +57,13 @@ class JobRun:
         stats: ConsumerStats,
         on_failure: Callable[[SyncError], None],
         on_commit: Callable[[], None],
+        windows: Windows | None = None,
+        snapshot: SnapshotSource | None = None,
     ) -> None:
         self.settings = settings
+        self._windows = windows
+        self._snapshot = snapshot
+        self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
         self.channels: list[Channel] = []
         self._sink_for = sink_for
         self._committed = committed
@@ -88,10 +96,30 @@ class JobRun:
             Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
                      debug=settings.debug),
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
-                     on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer),
+                     on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
+                     windows=self._windows),
         ]
+        tables = self._snapshot_tables()
+        if tables:
+            assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
+            self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
+                                           self._stop, self._on_failure)
+            self._workers.append(self.snapshot)
         for worker in self._workers:
             worker.start()
+
+    def _snapshot_tables(self) -> list[SnapshotTable]:
+        """The tables of the channels named for one table whose targets do not hold a finished snapshot of them,
+        with the progress they hold."""
+        if self._windows is None or self._snapshot is None:
+            return []
+        tables = []
+        for channel in self.channels:
+            progress = channel.snapshot.get(channel.source)
+            if progress is None or not progress.finished:
+                schema, _, table = channel.source.partition(".")
+                tables.append(SnapshotTable(schema, table, channel.settings.key, progress))
+        return tables
 
     def open_channel(self, channel_settings: ChannelSettings) -> Channel:
         """Start a channel (reading its committed position back from its target) and count it in this run."""

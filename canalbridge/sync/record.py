@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from canalbridge.sync.position import Ack, Position
+from canalbridge.sync.snapshot.progress import SnapshotStatus
 
 
 class JobState(Enum):
@@ -50,6 +51,7 @@ class ChannelRecord:
     layout_note: str | None = None  # live only (not in the state store): a layout that slows commits
     maintenance: str | None = None  # live only: the last maintenance run, when, and what it did
     rule: str | None = None  # the pattern of the rule that made the channel (from the config, not stored)
+    snapshot: SnapshotStatus | None = None  # live only: its table's snapshot in this run, if one runs
 
 
 @dataclass(frozen=True)

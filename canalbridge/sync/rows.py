@@ -18,7 +18,7 @@ differ from the rows before it with no DDL that says so.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -27,6 +27,7 @@ from canalbridge.sync.changes import (
     BeforeImages,
     ChangeKind,
     ChangeRow,
+    ChunkBatch,
     RawBatch,
     RawChange,
     RowBatch,
@@ -35,6 +36,7 @@ from canalbridge.sync.changes import (
 from canalbridge.sync.ddl import columns_after
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.position import Position
+from canalbridge.sync.snapshot.window import CanalKey, SnapshotChunk
 
 EventType = entry_pb.EventType
 # The columns that record a row's source schema and table: MySQL's names are at most 64 characters.
@@ -258,6 +260,27 @@ class RowMapper:
         """Wrap mapped rows with the column facts a writer needs."""
         assert self._columns is not None and self._key_indexes is not None
         return RowBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(rows))
+
+    def chunk_batch(self, chunk: SnapshotChunk, key_columns: Sequence[str], dropped: Iterable[CanalKey],
+                    position: Position) -> ChunkBatch:
+        """A snapshot chunk as its writer takes it, at ``position``: its columns must be the rows' (a chunk read
+        before any row teaches them). ``dropped`` are the keys its window noted, by ``key_columns``."""
+        self._check_shape([entry_pb.Column(name=c.name, mysqlType=c.mysql_type, sqlType=c.sql_type, isKey=c.is_key)
+                           for c in chunk.columns], position)
+        assert self._columns is not None and self._key_indexes is not None
+        source = len(chunk.columns)
+        names = [name.lower() for name in key_columns]
+        order: list[int] = []  # where each of the target's key values is in a window's key; -1: an origin value
+        for index in self._key_indexes:
+            name = self._columns[index].name.lower()
+            if index < source and name not in names:
+                raise self._error(f"the snapshot's key ({', '.join(key_columns)}) does not hold the column "
+                                  f"{self._columns[index].name} of the channel's key", position)
+            order.append(names.index(name) if index < source else -1 - (index - source))
+        origin = self._origin_values
+        keys = frozenset(tuple(key[at] if at >= 0 else origin[-1 - at] for at in order) for key in dropped)
+        return ChunkBatch(self.table, self.output_columns(), self._columns, self._key_indexes, chunk.rows,
+                          chunk.count, origin, keys, position, chunk.progress)
 
     def raw_batch(self, changes: list[RawChange]) -> RawBatch:
         """Wrap undecoded row changes with the column facts learnt so far (a row must have been mapped)."""

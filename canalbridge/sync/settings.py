@@ -260,6 +260,46 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True)
+class SnapshotSettings:
+    """A job's snapshot (``[job.snapshot]``): the source database the rows its tables held before the stream
+    began are read from, by key ranges, while the stream runs (docs/guide/snapshot.md)."""
+
+    SECTION: ClassVar[str] = "job.snapshot"
+
+    host: str = setting(doc="the source database's host (the MySQL or MariaDB whose binlog Canal reads)",
+                        check=non_empty)
+    user: str = setting(doc="a user with SELECT on the job's tables and SELECT, INSERT, DELETE on the signal table",
+                        check=non_empty)
+    signal_table: str = setting(doc="`schema.table` of the signal table, in the source, where the snapshot writes "
+                                    "the rows that mark each chunk in the stream", check=_schema_table)
+    port: int = setting(3306, doc="the source database's port", check=port)
+    password: str = setting("", doc="the user's password; prefer `password_env`", secret=True)
+    # The variable's name (no secret): the loader reads the password from it.
+    password_env: str | None = setting(None, check=non_empty, secret=True,
+                                       doc="the environment variable that holds the password, instead of `password`")
+    mode: str = setting("initial", check=one_of("initial", "never"),
+                        doc="`initial`: snapshot each table of the channels whose target does not hold a finished "
+                            "snapshot of it, while the stream runs; `never`: stream only")
+    chunk_rows: int = setting(100_000, check=positive, doc="rows per key range")
+    parallelism: int = setting(4, check=positive,
+                               doc="key ranges read at once, one connection each: what a snapshot opens on the "
+                                   "source besides its own connection")
+    land_timeout_seconds: float = setting(3600.0, check=positive,
+                                          doc="how long a chunk may wait, once read, for the stream to reach it "
+                                              "and its commit to land; past it the job pauses, naming the table")
+
+    @property
+    def signal(self) -> tuple[str, str]:
+        """The signal table as (schema, table)."""
+        schema, _, table = self.signal_table.partition(".")
+        return schema, table
+
+    @property
+    def active(self) -> bool:
+        return self.mode != "never"
+
+
+@dataclass(frozen=True)
 class MaintenanceSettings:
     """Table maintenance a job runs on each of its targets, between that target's commits.
 
@@ -333,6 +373,9 @@ class JobSettings:
                                           doc="the `[job.kafka]` table: Canal's Kafka topic, instead of `[job.canal]`")
     schema: SchemaSettings = setting(SchemaSettings(), kinds=(dict,), default_text="(defaults)",
                                      doc="the `[job.schema]` table")
+    snapshot: SnapshotSettings | None = setting(None, kinds=(dict,), default_text="(no snapshot)",
+                                                doc="the `[job.snapshot]` table: bring the rows the tables held "
+                                                    "before the stream began")
 
     def __post_init__(self) -> None:
         if (self.canal is None) == (self.kafka is None):
@@ -360,8 +403,10 @@ class JobSettings:
         renamed table's rows only if its new name is in the filter, and the new name is not known.
         """
         follows = self.schema.follows_renames
-        filters = (TablePattern(f"{c.source.partition('.')[0]}.*").filter if follows and c.pattern is None
-                   else c.filter for c in self.channels)
+        filters = [TablePattern(f"{c.source.partition('.')[0]}.*").filter if follows and c.pattern is None
+                   else c.filter for c in self.channels]
+        if self.snapshot is not None and self.snapshot.active:  # its signals come through the stream
+            filters.append(TablePattern(self.snapshot.signal_table).filter)
         return ",".join(dict.fromkeys(filters))
 
     @property

@@ -4,12 +4,12 @@ A :class:`ChannelSink` is four parts, each used by the thread that needs it:
 
 - a :class:`TargetReader`: the target's state for this job (its columns,
   the stamp of the last commit, a shared target's column aliases, a
-  followed table's current name) read back as one :class:`TargetState`,
+  followed table's current name, the snapshot's progress) read back as one :class:`TargetState`,
   at the channel's start, after an abort (the staging thread maps the
   replay onto the target as it is) and when a commit's outcome is unknown;
 - a :class:`TransactionWriter`: ``begin()``, any number of ``send(batch)``
   (or, for a writer that decodes Canal's RowChange bytes itself,
-  ``send_raw(batch)``), then ``seal()``, and the sealed transaction's
+  ``send_raw(batch)``) and ``send_chunk(batch)`` (a snapshot's chunk), then ``seal()``, and the sealed transaction's
   ``apply(end_position, label)``, atomic with the position and label stored
   alongside the data, or ``abort(reason)``. Sealing lets commits overlap
   reading: the next transaction stages on the staging thread while the
@@ -35,10 +35,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.changes import Alteration, BeforeImages, ChunkBatch, RawBatch, RowBatch
 from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import MaintenanceSettings
+from canalbridge.sync.snapshot.progress import TableProgress
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class TargetState:
     # (lower case) -> the target column they went to.
     aliases: Mapping[str, str] = field(default_factory=dict)
     source_table: str | None = None  # ``schema.table``, if the channel followed its source through a RENAME
+    # How far the snapshot of each source table (``schema.table``) came, as the last commit stamped it.
+    snapshot: Mapping[str, TableProgress] = field(default_factory=dict)
 
 
 class TargetReader(Protocol):
@@ -113,6 +116,11 @@ class TransactionWriter(Protocol):
         A RowChange whose columns are not ``batch.columns`` fails the commit with
         :class:`~canalbridge.sync.errors.ColumnsChangedError`.
         """
+
+    def send_chunk(self, batch: ChunkBatch) -> None:
+        """Stage a snapshot chunk of the open transaction, after the rows sent before it and before those sent
+        after it; its apply stamps ``batch.progress`` (read back as :attr:`TargetState.snapshot`), and every
+        later stamp keeps it."""
 
     def seal(self) -> SealedTransaction:
         """Close the open transaction for applying; the writer is then ready for the next ``begin``."""

@@ -1,8 +1,8 @@
 """A channel's staging thread: decodes and maps a transaction's entries and sends them to the writer.
 
 The Consumer's entries reach this thread in chunks through the channel's
-bounded queue (:class:`Begin`, :class:`Send`, :class:`Commit`,
-:class:`Abort`). Rows are sent to the writer while the transaction is
+bounded queue (:class:`Begin`, :class:`Send`, :class:`AddChunk`,
+:class:`Commit`, :class:`Abort`). Rows are sent to the writer while the transaction is
 open; at a commit the writer's transaction is sealed into steps (rows, and
 the schema changes a DDL makes between them: :mod:`canalbridge.sync.target_schema`)
 and handed to the committer thread (:mod:`canalbridge.sync.committer`).
@@ -29,6 +29,7 @@ from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
 from canalbridge.sync.position import Position
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.sink import ChannelSink
+from canalbridge.sync.snapshot.window import CanalKey, SnapshotChunk
 from canalbridge.sync.target_schema import TargetSchema
 
 
@@ -53,6 +54,18 @@ class Send:
 
 
 @dataclass(frozen=True)
+class AddChunk:
+    """A snapshot chunk of ``table``, at ``position`` in the transaction, without the rows of the ``dropped`` keys
+    (Canal's text, by ``key_columns``)."""
+
+    position: Position
+    table: tuple[str, str]
+    chunk: SnapshotChunk
+    key_columns: tuple[str, ...]
+    dropped: frozenset[CanalKey]
+
+
+@dataclass(frozen=True)
 class Commit:
     end_position: Position
     result: Future[bool]
@@ -64,7 +77,7 @@ class Abort:
     result: Future[None]
 
 
-Work = Begin | Send | Commit | Abort | ReadPosition
+Work = Begin | Send | AddChunk | Commit | Abort | ReadPosition
 
 
 class Stager:
@@ -98,10 +111,13 @@ class Stager:
                 self._label, self._rows_sent, self._failure = item.label, 0, None
                 self._begun = False
                 self._discard_steps("a new transaction began")
-            elif isinstance(item, Send):
+            elif isinstance(item, Send | AddChunk):
                 if self._failure is None:
                     try:
-                        self._send(item.changes)
+                        if isinstance(item, Send):
+                            self._send(item.changes)
+                        else:
+                            self._send_chunk(item)
                     except Exception as exc:  # reported at commit, which aborts and replays
                         self._failure = exc
                         self._log.warning("channel.send_failed", label=self._label, error=str(exc))
@@ -117,10 +133,7 @@ class Stager:
 
     def _send(self, changes: list[Pending]) -> None:
         """Stage a chunk of entries: each run of one table's rows as a batch; a DDL in it is a step of its own."""
-        if self._stale:  # (it reads the target's columns: a failure here fails the commit, retried)
-            state = self._state.read_state()
-            self._target.reset(state.columns, state.aliases)
-            self._stale = False
+        self._refresh()
         for run in _runs(changes):
             first = run[0]
             mapper = self._target.mapper(first.table)
@@ -135,6 +148,23 @@ class Stager:
                 if alteration is not None:
                     self._seal_step(self._last_row)
                     self._steps.append(alteration)
+
+    def _send_chunk(self, item: AddChunk) -> None:
+        """Stage a snapshot chunk where the stream has its close signal."""
+        self._refresh()
+        batch = self._target.mapper(item.table).chunk_batch(item.chunk, item.key_columns, item.dropped, item.position)
+        self._open_step(batch.target_columns, (batch.target_columns, batch.columns, batch.key_indexes))
+        self.writer.send_chunk(batch)
+        self._rows_sent += batch.count
+        self._last_row = self._last_sent = item.position
+        self._log.info("channel.chunk", label=self._label, rows=batch.count, dropped=len(batch.dropped),
+                       position=str(item.position))
+
+    def _refresh(self) -> None:
+        if self._stale:  # (it reads the target's columns: a failure here fails the commit, retried)
+            state = self._state.read_state()
+            self._target.reset(state.columns, state.aliases)
+            self._stale = False
 
     def _stage_decoded(self, mapper: RowMapper, run: list[Pending]) -> None:
         """Decode and map one table's rows in Python, and send them."""

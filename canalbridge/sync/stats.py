@@ -15,6 +15,7 @@ class ConsumerStats:
     rollbacks: int = 0
     entries: int = 0
     rows_routed: int = 0
+    chunks_routed: int = 0  # snapshot chunks handed to channels
     skipped: int = 0
     ddl: int = 0
     split_source_txns: int = 0

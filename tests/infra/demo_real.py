@@ -1,11 +1,14 @@
 """``make demo-real``: the demo against the whole real stack on this machine, verified table by table.
 
-It starts a private MariaDB and a real Canal server (both on loopback, from
-``make real-stack``), writes a mixed workload with SQL (every type, several
+It starts a private MariaDB whose tables already hold rows and a real Canal
+server that starts after them (both on loopback, from ``make real-stack``),
+runs the daemon with a snapshot (``[job.snapshot]``: those rows are read from
+MariaDB while the stream runs) with Spark local and a local Iceberg
+warehouse, writes a mixed workload with SQL meanwhile (every type, several
 tables per transaction, key changes, rollbacks, a table no channel reads),
-runs the daemon with Spark local and a local Iceberg warehouse until it has
-acked the last transaction, prints the status, and compares every target
-table with ``SELECT *`` of its MariaDB table. Exit 0 only if all match.
+waits until the snapshot finished and the last transaction is acked, prints
+the status, and compares every target table with ``SELECT *`` of its
+MariaDB table. Exit 0 only if all match.
 
 Test infrastructure, not in the wheel: run it from a checkout,
 ``python -m tests.infra.demo_real [--rounds N] [--workdir DIR]``.
@@ -27,6 +30,7 @@ from canalbridge.daemon.status import render_text
 from canalbridge.devkit.demo import PASSWORD_ENV, demo_config
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.position import EntryPosition
 from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
@@ -34,6 +38,9 @@ from tests.infra.processes import ServiceProcess
 from tests.infra.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
 
 DB = "demo"
+SIGNALS = "canalbridge_signal"
+SNAPSHOT_USER = "canalbridge_snapshot"
+SNAPSHOT_PASSWORD_ENV = "CANALBRIDGE_DEMO_SNAPSHOT_PASSWORD"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,27 +55,42 @@ def run(args: argparse.Namespace) -> int:
     password = "demo-" + os.urandom(4).hex()
     os.environ[PASSWORD_ENV] = password
     print(f"starting MariaDB and Canal in {workdir}", flush=True)
+    snapshot_password = "snap-" + os.urandom(4).hex()
+    os.environ[SNAPSHOT_PASSWORD_ENV] = snapshot_password
     with MariaDBServer(workdir / "mariadb") as mariadb:
         mariadb.create_database(DB)
-        mariadb.execute(*mixed_setup(tables), database=DB)
+        mariadb.execute(*mixed_setup(tables), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
+        mariadb.execute(f"CREATE USER '{SNAPSHOT_USER}'@'%' IDENTIFIED BY '{snapshot_password}'",
+                        f"GRANT SELECT ON {DB}.* TO '{SNAPSHOT_USER}'@'%'",
+                        f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{SNAPSHOT_USER}'@'%'")
+        source = Source(mariadb, DB, tables, seed=args.seed)
+        for table in tables:  # before Canal's start: only the snapshot brings these
+            source.insert(table, [source.row(table) for _ in range(args.rows_before)])
+        source.commit()
+        print(f"MariaDB holds {args.rows_before} rows in each of {len(tables)} tables before Canal starts: the "
+              f"snapshot brings them", flush=True)
         destination = CanalDestination(DB, filter_regex=rf"{DB}\..*")
         with CanalServer(workdir / "canal", mariadb, [destination], password=password) as canal:
             channels = "\n".join(
                 f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.demo_real.{t.name}"' for t in tables
             )
             config_path = workdir / "canalbridge.toml"
+            snapshot = (f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{SNAPSHOT_USER}"\n'
+                        f'password_env = "{SNAPSHOT_PASSWORD_ENV}"\nsignal_table = "{DB}.{SIGNALS}"\n'
+                        f'chunk_rows = 50\nparallelism = 2\n\n')
             config_path.write_text(demo_config(host=canal.host, port=canal.port, destination=DB, user=canal.user,
-                                               batch_size=1024, channels=channels, written_by="make demo-real"))
+                                               batch_size=1024, channels=snapshot + channels,
+                                               written_by="make demo-real"))
             config_path.chmod(0o600)
             runner = DaemonThread(Daemon(load_config(config_path))).start()
             try:
-                source = Source(mariadb, DB, tables, seed=args.seed)
                 mixed_workload(source, tables, rounds=args.rounds, progress=lambda done: _progress(
                     f"SQL: {done}/{args.rounds} rounds written") if done % 10 == 0 or done == args.rounds else None)
                 last = EntryPosition(*mariadb.last_event_start("Xid"))
                 watch = RunWatch(runner, "demo", checks=(lambda: _stopped("MariaDB", mariadb),
                                                          lambda: _stopped("Canal", canal)))
-                outcome = watch.wait(lambda: acked_through(runner, "demo", last), timeout_s=1800)
+                outcome = watch.wait(lambda: snapshot_finished(runner) and acked_through(runner, "demo", last),
+                                     timeout_s=1800)
                 if outcome.reached:
                     print(render_text(runner.daemon.status()))
                     verdicts = _verify(source, tables)
@@ -84,6 +106,13 @@ def run(args: argparse.Namespace) -> int:
     failures = sum(not ok for _, ok in verdicts.values())
     print("demo: all tables match MariaDB" if not failures else f"demo: {failures} table(s) differ from MariaDB")
     return 0 if not failures else 1
+
+
+def snapshot_finished(runner: DaemonThread) -> bool:
+    """Whether the demo job's snapshot finished (in this run: the demo starts it on empty targets)."""
+    job = runner.daemon.jobs.get("demo")  # (once the daemon has made it)
+    snapshot = job.snapshot if job is not None else None
+    return snapshot is not None and snapshot.finished.is_set()
 
 
 def _progress(line: str) -> None:
@@ -113,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="the demo against a private MariaDB and a real Canal server")
     parser.add_argument("--rounds", type=int, default=60, help="SQL rounds to write (default 60)")
     parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
+    parser.add_argument("--rows-before", type=int, default=300,
+                        help="rows in each table before Canal starts, which the snapshot brings (default 300)")
     parser.add_argument("--seed", type=int, default=42)
     return run(parser.parse_args(argv))
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import Alteration, BeforeImages, RawBatch, RowBatch
+from canalbridge.sync.changes import Alteration, BeforeImages, ChangeKind, ChangeRow, ChunkBatch, RawBatch, RowBatch
 from canalbridge.sync.ddl import (
     DropColumn,
     RenameTable,
@@ -24,6 +24,7 @@ from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.rows import RowMapper, column_signature
 from canalbridge.sync.settings import MaintenanceSettings
 from canalbridge.sync.sink import TargetState
+from canalbridge.sync.snapshot.progress import TableProgress
 
 
 class InjectedFailure(Exception):
@@ -38,6 +39,7 @@ class CommitRecord:
     end_position: Position
     rows: int
     behind: Position | None = None  # where a commit behind the table's position really reached
+    snapshot: dict[str, TableProgress] = field(default_factory=dict)  # the snapshot's progress it stamps
 
 
 @dataclass
@@ -89,6 +91,9 @@ class InMemoryWriter:
     renamed_to: str | None = None  # the source table's name after a RENAME TABLE the channel followed
     aliases: dict[str, str] = field(default_factory=dict)  # a shared target's renamed columns (see sink.TargetState)
     _staged: list[RowBatch] = field(default_factory=list)
+    _progress: dict[str, TableProgress] = field(default_factory=dict)  # of the chunks staged
+    chunks: list[ChunkBatch] = field(default_factory=list)  # every chunk sent, for tests
+    snapshot: dict[str, TableProgress] = field(default_factory=dict)  # as the last commit left it
     # Applied, not published: (sealed, stamp, label, behind).
     _held: list[tuple[SealedInMemory, Position, str, Position | None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -106,7 +111,7 @@ class InMemoryWriter:
             if last is None:
                 return TargetState(self.columns, aliases=dict(self.aliases), source_table=self.renamed_to)
             return TargetState(self.columns, last.end_position, last.label, last.behind, dict(self.aliases),
-                               self.renamed_to)
+                               self.renamed_to, dict(last.snapshot))
 
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES  # a table keyed by the primary key
@@ -139,7 +144,7 @@ class InMemoryWriter:
 
     def begin(self) -> None:
         with self._lock:
-            self._staged = []
+            self._staged, self._progress = [], {}
 
     def send(self, batch: RowBatch) -> None:
         with self._lock:
@@ -171,10 +176,25 @@ class InMemoryWriter:
         if rows:
             self.send(mapper.batch(rows))
 
+    def send_chunk(self, batch: ChunkBatch) -> None:
+        """A chunk whose ``rows`` are tuples of Canal's text, in the order of the source's columns."""
+        key_of = operator.itemgetter(*batch.key_indexes)
+        single_key = len(batch.key_indexes) == 1
+        rows = []
+        for values in batch.rows:  # type: ignore[attr-defined]
+            row = tuple(values) + batch.origin
+            key = (key_of(row),) if single_key else key_of(row)
+            if key not in batch.dropped:
+                rows.append(ChangeRow(ChangeKind.INSERT, row, batch.position))
+        with self._lock:
+            self.chunks.append(batch)
+            self._progress[batch.progress.table] = batch.progress
+        self.send(RowBatch(batch.table, batch.target_columns, batch.columns, batch.key_indexes, tuple(rows)))
+
     def seal(self) -> SealedInMemory:
         with self._lock:
-            sealed = SealedInMemory(self, self._staged, self._raw_failure)
-            self._staged, self._raw_failure = [], None
+            sealed = SealedInMemory(self, self._staged, self._raw_failure, dict(self._progress))
+            self._staged, self._raw_failure, self._progress = [], None, {}
         return sealed
 
     def commit(self, end_position: Position, label: str) -> None:
@@ -225,7 +245,8 @@ class InMemoryWriter:
             count += len(batch.rows)
             if self.keep_changes:
                 self.changes.update(row.position for row in batch.rows)
-        self.commits.append(CommitRecord(label, end_position, count, behind))
+        self.snapshot.update(sealed.progress)
+        self.commits.append(CommitRecord(label, end_position, count, behind, dict(self.snapshot)))
 
     def alter(self, alteration: Alteration, stamp: Position, label: str) -> None:
         with self._lock:
@@ -251,7 +272,7 @@ class InMemoryWriter:
                 if isinstance(change, RenameTable):
                     self.renamed_to = f"{change.to.schema}.{change.to.table}"
             self.alterations.append((alteration.sql, stamp))
-            self.commits.append(CommitRecord(label, stamp, 0))
+            self.commits.append(CommitRecord(label, stamp, 0, snapshot=dict(self.snapshot)))
 
     def _rekeyed(self, key: tuple[str, ...]) -> dict[tuple[str | None, ...], tuple[tuple[str, ...],
                                                                                      tuple[str | None, ...]]]:
@@ -271,7 +292,7 @@ class InMemoryWriter:
     def abort(self, reason: str) -> None:
         with self._lock:
             self.aborts.append(reason)
-            self._staged, self._raw_failure = [], None
+            self._staged, self._raw_failure, self._progress = [], None, {}
 
     def maintain(self, settings: MaintenanceSettings) -> MaintenanceReport:
         self._maintaining = True
@@ -291,6 +312,7 @@ class SealedInMemory:
     writer: InMemoryWriter
     staged: list[RowBatch]
     raw_failure: ColumnsChangedError | None
+    progress: dict[str, TableProgress]  # of the chunks it holds
 
     def apply(self, end_position: Position, label: str, *, publish: bool = True,
               behind: Position | None = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -208,3 +209,29 @@ def mixed_workload(source: Source, tables: Sequence[TableDef], rounds: int = 30,
             source.commit()
         if progress is not None:
             progress(round_number + 1)
+
+
+class PacedWriter:
+    """Runs ``transaction(source)`` in a thread every ``every_s`` seconds until :meth:`finish`: faults land while
+    it writes."""
+
+    def __init__(self, source: Source, transaction: Callable[[Source], None], every_s: float = 0.1) -> None:
+        self._source = source
+        self._transaction = transaction
+        self._every_s = every_s
+        self._done = threading.Event()
+        self.count = 0
+        self.thread = threading.Thread(target=self._run, name="sql-writer")
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self._every_s):  # the wait paces the writes; it synchronises nothing
+            self._transaction(self._source)
+            self.count += 1
+
+    def finish(self) -> None:
+        self._done.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "the SQL writer did not finish"
+        assert self.count > 0
+

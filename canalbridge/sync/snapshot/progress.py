@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from canalbridge.source_db.chunks import KeyValues
@@ -34,6 +35,7 @@ class TableProgress:
     table: str
     last: KeyValues | None
     done: KeyValues | None = None
+    key: tuple[str, ...] = ()  # the key's columns the values are of (a key changed since: the values say nothing)
 
     @property
     def finished(self) -> bool:
@@ -41,17 +43,18 @@ class TableProgress:
 
     def advanced(self, done: KeyValues) -> TableProgress:
         """This progress once the chunk through ``done`` landed."""
-        return TableProgress(self.snapshot, self.table, self.last, done)
+        return TableProgress(self.snapshot, self.table, self.last, done, self.key)
 
     def to_json(self) -> str:
         return json.dumps({"snapshot": self.snapshot, "table": self.table, "last": _encode(self.last),
-                           "done": _encode(self.done)}, sort_keys=True)
+                           "done": _encode(self.done), "key": list(self.key)}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> TableProgress:
         try:
             stored = json.loads(text)
-            return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]))
+            return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]),
+                       tuple(str(column) for column in stored.get("key", ())))
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
 
@@ -104,3 +107,34 @@ def _decode_value(kind: str, text: str) -> object:
     if kind == "time":
         return datetime.timedelta(microseconds=int(text))
     raise ValueError(f"a key value of unknown kind {kind!r}")
+
+
+def progress_to_json(progress: Mapping[str, TableProgress]) -> str:
+    """Every table's progress a target holds (a merged target holds several tables'), as one JSON text."""
+    return json.dumps({table: json.loads(each.to_json()) for table, each in sorted(progress.items())},
+                      sort_keys=True)
+
+
+def progress_from_json(text: str | None) -> dict[str, TableProgress]:
+    """What :func:`progress_to_json` wrote (None, as a target without any: none)."""
+    if text is None:
+        return {}
+    try:
+        stored = json.loads(text)
+        return {str(table): TableProgress.from_json(json.dumps(each)) for table, each in stored.items()}
+    except (ValueError, AttributeError) as exc:
+        raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
+
+
+@dataclass(frozen=True)
+class SnapshotStatus:
+    """A table's snapshot as the running job sees it (status, metrics): ``phase`` is ``waiting`` (for the tables
+    before it), ``reading`` or ``finished``; chunks and rows landed in this run, through key ``done`` of
+    ``last`` (as text), at ``rows_per_second`` since the table's first chunk of this run."""
+
+    phase: str
+    chunks: int = 0
+    rows: int = 0
+    done: str | None = None
+    last: str | None = None
+    rows_per_second: float | None = None

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import Signal
+from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.snapshot.progress import TableProgress
 
 # A key's values as Canal renders them (None: NULL), in the key's column order. Not comparable with the values
 # a chunk read returns: the sink types both the way it types every row before it compares them.
@@ -59,11 +62,28 @@ def signals_in(change: entry_pb.RowChange) -> Iterator[Signal]:
             yield signal
 
 
+@dataclass(frozen=True)
+class SnapshotChunk:
+    """A chunk's rows as read between its window's signals, for the channel of its table.
+
+    ``rows`` is the writer's own handle on them (a Spark DataFrame for the
+    Iceberg writers): each row's values as Canal's text, in the order of
+    ``columns``, the source table's columns as the read found them.
+    ``progress`` is the table's once this chunk lands: it is committed with it.
+    """
+
+    columns: tuple[SourceColumn, ...]
+    rows: object
+    count: int
+    progress: TableProgress
+
+
 class WindowState(enum.Enum):
     REGISTERED = "registered"  # the open signal is being written: not in the stream yet
     OPEN = "open"  # the stream passed the open signal: changes of the table are noted
     CLOSED = "closed"  # the close signal was routed: the chunk is in the open transaction labelled ``label``
     LANDED = "landed"  # that transaction landed: the chunk is in the target
+    SPOILED = "spoiled"  # a DDL on the table came while it was open: the chunk is read again, in a new window
 
 
 class ChunkWindow:
@@ -76,6 +96,7 @@ class ChunkWindow:
         self.key_columns = tuple(key_columns)
         self.state = WindowState.REGISTERED
         self.label: str | None = None
+        self.chunk: SnapshotChunk | None = None  # given before the close signal is written (Windows.ready)
         self._keys: set[CanalKey] = set()
 
     @property
@@ -102,10 +123,7 @@ class ChunkWindow:
     def note(self, change: entry_pb.RowChange) -> None:
         """A change of the table routed while the window is open."""
         if self.noting:
-            try:
-                self._keys.update(changed_keys(change, self.key_columns))
-            except KeyColumnMissing as exc:
-                raise KeyColumnMissing(f"table {self.source}: {exc}") from None
+            self._keys.update(changed_keys(change, self.key_columns))
 
     def closed(self, label: str) -> bool:
         """The close signal was routed in transaction ``label``: True if the chunk goes into it now (False: a
@@ -114,6 +132,14 @@ class ChunkWindow:
             return False
         self.state, self.label = WindowState.CLOSED, label
         return True
+
+    def spoiled(self) -> bool:
+        """A DDL on the table was routed while the window was open: True if that ends it (the chunk may hold
+        rows read on either side of the DDL)."""
+        if self.state is WindowState.OPEN:
+            self.state = WindowState.SPOILED
+            return True
+        return False
 
     def aborted(self) -> None:
         """The open transaction was dropped: its replay routes the close signal again."""

@@ -1,11 +1,11 @@
 """The job's chunk windows: registered by the snapshot's thread, moved on by the Consumer, waited on until landed.
 
 The snapshot's thread registers a window before it writes the window's
-open signal, reads the chunk, gives the window the chunk, writes the close
+open signal, reads the chunk, gives the window the chunk (:meth:`Windows.ready`), writes the close
 signal, then waits until the chunk lands (:meth:`Windows.wait`). The
 Consumer thread meets the signals in the stream (:meth:`Windows.signal`),
 notes the keys of changes routed while a window of their table is open
-(:meth:`Windows.noting`), hands a closed window's chunk to its table's
+(:meth:`Windows.note`), hands a closed window's chunk to its table's
 channel, and says what became of each transaction: aborted (the windows
 it closed open again) or landed (their chunks are in the targets).
 
@@ -20,7 +20,8 @@ import time
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import OPEN
-from canalbridge.sync.snapshot.window import ChunkWindow, WindowState, signals_in
+from canalbridge.sync.errors import SnapshotError
+from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState, signals_in
 
 Table = tuple[str, str]  # (schema, table)
 
@@ -30,9 +31,12 @@ class Windows:
 
     def __init__(self, signal_table: Table) -> None:
         self.signal_table = signal_table
+        self._signal_key = _key(signal_table)
         self._changed = threading.Condition()
         self._windows: dict[str, ChunkWindow] = {}
-        self._open: dict[Table, ChunkWindow] = {}  # the open window of each table (one at a time per table)
+        # The open window of each table (one at a time per table), by its names in lower case: MySQL's may be
+        # case-blind (lower_case_table_names), and a binlog header need not spell them as the config does.
+        self._open: dict[Table, ChunkWindow] = {}
 
     # -- the snapshot's thread ------------------------------------------------------------
 
@@ -42,6 +46,11 @@ class Windows:
             if window.id in self._windows:
                 raise ValueError(f"window {window.id} is registered already")
             self._windows[window.id] = window
+
+    def ready(self, window: ChunkWindow, chunk: SnapshotChunk) -> None:
+        """Give ``window`` its chunk, read after its open signal, before the close signal is written."""
+        with self._changed:
+            window.chunk = chunk
 
     def wait(self, window: ChunkWindow, timeout_s: float, states: frozenset[WindowState]) -> WindowState:
         """Wait up to ``timeout_s`` until ``window`` is in one of ``states``; the state it is in then."""
@@ -58,14 +67,33 @@ class Windows:
         """Drop ``window`` (landed, or given up): its signals met again are ignored."""
         with self._changed:
             self._windows.pop(window.id, None)
-            if self._open.get(window.table) is window:
-                del self._open[window.table]
+            if self._open.get(_key(window.table)) is window:
+                del self._open[_key(window.table)]
 
     # -- the Consumer thread ----------------------------------------------------------------
 
-    def noting(self, table: Table) -> ChunkWindow | None:
-        """The window of ``table`` open now, whose keys a change of the table routed now touches."""
-        return self._open.get(table)  # (read without the lock: only this thread writes it, one item at a time)
+    def concerns(self, table: Table) -> bool:
+        """Whether a row change of ``table`` routed now is a signal, or falls in an open window."""
+        # (Read without the lock: one dict lookup; the snapshot's thread only removes windows it gave up.)
+        key = _key(table)
+        return key in self._open or key == self._signal_key
+
+    def is_signal(self, table: Table) -> bool:
+        return _key(table) == self._signal_key
+
+    def note(self, table: Table, change: entry_pb.RowChange) -> None:
+        """A change of ``table`` routed now: its keys count in the table's open window, if any."""
+        window = self._open.get(_key(table))
+        if window is not None:
+            window.note(change)
+
+    def spoil(self, table: Table) -> None:
+        """A DDL on ``table`` was routed: its open window, if any, is spoiled."""
+        with self._changed:
+            window = self._open.get(_key(table))
+            if window is not None and window.spoiled():
+                del self._open[_key(table)]
+                self._changed.notify_all()
 
     def signal(self, change: entry_pb.RowChange, label: str) -> list[ChunkWindow]:
         """A change of the signal table routed in transaction ``label``: the windows it closes now, whose chunks
@@ -79,9 +107,12 @@ class Windows:
                 if signal.kind == OPEN:
                     window.opened()
                     if window.noting:
-                        self._open[window.table] = window
+                        self._open[_key(window.table)] = window
+                elif window.chunk is None:
+                    raise SnapshotError(window.source, f"window {window.id}: its close signal was written before "
+                                                       "its chunk was read")
                 elif window.closed(label):
-                    self._open.pop(window.table, None)
+                    self._open.pop(_key(window.table), None)
                     closed.append(window)
                 self._changed.notify_all()
         return closed
@@ -92,15 +123,16 @@ class Windows:
             for window in self._windows.values():
                 if window.state is WindowState.CLOSED:
                     window.aborted()
-                    self._open[window.table] = window
+                    self._open[_key(window.table)] = window
             self._changed.notify_all()
 
     def landed(self, label: str, failed: set[str]) -> None:
         """Transaction ``label`` landed on every channel but those ``failed``: the chunks it carried to the
         others are in their targets."""
+        failed = {source.lower() for source in failed}
         with self._changed:
             for window in self._windows.values():
-                if window.source not in failed:
+                if window.source.lower() not in failed:
                     window.landed(label)
             self._changed.notify_all()
 
@@ -110,3 +142,8 @@ class Windows:
         with self._changed:
             window.held()
             self._changed.notify_all()
+
+
+def _key(table: Table) -> Table:
+    return table[0].lower(), table[1].lower()
+

@@ -298,3 +298,56 @@ def test_a_batch_size_above_a_quarter_of_the_store_is_capped_with_a_warning(tmp_
     assert any(w.startswith("job[0].canal.batch_size: 8192 is more than a quarter of Canal's store (4096): each get "
                             "asks for 1024") for w in config.warnings), config.warnings
     assert not load_config(write(tmp_path, VALID), {}).warnings  # the defaults: 8192 of 16384, capped silently
+
+
+SNAPSHOT = """
+[job.snapshot]
+host = "127.0.0.1"
+user = "snapshotter"
+password_env = "SNAPSHOT_PASSWORD"
+signal_table = "db.canalbridge_signal"
+"""
+
+
+def with_snapshot(text: str, snapshot: str = SNAPSHOT) -> str:
+    return text.replace("[[job.channel]]", snapshot.strip() + "\n[[job.channel]]", 1)
+
+
+def test_a_snapshot_reads_its_password_from_the_environment_and_subscribes_to_its_signal_table(tmp_path):
+    job = load_config(write(tmp_path, with_snapshot(VALID)), {"SNAPSHOT_PASSWORD": "from-env"}).jobs[0]
+    snapshot = job.snapshot
+    assert snapshot is not None and snapshot.password == "from-env" and snapshot.port == 3306
+    assert snapshot.mode == "initial" and snapshot.chunk_rows == 100_000 and snapshot.parallelism == 4
+    assert job.canal_filter.split(",") == ["db\\.t", "db\\.canalbridge_signal"]
+    never = load_config(write(tmp_path, with_snapshot(VALID, SNAPSHOT + 'mode = "never"\n')),
+                        {"SNAPSHOT_PASSWORD": "x"}).jobs[0]
+    assert never.canal_filter == "db\\.t", "a snapshot that never runs reads no signals"
+    assert load_config(write(tmp_path, VALID), {}).jobs[0].snapshot is None
+
+
+@pytest.mark.parametrize("change, says", [
+    (("", ""), "job[0].snapshot.password_env: environment variable SNAPSHOT_PASSWORD is not set"),
+    (('password_env = "SNAPSHOT_PASSWORD"', 'password_env = "SNAPSHOT_PASSWORD"\npassword = "in-file"'),
+     "job[0].snapshot: set password or password_env, not both"),
+    (('signal_table = "db.canalbridge_signal"', 'signal_table = "canalbridge_signal"'),
+     "job[0].snapshot.signal_table: 'canalbridge_signal' must name schema.table"),
+    (('user = "snapshotter"\n', ""), "job[0].snapshot.user: missing required key"),
+    (('host = "127.0.0.1"\nuser', 'host = "127.0.0.1"\nmode = "sometimes"\nuser'), "job[0].snapshot.mode: "),
+])
+def test_a_broken_snapshot_section_is_named(tmp_path, change, says):
+    found = problems(tmp_path, with_snapshot(VALID, SNAPSHOT.replace(*change)), {})
+    assert any(problem.startswith(says) for problem in found), found
+
+
+def test_a_snapshot_into_a_changelog_or_from_kafka_is_refused_until_it_can_run(tmp_path):
+    changelog = with_snapshot(VALID).replace('target = "lake.db.t"', 'target = "lake.db.t"\nmode = "changelog"')
+    assert problems(tmp_path, changelog, {"SNAPSHOT_PASSWORD": "x"}) == [
+        'job[0].snapshot: channel[0] (db.t) is a changelog, and a snapshot goes into upsert targets only so far; '
+        'set mode = "never"']
+    off = changelog.replace('signal_table = "db.canalbridge_signal"',
+                            'signal_table = "db.canalbridge_signal"\nmode = "never"')
+    assert load_config(write(tmp_path, off), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot is not None
+    kafka = with_snapshot(KAFKA)
+    assert any("a snapshot reads through Canal's TCP protocol only so far" in problem
+               for problem in problems(tmp_path, kafka, {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}))
+

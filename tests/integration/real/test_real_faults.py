@@ -21,7 +21,7 @@ from canalbridge.sync.position import EntryPosition
 from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination
-from tests.infra.sql_source import Source, create_sql
+from tests.infra.sql_source import PacedWriter, Source, create_sql
 from tests.integration.faults.checks import assert_changelog_once, changelog_config
 from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
 from tests.integration.real.entries import fetch_until
@@ -47,27 +47,6 @@ def transaction(source: Source) -> None:
     source.insert(ACCOUNTS, [source.row(ACCOUNTS, gone)])
     source.commit()
 
-
-class Writer:
-    """Writes transactions in a thread, about ten a second, until :meth:`finish`: faults land while it writes."""
-
-    def __init__(self, source: Source) -> None:
-        self._source = source
-        self._done = threading.Event()
-        self.count = 0
-        self.thread = threading.Thread(target=self._run, name="sql-writer")
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self._done.wait(0.1):  # the wait paces the writes; it synchronises nothing
-            transaction(self._source)
-            self.count += 1
-
-    def finish(self) -> None:
-        self._done.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "the SQL writer did not finish"
-        assert self.count > 0
 
 
 @pytest.mark.timeout(1200)
@@ -104,7 +83,7 @@ def test_kills_and_restarts_of_every_part_end_exact_and_once(real_destination, c
 
     # 1. The daemon SIGKILLed at random moments while SQL is written: early in its life
     # (start-up, the first gets and MERGEs), or right after one of its commits was acked.
-    writer = Writer(source)
+    writer = PacedWriter(source, transaction)
     acked_before_kill = []
     for kill in range(KILLS):
         with running_daemon(config) as daemon:

@@ -34,10 +34,10 @@ from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination, CanalServer, KafkaMode
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.mariadb import MariaDBServer
-from tests.infra.sql_source import Source, create_sql
+from tests.infra.sql_source import PacedWriter, Source, create_sql
 from tests.integration.faults.checks import assert_changelog_once, changelog_config
 from tests.integration.real.daemon_run import assert_target_equals_source
-from tests.integration.real.test_real_faults import Writer, transaction
+from tests.integration.real.test_real_faults import transaction
 from tests.integration.real.test_transactions_whole import TABLES as TRANSFER_TABLES
 from tests.integration.real.test_transactions_whole import TOTAL, SnapshottingWriter, amounts_at, transfer_workload
 
@@ -175,7 +175,7 @@ def test_protobuf_records_through_kills_a_broker_restart_and_lost_offsets_end_ex
             daemon_log(config)[-3000:]
 
     # 1. The daemon SIGKILLed at random moments while SQL is written.
-    writer = Writer(source)
+    writer = PacedWriter(source, transaction)
     seen = []
     for kill in range(KILLS):
         with running_daemon(config) as daemon:

@@ -7,10 +7,10 @@ import pytest
 
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
 from canalbridge.sync.settings import ChannelSettings
+from spark_sink.errors import ValueConversionError
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from spark_sink.table import TargetColumn, TargetTable
-from spark_sink.writer import ValueConversionError
 from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit, position
 
 PATHS = {  # a write path -> the channel that takes it

@@ -19,9 +19,9 @@ from canalbridge.sync.changes import RawChange
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
+from spark_sink.errors import ValueConversionError
 from spark_sink.types import spark_type
 from spark_sink.upsert import IcebergUpsertWriter
-from spark_sink.writer import ValueConversionError
 
 UTC = dt.UTC
 TABLE = TableDef("src", "all_types", ALL_TYPES_COLUMNS)

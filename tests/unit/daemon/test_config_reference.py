@@ -19,6 +19,23 @@ target = "lake.db.k"
 """
 
 
+SNAPSHOT_JOB = """
+[[job]]
+name = "s"
+[job.canal]
+host = "127.0.0.1"
+port = 11111
+destination = "other"
+[job.snapshot]
+host = "127.0.0.1"
+user = "snapshotter"
+signal_table = "db.canalbridge_signal"
+[[job.channel]]
+source = "db.s"
+target = "lake.db.s"
+"""
+
+
 def test_the_reference_page_is_the_one_the_declarations_give():
     assert PAGE.read_text(encoding="utf-8") == render(), (
         "docs/reference/configuration.md is stale: run `make config-reference` and commit the page")
@@ -36,12 +53,12 @@ def test_the_page_has_a_section_for_every_table_and_a_row_for_every_key():
 
 def test_a_file_that_sets_nothing_runs_with_the_declared_defaults(tmp_path):
     path = tmp_path / "canalbridge.toml"
-    path.write_text(VALID + KAFKA_JOB)
+    path.write_text(VALID + KAFKA_JOB + SNAPSHOT_JOB)
     config = load_config(path, {})
-    job, kafka_job = config.jobs
+    job, kafka_job, snapshot_job = config.jobs
     owners = {"daemon": config.daemon, "spark": config.spark, "job": job, "job.canal": job.canal,
               "job.commit": job.commit, "job.maintenance": job.maintenance, "job.schema": job.schema,
-              "job.channel": job.channels[0], "job.kafka": kafka_job.kafka}
+              "job.channel": job.channels[0], "job.kafka": kafka_job.kafka, "job.snapshot": snapshot_job.snapshot}
     checked = 0
     for table, options in OPTIONS.items():
         for option in options.values():
@@ -51,4 +68,4 @@ def test_a_file_that_sets_nothing_runs_with_the_declared_defaults(tmp_path):
             owner = job.commit if option.attribute.startswith("store_") else owners[table]
             assert getattr(owner, option.attribute) == option.default, option.key
             checked += 1
-    assert checked >= 45, checked  # the walk saw the declarations
+    assert checked >= 50, checked  # the walk saw the declarations

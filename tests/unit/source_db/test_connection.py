@@ -19,7 +19,7 @@ PASSWORD = "never-shown-secret"
 @pytest.mark.parametrize(("error", "kind", "says"), [
     (pymysql.err.OperationalError(1045, "Access denied for user 'u'@'h'"), SourceDbAuthError, "'u' was refused"),
     (pymysql.err.OperationalError(1142, "SELECT command denied"), SourceDbAccessError,
-     "SELECT on the tables it reads, and INSERT and DELETE on the signal table"),
+     "SELECT on the tables it reads, and SELECT, INSERT and DELETE on the signal table"),
     (pymysql.err.OperationalError(2003, "Can't connect"), SourceDbConnectionError, "connection failed or lost"),
     (pymysql.err.InterfaceError(0, ""), SourceDbConnectionError, "connection failed or lost"),
     (pymysql.err.ProgrammingError(1064, "syntax"), SourceDbError, "syntax (error 1064)"),

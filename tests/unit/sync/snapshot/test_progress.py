@@ -7,7 +7,7 @@ import decimal
 
 import pytest
 
-from canalbridge.sync.snapshot.progress import ProgressFormatError, TableProgress
+from canalbridge.sync.snapshot.progress import ProgressFormatError, TableProgress, progress_from_json, progress_to_json
 
 KEYS = [
     (1,), (-(2**63),), (2**64 - 1,),
@@ -50,3 +50,14 @@ def test_progress_this_version_cannot_read_is_a_typed_error(text):
 def test_a_value_no_key_holds_cannot_be_stored():
     with pytest.raises(ValueError, match="no key value"):
         TableProgress("s", "t", last=(1.5,)).to_json()
+
+
+def test_the_key_the_values_are_of_is_kept_and_every_tables_progress_round_trips_as_one_text():
+    orders = TableProgress("snap-1", "db.orders", last=(7, 100), key=("tenant", "id")).advanced((7, 50))
+    accounts = TableProgress("snap-2", "db.accounts", last=None)
+    stored = progress_from_json(progress_to_json({"db.orders": orders, "db.accounts": accounts}))
+    assert stored == {"db.orders": orders, "db.accounts": accounts}
+    assert stored["db.orders"].key == ("tenant", "id") and progress_from_json(None) == {}
+    with pytest.raises(ProgressFormatError):
+        progress_from_json('["not", "a", "map"]')
+

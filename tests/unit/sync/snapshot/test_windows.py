@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.snapshot.window import ChunkWindow, WindowState
+from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.errors import SnapshotError
+from canalbridge.sync.snapshot.progress import TableProgress
+from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.windows import Windows
 
 T = ("db", "t")
 LANDED = frozenset({WindowState.LANDED})
+CHUNK = SnapshotChunk((SourceColumn("id", "int(11)", 4, True),), [("1",)], 1, TableProgress("s1", "db.t", (1,), (1,)))
 
 
 def signal(window: str, kind: str, event: entry_pb.EventType.ValueType = entry_pb.EventType.INSERT
@@ -31,24 +37,41 @@ def registered() -> tuple[Windows, ChunkWindow]:
     windows = Windows(("db", "canalbridge_signal"))
     window = ChunkWindow("w1", T, ["id"])
     windows.register(window)
+    windows.ready(window, CHUNK)
     return windows, window
+
+
+def test_the_signal_table_concerns_the_windows_and_a_table_without_an_open_window_does_not():
+    windows, _ = registered()
+    assert windows.concerns(("db", "canalbridge_signal"))
+    assert not windows.concerns(T)
+
+
+def test_a_close_signal_of_a_window_not_given_its_chunk_is_a_bug_named_as_such():
+    windows = Windows(("db", "canalbridge_signal"))
+    window = ChunkWindow("w1", T, ["id"])
+    windows.register(window)
+    windows.signal(signal("w1", "open"), "txn-1")
+    with pytest.raises(SnapshotError, match="w1: its close signal was written before its chunk was read"):
+        windows.signal(signal("w1", "close"), "txn-1")
 
 
 def test_the_open_signal_starts_noting_the_tables_changes_and_the_close_signal_hands_the_window_over():
     windows, window = registered()
-    assert windows.noting(T) is None
+    assert not windows.concerns(T)
     assert windows.signal(signal("w1", "open"), "txn-1") == []
-    assert windows.noting(T) is window
-    windows.noting(T).note(insert("5"))
+    assert windows.concerns(T)
+    windows.note(T, insert("5"))
+    windows.note(("db", "other"), insert("6"))  # another table's
     assert windows.signal(signal("w1", "close"), "txn-1") == [window]
-    assert windows.noting(T) is None
+    assert not windows.concerns(T)
     assert window.keys == {("5",)}
 
 
 def test_signals_of_windows_this_process_did_not_register_are_ignored():
     windows, window = registered()
     assert windows.signal(signal("old", "open"), "txn-1") == []
-    assert windows.noting(T) is None
+    assert not windows.concerns(T)
     assert windows.signal(signal("old", "close"), "txn-1") == []
     assert windows.signal(signal("w1", "open", entry_pb.EventType.DELETE), "txn-1") == [], "a deleted signal row"
     assert window.state is WindowState.REGISTERED
@@ -76,7 +99,7 @@ def test_a_transaction_whose_chunk_channel_failed_leaves_the_window_to_the_repla
     assert window.state is WindowState.CLOSED
     windows.aborted()
     assert window.state is WindowState.OPEN
-    assert windows.noting(T) is window, "the replay's changes before the close signal are noted again"
+    assert windows.concerns(T), "the replay's changes before the close signal are noted again"
     assert windows.signal(signal("w1", "close"), "txn-2") == [window]
     windows.landed("txn-2", {"db.other"})
     assert window.state is WindowState.LANDED
@@ -100,5 +123,34 @@ def test_a_forgotten_window_is_no_longer_noted_and_its_signals_are_ignored():
     windows, window = registered()
     windows.signal(signal("w1", "open"), "txn-1")
     windows.forget(window)
-    assert windows.noting(T) is None
+    assert not windows.concerns(T)
     assert windows.signal(signal("w1", "close"), "txn-1") == []
+
+
+def test_a_ddl_on_the_table_spoils_its_open_window_and_its_close_signal_then_hands_nothing_over():
+    windows, window = registered()
+    windows.spoil(T)  # before the open signal: the chunk is read after the DDL
+    assert window.state is WindowState.REGISTERED
+    windows.signal(signal("w1", "open"), "txn-1")
+    windows.spoil(("db", "other"))
+    assert window.state is WindowState.OPEN
+    windows.spoil(T)
+    assert window.state is WindowState.SPOILED and not windows.concerns(T)
+    assert windows.wait(window, 0.0, frozenset({WindowState.LANDED, WindowState.SPOILED})) is WindowState.SPOILED
+    assert windows.signal(signal("w1", "close"), "txn-1") == []
+    windows.aborted()
+    assert window.state is WindowState.SPOILED, "a replay does not reopen it"
+
+
+def test_tables_and_channels_match_without_case_as_mysqls_names_may():
+    windows = Windows(("DB", "CanalBridge_Signal"))
+    window = ChunkWindow("w1", ("db", "t"), ["id"])  # as the server spells it
+    windows.register(window)
+    windows.ready(window, CHUNK)
+    assert windows.is_signal(("db", "canalbridge_signal"))
+    windows.signal(signal("w1", "open"), "txn-1")
+    windows.note(("DB", "T"), insert("5"))  # a header spelled otherwise
+    assert windows.signal(signal("w1", "close"), "txn-1") == [window] and window.keys == {("5",)}
+    windows.landed("txn-1", {"DB.T"})  # a channel named otherwise failed: the chunk did not land
+    assert window.state is WindowState.CLOSED
+

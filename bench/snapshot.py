@@ -1,0 +1,202 @@
+"""Initial load: a 10-column table of ``--rows`` rows snapshotted from MariaDB into an empty Iceberg table.
+
+A private MariaDB and the real Canal server (``make real-stack``) on this
+machine. The rows are loaded before Canal's destination starts (so only the
+snapshot brings them); then, in the same run:
+
+1. the source's own limit: the ``mariadb`` client reading ``SELECT *`` of the
+   table and discarding it (rows/s);
+2. the snapshot: a job with ``[job.snapshot]`` (``--chunk-rows``,
+   ``--parallelism``) starts on the idle stream; the figure is rows/s from job
+   start until the table's snapshot finished, beside the client's;
+3. with ``--write-rate``, a second table of the same size is snapshotted while
+   a process writes that many row changes/s into it (the stream busy).
+
+Each target is checked against MariaDB (rows and two column sums). Prints
+progress every few seconds, one JSON line per run, then a summary line.
+
+    .venv/bin/python -m bench.snapshot --rows 10000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import sql_workload
+from bench.common import local_spark_settings, rss_mb
+from canalbridge.daemon.logs import configure_logging
+from canalbridge.source_db import SourceDb
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
+from canalbridge.sync.job import SyncJob
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.snapshot.runner import SnapshotSource
+from spark_sink.chunk_read import JdbcSource, SparkChunkReader
+from spark_sink.session import get_spark, stop_spark
+from spark_sink.sink import make_sink
+from tests.infra.canal_server import CanalDestination, CanalServer
+from tests.infra.mariadb import MariaDBServer
+
+DB = "snapbench"
+SIGNALS = "canalbridge_signal"
+USER, PASSWORD = "snapshotter", os.urandom(8).hex()
+LOAD_STEP = 1_000_000  # rows per INSERT ... SELECT of the load
+# Values of every column from the row's number: the load is one statement per million rows, in MariaDB alone.
+LOAD_SELECT = ("SELECT seq, seq % 100000, CONCAT('name-', seq), (seq % 100000) / 100, "
+               "TIMESTAMP('2024-01-01') + INTERVAL seq SECOND, seq * 7, seq % 977, CONCAT('note ', seq % 9973), "
+               "(seq % 31337) / 10, TIMESTAMP('2020-06-01') + INTERVAL (seq % 86400) SECOND FROM seq_{low}_to_{high}")
+
+
+def load(mariadb: MariaDBServer, table: str, rows: int) -> float:
+    """Fill ``table`` with ``rows`` rows, out of the binlog; the seconds it took."""
+    started = time.perf_counter()
+    with mariadb.connection(DB, autocommit=False) as conn, conn.cursor() as cursor:
+        cursor.execute("SET SESSION sql_log_bin = 0")  # Canal starts after the load: nothing to stream
+        for low in range(1, rows + 1, LOAD_STEP):
+            high = min(low + LOAD_STEP - 1, rows)
+            cursor.execute(f"INSERT INTO {table} {LOAD_SELECT.format(low=low, high=high)}")
+            conn.commit()
+            print(f"load {table}: {high:,} of {rows:,} rows", flush=True)
+    return time.perf_counter() - started
+
+
+def client_limit(mariadb: MariaDBServer, table: str, rows: int) -> float:
+    """Rows/s of the ``mariadb`` client reading the whole table and discarding it."""
+    arguments = mariadb.connect_arguments()
+    command = ["mariadb", "-h", arguments["host"], "-P", str(arguments["port"]), "-u", arguments["user"], "-q",
+               "-N", "-e", f"SELECT * FROM {DB}.{table}"]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=3600,
+                   env={**os.environ, "MYSQL_PWD": arguments["password"]})  # (never on the command line)
+    return rows / (time.perf_counter() - started)
+
+
+def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespace, table: str,
+             rows: int, write_rate: float) -> dict[str, Any]:
+    """One job that snapshots ``table`` (while ``write_rate`` row changes/s go into it, if given)."""
+    spark_settings = local_spark_settings(args.root)
+    spark = get_spark(spark_settings)
+    settings = JobSettings(
+        f"snap_{table}", canal.canal_settings(DB, poll_timeout_ms=100),
+        (ChannelSettings(f"{DB}.{table}", f"lake.{DB}.{table}"),),
+        CommitSettings(interval_seconds=args.interval, min_events=1, min_bytes=1),
+        snapshot=SnapshotSettings(host=mariadb.host, port=mariadb.port, user=USER, password=PASSWORD,
+                                  signal_table=f"{DB}.{SIGNALS}", chunk_rows=args.chunk_rows,
+                                  parallelism=args.parallelism))
+    source = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD),
+                            SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)))
+    job = SyncJob(settings, lambda channel: make_sink(spark, channel, settings.name, spark_settings),
+                  snapshot=source)
+    writer = _start_writer(mariadb, table, rows, write_rate) if write_rate else None
+    started = time.perf_counter()
+    job.start()
+    peak_rss, last_print = rss_mb(), started
+    try:
+        runner = job.snapshot
+        assert runner is not None
+        while not runner.finished.wait(0.5):
+            if job.state.value != "RUNNING":
+                raise SystemExit(f"the job stopped: {job.fail_message}")
+            peak_rss = max(peak_rss, rss_mb())
+            if time.perf_counter() - last_print >= 5:
+                last_print = time.perf_counter()
+                status = runner.status().get(f"{DB}.{table}")
+                done = status.rows if status else 0
+                print(f"snapshot {table}: {done:,} of {rows:,} rows, {done / (last_print - started):,.0f} rows/s, "
+                      f"Python RSS {peak_rss:.0f} MB", flush=True)
+        seconds = time.perf_counter() - started
+    finally:
+        if writer is not None:
+            writer.terminate()
+            writer.join(60)
+        job.shutdown()
+    count, total = spark.sql(f"SELECT COUNT(*), SUM(c5) FROM lake.{DB}.{table}").collect()[0]
+    source_count, source_total = mariadb.execute(f"SELECT COUNT(*), SUM(c5) FROM {table}", database=DB)[0]
+    matches = (count, int(total or 0)) == (source_count, int(source_total or 0))
+    return {"run": f"snapshot{'_under_writes' if write_rate else ''}", "rows": rows, "seconds": round(seconds, 1),
+            "rows_per_second": round(rows / seconds), "chunk_rows": args.chunk_rows,
+            "parallelism": args.parallelism, "write_rate": write_rate, "peak_python_rss_mb": round(peak_rss),
+            "target_matches_mariadb": matches if not write_rate else None}
+
+
+def _start_writer(mariadb: MariaDBServer, table: str, rows: int, rate: float) -> Any:
+    context = multiprocessing.get_context("spawn")  # never fork a process that runs a JVM bridge
+    process = context.Process(target=_write, args=(mariadb.connect_arguments(DB), table, rows, rate),
+                              name="sql-writes", daemon=True)
+    process.start()
+    return process
+
+
+def _write(connect: dict[str, Any], table: str, rows: int, rate: float) -> None:
+    """Updates of random rows at ``rate`` per second, 100 per transaction, until terminated."""
+    import random
+
+    import pymysql
+
+    rng = random.Random(3)
+    conn = pymysql.connect(**{**connect, "autocommit": False})
+    with conn.cursor() as cursor:
+        while True:
+            started = time.perf_counter()
+            for _ in range(100):
+                cursor.execute(f"UPDATE {table} SET c5 = c5 + 1 WHERE id = %s", (rng.randint(1, rows),))
+            conn.commit()
+            time.sleep(max(100 / rate - (time.perf_counter() - started), 0))  # paces the writes only
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=2_000_000, help="rows in the table")
+    parser.add_argument("--chunk-rows", type=int, default=100_000, help="[job.snapshot] chunk_rows")
+    parser.add_argument("--parallelism", type=int, default=4, help="[job.snapshot] parallelism")
+    parser.add_argument("--interval", type=float, default=1.0, help="commit interval, seconds")
+    parser.add_argument("--write-rate", type=float, default=0,
+                        help="also snapshot a second table while this many row changes/s go into it")
+    parser.add_argument("--root", default=None, help="where MariaDB, Canal and the warehouse live (default: a "
+                                                      "temporary directory)")
+    args = parser.parse_args()
+    configure_logging("warning", "console")
+    with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as scratch:
+        args.root = args.root or scratch
+        root = Path(args.root)
+        results = []
+        with MariaDBServer(root / "mariadb") as mariadb:
+            mariadb.create_database(DB)
+            tables = ["events"] + (["busy"] if args.write_rate else [])
+            mariadb.execute(*(sql_workload.create_table_sql(DB, table) for table in tables),
+                            SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
+            mariadb.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
+                            f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
+                            f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
+            for table in tables:
+                load(mariadb, table, args.rows)
+            limit = client_limit(mariadb, "events", args.rows)
+            results.append({"run": "mariadb_client", "rows": args.rows, "rows_per_second": round(limit)})
+            print(json.dumps(results[-1]), flush=True)
+            destination = CanalDestination(DB, filter_regex=rf"{DB}\..*")
+            with CanalServer(root / "canal", mariadb, [destination], password=os.urandom(8).hex(),
+                             heap_min="256m", heap_max="512m") as canal:
+                for table, rate in zip(tables, (0, args.write_rate)):
+                    results.append(snapshot(mariadb, canal, args, table, args.rows, rate))
+                    print(json.dumps(results[-1]), flush=True)
+        stop_spark()
+    idle = next(r for r in results if r["run"] == "snapshot")
+    print(json.dumps({"summary": "snapshot", "rows": args.rows, "snapshot_rows_per_second": idle["rows_per_second"],
+                      "client_rows_per_second": round(limit),
+                      "share_of_client": round(idle["rows_per_second"] / limit, 3),
+                      "under_writes_rows_per_second": next((r["rows_per_second"] for r in results
+                                                            if r["run"] == "snapshot_under_writes"), None)}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "bench-snapshot"
+    main()

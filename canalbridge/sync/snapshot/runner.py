@@ -1,0 +1,272 @@
+"""The snapshot's thread: each table's chunks planned, read between their signals, and waited on until they land.
+
+For each table, one chunk after the other (a chunk is ``parallelism``
+key ranges of ``chunk_rows`` rows, read together):
+
+1. register the chunk's window (:class:`~canalbridge.sync.snapshot.windows.Windows`)
+   and write its open signal: from the signal on, the Consumer notes the
+   keys of the table's changes it routes;
+2. read the chunk's rows (a :class:`ChunkReader`: Spark over JDBC, each
+   range on its own connection) and give them to the window;
+3. write the close signal, and wait until the transaction that carries the
+   chunk has landed in the target, with the table's progress (a DDL on the
+   table while the window was open spoils it: the chunk is read again);
+4. forget the window, drop the read rows and the signal rows.
+
+The open signal is in the binlog once its INSERT returns (autocommit), so
+the read may start at once: every change the read can miss comes after
+the signal in the stream. The progress each chunk lands with is where a
+restart goes on (:mod:`canalbridge.sync.snapshot.progress`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from canalbridge.source_db import (
+    CLOSE,
+    OPEN,
+    ChunkPlanner,
+    KeyRange,
+    KeyValues,
+    Signal,
+    SignalTable,
+    SourceDb,
+    SourceDbError,
+    TableKey,
+    table_columns,
+    table_key,
+)
+from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.errors import SnapshotError, SyncError
+from canalbridge.sync.settings import SnapshotSettings
+from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
+from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
+from canalbridge.sync.snapshot.windows import Windows
+from canalbridge.sync.worker import Worker
+
+log = structlog.get_logger("canalbridge.snapshot")
+
+POLL_S = 0.5  # how often a wait looks at the stop event
+ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
+
+
+@dataclass(frozen=True)
+class ReadRows:
+    """A chunk's rows as a reader holds them (read once: its handle never reads the source again), and how many."""
+
+    rows: object
+    count: int
+
+
+class ChunkReader(Protocol):
+    """Reads a chunk of a table as the text Canal would send for its rows."""
+
+    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange]) -> ReadRows:
+        """The rows of ``key``'s table in ``ranges``, each as its ``columns``' values (Canal's text)."""
+
+    def release(self, rows: object) -> None:
+        """Drop what :meth:`read` holds, once its chunk landed (or was given up)."""
+
+
+@dataclass(frozen=True)
+class SnapshotTable:
+    """A table to snapshot: ``schema.table``, its channel's ``key`` (None: the primary key), and how far an
+    earlier snapshot of it came (None: it never began)."""
+
+    schema: str
+    table: str
+    key: tuple[str, ...] | None = None
+    progress: TableProgress | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+@dataclass(frozen=True)
+class SnapshotSource:
+    """Where a job's snapshot reads: connections to the source database (keys, plans, signals) and the chunk
+    reader (the rows). The daemon makes it from the job's ``[job.snapshot]``."""
+
+    connect: Callable[[], SourceDb]
+    reader: ChunkReader
+
+
+class SnapshotRunner(Worker):
+    """Runs one job's snapshot of ``tables`` in its own thread, then ends; a failure is reported to the job."""
+
+    def __init__(self, job: str, tables: Sequence[SnapshotTable], windows: Windows, source: SnapshotSource,
+                 settings: SnapshotSettings, stop: threading.Event, on_failure: Callable[[SyncError], None]) -> None:
+        super().__init__(f"snapshot-{job}", stop)
+        self.job = job
+        self.tables = tuple(tables)
+        self.windows = windows
+        self.settings = settings
+        self._connect = source.connect
+        self._reader = source.reader
+        self._on_failure = on_failure
+        self._log = log.bind(job=job)
+        self.snapshot_id = uuid.uuid4().hex[:12]  # of the tables whose snapshot begins in this run
+        self.finished = threading.Event()  # every table is done
+        # Written by this thread, read by status (each value replaced whole).
+        self._status: dict[str, SnapshotStatus] = {table.name: SnapshotStatus("waiting") for table in self.tables}
+
+    def status(self) -> dict[str, SnapshotStatus]:
+        """Each table's snapshot as it stands, by ``schema.table``."""
+        return dict(self._status)
+
+    def _run(self) -> None:
+        table = ""
+        try:
+            with self._connect() as db:
+                signals = SignalTable(db, *self.windows.signal_table)
+                signals.check()
+                signals.clear()
+                for each in self.tables:
+                    table = each.name
+                    self._table(db, signals, each)
+                    if self._stop.is_set():
+                        return
+            self.finished.set()
+            self._log.info("snapshot.finished", tables=len(self.tables))
+        except _Stopped:
+            pass
+        except SourceDbError as exc:
+            self._fail(SnapshotError(exc.table or table, str(exc)))
+        except SnapshotError as exc:
+            self._fail(exc)
+        except Exception as exc:  # never a thread that ends unseen: the job pauses, naming it
+            self._log.exception("snapshot.unexpected_error", table=table)
+            self._fail(SnapshotError(table, f"unexpected {type(exc).__name__}: {exc}"))
+
+    def _fail(self, error: SnapshotError) -> None:
+        self._log.error("snapshot.failed", table=error.table, error=str(error))
+        self._on_failure(error)
+
+    def _table(self, db: SourceDb, signals: SignalTable, table: SnapshotTable) -> None:
+        key = table_key(db, table.schema, table.table, table.key)
+        planner = ChunkPlanner(db, key, self.settings.chunk_rows)
+        progress = table.progress
+        if progress is not None and progress.key and progress.key != key.names:
+            self._log.warning("snapshot.key_changed", table=table.name, was=list(progress.key), now=list(key.names))
+            progress = None  # its key values are another key's: the table's snapshot starts over
+        if progress is None:
+            progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names)
+        if progress.finished:
+            self._status[table.name] = SnapshotStatus("finished", last=_text(progress.last))
+            self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
+            return
+        self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
+                       resumed=progress.done is not None)
+        started, chunks, rows = time.monotonic(), 0, 0
+        self._status[table.name] = SnapshotStatus("reading", done=_text(progress.done), last=_text(progress.last))
+        for ranges in _groups(planner.ranges(progress.done, progress.last), self.settings.parallelism):
+            through = ranges[-1].through
+            assert through is not None  # (the planner bounds every range by the last key)
+            progress = progress.advanced(through)
+            while (landed := self._chunk(db, signals, table, key, ranges, progress)) is None:
+                # A DDL on the table came while the chunk was read: read it again, as the table is now.
+                if table_key(db, table.schema, table.table, table.key).names != key.names:
+                    self._log.warning("snapshot.key_changed", table=table.name)
+                    return self._table(db, signals, SnapshotTable(table.schema, table.table, table.key))
+            rows += landed
+            chunks += 1
+            self._status[table.name] = SnapshotStatus(
+                "finished" if progress.finished else "reading", chunks, rows, _text(progress.done),
+                _text(progress.last), round(rows / max(time.monotonic() - started, 1e-3), 1))
+        self._log.info("snapshot.table_finished", table=table.name, snapshot=progress.snapshot, chunks=chunks,
+                       rows=rows)
+
+    def _chunk(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
+               ranges: Sequence[KeyRange], progress: TableProgress) -> int | None:
+        """Read and land one chunk; its rows (None: a DDL spoiled its window, and nothing landed)."""
+        # The table as the server spells it, which the binlog's headers do.
+        window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", (key.schema, key.table), key.names)
+        self.windows.register(window)
+        read: ReadRows | None = None
+        try:
+            signals.write(Signal(window.id, OPEN, {"table": table.name}))
+            # The columns as of the open signal: a DDL before it is in them, one after it spoils the window.
+            columns = _columns(table_columns(db, key.schema, key.table), key)
+            try:
+                read = self._reader.read(key, columns, ranges)
+            except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
+                raise SnapshotError(table.name, f"reading keys {_span(ranges)} failed: {_first_line(exc)}") from exc
+            self.windows.ready(window, SnapshotChunk(columns, read.rows, read.count, progress))
+            signals.write(Signal(window.id, CLOSE, {}))
+            landed = self._wait(window)
+        finally:
+            self.windows.forget(window)
+            if read is not None:
+                self._reader.release(read.rows)
+        signals.remove(window.id)
+        if not landed:
+            self._log.info("snapshot.chunk_spoiled", table=table.name, window=window.id)
+            return None
+        self._log.info("snapshot.chunk_landed", table=table.name, window=window.id, rows=read.count,
+                       through=repr(progress.done))
+        return read.count
+
+    def _wait(self, window: ChunkWindow) -> bool:
+        """Until ``window``'s chunk landed (True) or a DDL spoiled it (False); :class:`SnapshotError` past
+        ``land_timeout_seconds``."""
+        timeout_s = self.settings.land_timeout_seconds
+        deadline = time.monotonic() + timeout_s
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            state = self.windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
+            if state in ENDED:
+                return state is WindowState.LANDED
+            if left <= 0:
+                why = (f"its open signal has not come through the stream: the job is that far behind the binlog, "
+                       f"or {'.'.join(self.windows.signal_table)} is outside what the source sends (Canal's "
+                       f"filter, the Kafka topic)" if state is WindowState.REGISTERED
+                       else "the stream passed its open signal, and its chunk has not landed in the target")
+                raise SnapshotError(window.source, f"window {window.id} waited {timeout_s:g} s "
+                                                   f"(land_timeout_seconds): {why}")
+        raise _Stopped()
+
+
+class _Stopped(Exception):
+    """The job stopped while a chunk waited: its progress is what the target holds."""
+
+
+def _columns(described: Sequence[tuple[str, str]], key: TableKey) -> tuple[SourceColumn, ...]:
+    keys = {name.lower() for name in key.names}
+    # (Canal's sqlType, the column's java.sql.Types code, is read by no writer: 0.)
+    return tuple(SourceColumn(name, declared, 0, name.lower() in keys) for name, declared in described)
+
+
+def _groups(ranges: Iterator[KeyRange], size: int) -> Iterator[list[KeyRange]]:
+    while group := list(itertools.islice(ranges, size)):
+        yield group
+
+
+def _text(key: KeyValues | None) -> str | None:
+    return None if key is None else ", ".join(str(value) for value in key)
+
+
+def _span(ranges: Sequence[KeyRange]) -> str:
+    return f"after {ranges[0].after!r} through {ranges[-1].through!r}"
+
+
+def _first_line(exc: BaseException) -> str:
+    """What failed, in one line: a Java exception's own message rather than Py4J's "An error occurred while
+    calling ..." above it."""
+    lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
+    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None)
+    return cause or (lines[0] if lines and lines[0] else type(exc).__name__)
+
+
+_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
+

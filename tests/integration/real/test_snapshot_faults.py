@@ -1,0 +1,101 @@
+"""A snapshot survives SIGKILLs of the daemon: each restart goes on after the last chunk its targets hold, and at
+the end every target equals MariaDB, no row twice.
+
+Rows are written before Canal's start position (only the snapshot brings them) and all along (the stream and
+the snapshot's windows meet). The daemon is killed five times while the snapshot runs, each time once it has
+handed a chunk to a channel: at a random moment after that, and once at once (the chunk read and not yet
+committed: its commit takes seconds, the log line a few milliseconds to reach the test, though nothing here
+holds the commit back).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+
+import pytest
+
+from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
+from canalbridge.devkit.entries import TableDef
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
+from canalbridge.sync.position import EntryPosition
+from tests.daemon_process import daemon_log, job_status, running_daemon, stop
+from tests.helpers import eventually
+from tests.infra.canal_server import CanalDestination
+from tests.infra.sql_source import PacedWriter, Source, create_sql
+from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
+from tests.integration.real.test_real_faults import transaction  # (its tables by name: these are the same)
+
+pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.faults]
+
+DB = "snapfaults"
+SIGNALS = "canalbridge_signal"
+ORDERS = TableDef(DB, "orders", ORDERS_COLUMNS)
+ACCOUNTS = TableDef(DB, "accounts", ACCOUNTS_COLUMNS)  # a composite key
+USER, PASSWORD = "snapshotter", "snapshotter-secret"
+ROWS_BEFORE = 300
+KILLS = 5
+
+
+def logged(config, event: str) -> int:
+    """How many times the daemons of ``config`` logged ``event`` so far."""
+    return daemon_log(config).count(f'"event": "{event}"')
+
+
+@pytest.mark.timeout(1200)
+def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_no_row_twice(
+        canal, mariadb, spark, spark_settings, tmp_path):
+    mariadb.create_database(DB)
+    mariadb.execute(create_sql(ORDERS), create_sql(ACCOUNTS), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
+    source = Source(mariadb, DB, (ORDERS, ACCOUNTS), seed=45)
+    for table in (ORDERS, ACCOUNTS):
+        source.insert(table, [source.row(table) for _ in range(ROWS_BEFORE)])
+    source.commit()
+    canal.add_destination(CanalDestination(DB, filter_regex=rf"{DB}\..*"))  # the stream starts after those rows
+    channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.real_{DB}.{t.name}"'
+                         for t in (ORDERS, ACCOUNTS))
+    config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, spark_settings.warehouse, channels)
+    mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
+                    f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
+                    f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
+    snapshot = (f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{USER}"\n'
+                f'password = "{PASSWORD}"\nsignal_table = "{DB}.{SIGNALS}"\nchunk_rows = 25\nparallelism = 2\n')
+    config.write_text(config.read_text().replace("[[job.channel]]", snapshot + "[[job.channel]]", 1))
+    moments = random.Random(9)
+    pause = threading.Event()  # never set: its waits are the random fault moments, not synchronisation
+
+    writer = PacedWriter(source, transaction, every_s=0.5)
+    for kill in range(KILLS):
+        with running_daemon(config) as daemon:
+            # Each kill lands while this process works: after its first chunk is handed over (kill 2: at once,
+            # before that chunk's commit lands), or a random moment after it.
+            seen = logged(config, "channel.chunk")
+
+            def working(seen: int = seen) -> bool:
+                return daemon.poll() is not None or logged(config, "channel.chunk") > seen
+
+            assert eventually(working, 300), daemon_log(config)[-3000:]
+            if kill != 2:
+                pause.wait(moments.uniform(0.0, 4.0))
+            assert daemon.poll() is None, daemon_log(config)[-3000:]
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait(60)
+    assert not logged(config, "snapshot.finished"), "the kills came after the snapshot"
+
+    with running_daemon(config) as daemon:
+        assert eventually(lambda: daemon.poll() is not None or logged(config, "snapshot.finished") > 0, 600), (
+            job_status(config, "real"))
+        writer.finish()
+        last = EntryPosition(*mariadb.last_event_start("Xid"))
+        assert eventually(lambda: daemon.poll() is not None or acked_through(config, last), 300), (
+            f"not acked through {last}: {job_status(config, 'real')}")
+        assert daemon.poll() is None, daemon_log(config)[-3000:]
+        stop(daemon, config)
+
+    for table in (ORDERS, ACCOUNTS):
+        target = f"lake.real_{DB}.{table.name}"
+        assert_target_equals_source(spark, source, table, target)
+        assert spark.table(target).count() == len(source.keys(table)), f"{target} holds a row twice"
+    # The killed runs' signal rows went when the next run began, the last run's as its windows ended.
+    assert mariadb.execute(f"SELECT COUNT(*) FROM {SIGNALS}", database=DB) == [(0,)]

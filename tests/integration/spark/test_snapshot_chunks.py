@@ -1,0 +1,105 @@
+"""A snapshot chunk in an Iceberg upsert target: applied at its place among the transaction's changes, without
+the keys its window noted, compared as typed keys, and its progress stamped with the commit and every later one.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal as D
+
+import pytest
+
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.changes import RawChange, SourceColumn
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.rows import RowMapper, rows_count
+from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.snapshot.progress import TableProgress
+from canalbridge.sync.snapshot.window import SnapshotChunk
+from spark_sink.errors import SnapshotTargetError
+from spark_sink.identifiers import quote_table
+from spark_sink.sink import make_sink
+
+EventType = entry_pb.EventType
+JOB = "job-chunks"
+# A decimal key: the chunk's text (as the source prints it) and Canal's may differ, the typed values do not.
+T = TableDef("db", "t", (ColumnDef.of("id", "decimal(6,2)", is_key=True), ColumnDef.of("name", "varchar(8)")))
+COLUMNS = (SourceColumn("id", "decimal(6,2)", 3, True), SourceColumn("name", "varchar(8)", 12, False))
+PROGRESS = TableProgress("snap-1", "db.t", ("9.00",), ("4.00",))
+
+
+def rows(spark, target: str) -> list[tuple]:
+    return [(str(row[0]), row[1]) for row in spark.table(quote_table(target)).orderBy("id").collect()]
+
+
+def chunk(spark, *values: tuple[str, str]) -> SnapshotChunk:
+    frame = spark.createDataFrame(list(values), "c0 string, c1 string")
+    return SnapshotChunk(COLUMNS, frame, len(values), PROGRESS)
+
+
+@pytest.mark.parametrize("undecoded", [False, True], ids=["decoded", "undecoded"])
+def test_a_chunk_lands_between_the_changes_around_it_without_the_keys_its_window_noted(
+        spark, spark_settings, undecoded):
+    target = f"lake.snapshot_chunks.between_{'undecoded' if undecoded else 'decoded'}"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    writer = sink.writer
+    binlog = BinlogWriter()
+    before = [binlog.rows(T, EventType.INSERT, [(None, {"id": D("2.00"), "name": "B"})]),
+              binlog.rows(T, EventType.DELETE, [({"id": D("3.00"), "name": "c"}, None)])]
+    close = EntryPosition(binlog.journal, binlog.offset)
+    binlog.offset += 100
+    after = [binlog.rows(T, EventType.UPDATE, [({"id": D("4.00"), "name": "d"}, {"id": D("4.00"), "name": "D2"})])]
+    mapper = RowMapper("db.t", None, before_images=writer.before_images())
+
+    def send(entries: list[entry_pb.Entry]) -> None:
+        if undecoded:
+            mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
+            writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, rows_count(e.header))
+                                              for e in entries]))
+        else:
+            changed = [row for e in entries
+                       for row in mapper.map(entry_pb.RowChange.FromString(e.storeValue), EntryPosition.of(e))]
+            writer.send(mapper.batch(changed))
+
+    writer.begin()
+    send(before)
+    # Read while the stream changed 2 and 3: their rows here are stale. 1 is "1" as a source might print it.
+    stale = chunk(spark, ("1", "a"), ("2.00", "b"), ("3.00", "c"), ("4.00", "d"))
+    writer.send_chunk(mapper.chunk_batch(stale, ["id"], [("2.00",), ("3",)], close))
+    send(after)
+    writer.commit(EntryPosition.of(after[-1]), "l1")
+    assert rows(spark, target) == [("1.00", "a"), ("2.00", "B"), ("4.00", "D2")]
+    assert sink.state.read_state().snapshot == {"db.t": PROGRESS}
+
+
+def test_the_progress_is_stamped_on_every_later_commit_and_read_back_after_a_restart(spark, spark_settings):
+    target = "lake.snapshot_chunks.progress"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    writer = sink.writer
+    mapper = RowMapper("db.t", None, before_images=writer.before_images())
+    assert sink.state.read_state().snapshot == {}
+    writer.begin()  # a chunk alone makes the table
+    writer.send_chunk(mapper.chunk_batch(chunk(spark, ("1", "a")), ["id"], [], EntryPosition("mysql-bin.000001", 100)))
+    writer.commit(EntryPosition("mysql-bin.000001", 100), "l1")
+    binlog = BinlogWriter()
+    binlog.offset = 200
+    entry = binlog.rows(T, EventType.INSERT, [(None, {"id": D("5.00"), "name": "e"})])
+    writer.begin()
+    writer.send(mapper.batch(mapper.map(entry_pb.RowChange.FromString(entry.storeValue), EntryPosition.of(entry))))
+    writer.commit(EntryPosition.of(entry), "l2")
+    restarted = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    state = restarted.state.read_state()
+    assert state.position == EntryPosition.of(entry) and state.snapshot == {"db.t": PROGRESS}
+    assert rows(spark, target) == [("1.00", "a"), ("5.00", "e")]
+
+
+def test_a_changelog_target_refuses_a_chunk_by_name(spark, spark_settings):
+    target = "lake.snapshot_chunks.changelog"
+    sink = make_sink(spark, ChannelSettings("db.t", target, mode="changelog"), JOB, spark_settings)
+    mapper = RowMapper("db.t", None, before_images=sink.writer.before_images())
+    sink.writer.begin()
+    sink.writer.send_chunk(mapper.chunk_batch(chunk(spark, ("1", "a")), ["id"], [],
+                                              EntryPosition("mysql-bin.000001", 100)))
+    with pytest.raises(SnapshotTargetError, match=f"{target}: a snapshot goes only into upsert targets"):
+        sink.writer.commit(EntryPosition("mysql-bin.000001", 100), "l1")
+    assert sink.state.read_state().position is None
