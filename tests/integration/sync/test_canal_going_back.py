@@ -19,6 +19,7 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, Flavor, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync import taken
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.job import JobState
 from canalbridge.sync.position import EntryPosition
@@ -54,6 +55,14 @@ def test_canal_sending_part_of_a_transaction_again_applies_each_change_once(dev_
     assert harness.job.stats.went_back == 1
 
 
+@pytest.fixture
+def quickly_starved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job counts the source as starved after 0.2 s rather than 1 s: the small store fills in the middle
+    of transactions all along, and each time the job waits that long before it splits one to free the store
+    (at 1 s, some 45 waits made each of these tests take 50 s)."""
+    monkeypatch.setattr(taken, "STARVED_AFTER_S", 0.2)
+
+
 def _lose_the_connection_once_the_store_is_full(harness: Harness) -> None:
     """Run the job; once 300 entries are acked and the store is full, Canal's MySQL connection breaks."""
     destination = harness.server.destinations["example"]
@@ -67,7 +76,8 @@ def _lose_the_connection_once_the_store_is_full(harness: Harness) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("mode", ["upsert", "changelog"])
-def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_server_factory, mode, seed):
+def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_server_factory, quickly_starved,
+                                                                            mode, seed):
     # Canal's MySQL connection breaks while its store is full: the chunk being put is lost from the
     # first pass, the job splits source transactions past it to free the store, and only Canal's
     # second pass (from the last transaction end it put) has the missing entries.
@@ -174,7 +184,7 @@ def test_entries_of_a_binlog_of_another_name_in_one_connection_pause_the_job(dev
 
 
 @pytest.mark.parametrize("seed", [2, 4])
-def test_a_failed_commit_that_filled_a_first_pass_gap_is_filled_again(dev_server_factory, seed):
+def test_a_failed_commit_that_filled_a_first_pass_gap_is_filled_again(dev_server_factory, quickly_starved, seed):
     # The commit that carries what Canal's first pass missed fails. Its cut lies behind the table's
     # position, so that position cannot tell whether it landed: the replay must apply the missed
     # entries again unless the target says this very commit landed.
