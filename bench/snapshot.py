@@ -160,10 +160,12 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="commit interval, seconds")
     parser.add_argument("--write-rate", type=float, default=0,
                         help="also snapshot a second table while this many row changes/s go into it")
+    parser.add_argument("--log-level", default="warning",
+                        help="the daemon's log level (info: each chunk's read and wait, in seconds)")
     parser.add_argument("--root", default=None, help="where MariaDB, Canal and the warehouse live (default: a "
                                                       "temporary directory)")
     args = parser.parse_args()
-    configure_logging("warning", "console")
+    configure_logging(args.log_level, "console")
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as scratch:
         args.root = args.root or scratch
         root = Path(args.root)

@@ -117,7 +117,7 @@ class IcebergUpsertWriter(IcebergWriter):
         width = len(batch.target_columns)
         typed = [convert(F.col(f"c{index}"), column.mysql_type).alias(f"c{index}")
                  for index, column in enumerate(batch.columns)]
-        frames = [] if staged is None else [staged.select(*typed, "_op", "_seq")]
+        frames = [] if staged is None else [staged.select(*typed, "_op", "_seq", F.lit(False).alias("_chunk"))]
         for seq, chunk in chunks:
             rows = cast("DataFrame", chunk.rows)
             source = width - len(chunk.origin)
@@ -127,12 +127,16 @@ class IcebergUpsertWriter(IcebergWriter):
             if chunk.dropped:
                 frame = frame.join(self._dropped_keys(chunk), on=[f"c{i}" for i in chunk.key_indexes], how="left_anti")
             frames.append(frame.select(*[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
-                                       F.lit(seq).cast("bigint").alias("_seq")))
+                                       F.lit(seq).cast("bigint").alias("_seq"), F.lit(True).alias("_chunk")))
         union = functools.reduce(lambda one, other: one.unionByName(other), frames)
+        named = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
+        if staged is None and len(chunks) == 1:
+            # One chunk alone: its keys are unique already (a key range of a key that holds no NULL), and
+            # ranking them would shuffle every row for nothing.
+            return union.select(*named, "_op", "_chunk")
         latest = Window.partitionBy(*[F.col(f"c{index}") for index in batch.key_indexes]).orderBy(F.col("_seq").desc())
         last_change = union.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
-        return last_change.select(*[F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)],
-                                  F.col("_op"))
+        return last_change.select(*named, "_op", "_chunk")
 
     def _dropped_keys(self, chunk: ChunkBatch) -> DataFrame:
         """The keys a chunk's window noted, typed as the chunk's key columns are."""
@@ -158,15 +162,16 @@ class IcebergUpsertWriter(IcebergWriter):
         with _computed_once(frame) as changes:
             changes.createOrReplaceTempView(self._view)
             broadcast = txn.staged_rows <= BROADCAST_ROWS
+            bound = _key_bound(changes, _leading_key(txn)) if txn.chunks else ""
             # Two statements: always on the branch, so that main moves once.
-            self._held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, properties),
-                             publish)
+            self._held_write(
+                lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, properties), publish)
 
-    def _delete_and_insert(self, target: str, names: list[str], keys: list[str], broadcast: bool,
+    def _delete_and_insert(self, target: str, names: list[str], keys: list[str], broadcast: bool, bound: str,
                            properties: dict[str, str]) -> None:
         columns, key_list = ", ".join(names), ", ".join(keys)
         hint = f"/*+ BROADCAST({self._view}) */ " if broadcast else ""
-        delete = f"DELETE FROM {target} WHERE ({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
+        delete = f"DELETE FROM {target} WHERE {bound}({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
         insert = f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
 
         def delete_and_insert() -> None:
@@ -190,6 +195,41 @@ class IcebergUpsertWriter(IcebergWriter):
             self.spark.sql(statement)
 
         with_commit_properties(self.spark, properties, merge)
+
+
+def _leading_key(txn: Transaction) -> str:
+    """The target column of the first column of the key the transaction's chunks were read by (the order a
+    table's chunks go in), else of the rows' key."""
+    assert txn.batch is not None
+    chunk = txn.chunks[0][1]
+    lead = chunk.progress.key[0].lower() if chunk.progress.key else None
+    names = [index for index, column in enumerate(chunk.columns) if column.name.lower() == lead]
+    return chunk.target_columns[names[0]] if names else txn.batch.target_columns[txn.batch.key_indexes[0]]
+
+
+def _key_bound(changes: DataFrame, column: str) -> str:
+    """A condition that holds for every key of ``changes``, as SQL to put before the DELETE's own: ``column``
+    between its least and greatest value among the chunks' rows, or among the stream's ("" if ``column`` is
+    not a number).
+
+    It changes nothing the DELETE removes, but Iceberg compares it with each data file's bounds and skips
+    the files it excludes: a chunk's keys are one key range, and a chunk into keys the target does not hold
+    yet then reads none of the target (without it, every chunk scanned the whole target, and an initial
+    load took time quadratic in the table's size). The stream's keys get their own range: inserts at the
+    top of the key would otherwise stretch the chunk's range over the whole table.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, IntegralType
+
+    kind = changes.schema[column].dataType
+    if not isinstance(kind, IntegralType) and not (isinstance(kind, DecimalType) and kind.scale == 0):
+        return ""  # (text, dates: their literals are not worth the risk; those chunks scan the target)
+    key = F.col(quote(column))
+    suffix = "BD" if isinstance(kind, DecimalType) else ""  # (an integer literal widens to the column's type)
+    bounds = sorted((int(low), int(high)) for _, low, high in
+                    changes.groupBy("_chunk").agg(F.min(key), F.max(key)).collect() if low is not None)
+    ranges = [f"{quote(column)} BETWEEN {low}{suffix} AND {high}{suffix}" for low, high in bounds]
+    return f"({' OR '.join(ranges)}) AND " if ranges else ""
 
 
 @contextmanager

@@ -13,6 +13,10 @@ key ranges of ``chunk_rows`` rows, read together):
    table while the window was open spoils it: the chunk is read again);
 4. forget the window, drop the read rows and the signal rows.
 
+The next chunk is read (steps 1 and 2) while the one before commits; its
+close signal waits until that one landed, so a table's chunks land in key
+order.
+
 The open signal is in the binlog once its INSERT returns (autocommit), so
 the read may start at once: every change the read can miss comes after
 the signal in the stream. The progress each chunk lands with is where a
@@ -27,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
@@ -154,68 +158,123 @@ class SnapshotRunner(Worker):
         self._on_failure(error)
 
     def _table(self, db: SourceDb, signals: SignalTable, table: SnapshotTable) -> None:
-        key = table_key(db, table.schema, table.table, table.key)
-        planner = ChunkPlanner(db, key, self.settings.chunk_rows)
-        progress = table.progress
-        if progress is not None and progress.key and progress.key != key.names:
-            self._log.warning("snapshot.key_changed", table=table.name, was=list(progress.key), now=list(key.names))
-            progress = None  # its key values are another key's: the table's snapshot starts over
-        if progress is None:
-            progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names)
-        if progress.finished:
-            self._status[table.name] = SnapshotStatus("finished", last=_text(progress.last))
-            self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
-            return
-        self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
-                       resumed=progress.done is not None)
-        started, chunks, rows = time.monotonic(), 0, 0
-        self._status[table.name] = SnapshotStatus("reading", done=_text(progress.done), last=_text(progress.last))
-        for ranges in _groups(planner.ranges(progress.done, progress.last), self.settings.parallelism):
-            through = ranges[-1].through
-            assert through is not None  # (the planner bounds every range by the last key)
-            progress = progress.advanced(through)
-            while (landed := self._chunk(db, signals, table, key, ranges, progress)) is None:
-                # A DDL on the table came while the chunk was read: read it again, as the table is now.
-                if table_key(db, table.schema, table.table, table.key).names != key.names:
-                    self._log.warning("snapshot.key_changed", table=table.name)
-                    return self._table(db, signals, SnapshotTable(table.schema, table.table, table.key))
-            rows += landed
-            chunks += 1
-            self._status[table.name] = SnapshotStatus(
-                "finished" if progress.finished else "reading", chunks, rows, _text(progress.done),
-                _text(progress.last), round(rows / max(time.monotonic() - started, 1e-3), 1))
-        self._log.info("snapshot.table_finished", table=table.name, snapshot=progress.snapshot, chunks=chunks,
-                       rows=rows)
+        progress, tally, first = table.progress, _Tally(), True
+        while True:
+            key = table_key(db, table.schema, table.table, table.key)
+            planner = ChunkPlanner(db, key, self.settings.chunk_rows)
+            if progress is not None and progress.key and progress.key != key.names:
+                self._log.warning("snapshot.key_changed", table=table.name, was=list(progress.key),
+                                  now=list(key.names))
+                progress = None  # its key values are another key's: the table's snapshot starts over
+            if progress is None:
+                progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names)
+            if progress.finished:
+                self._status[table.name] = SnapshotStatus("finished", last=_text(progress.last))
+                self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
+                return
+            if first:
+                self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
+                               resumed=progress.done is not None)
+                first = False
+            self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, _text(progress.done),
+                                                      _text(progress.last))
+            spoiled = self._chunks(db, signals, table, key, planner, progress, tally)
+            if spoiled is None:
+                break
+            # A DDL on the table came while a chunk was read: on from the last chunk that landed, as the table
+            # is now (and from the start if its key changed).
+            progress = spoiled
+        self._log.info("snapshot.table_finished", table=table.name, snapshot=progress.snapshot, chunks=tally.chunks,
+                       rows=tally.rows)
 
-    def _chunk(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
-               ranges: Sequence[KeyRange], progress: TableProgress) -> int | None:
-        """Read and land one chunk; its rows (None: a DDL spoiled its window, and nothing landed)."""
+    def _chunks(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
+                planner: ChunkPlanner, progress: TableProgress, tally: _Tally) -> TableProgress | None:
+        """Read and land the table's chunks after ``progress``, each read while the one before it commits; None
+        once all landed, or the progress of the last that landed if a DDL spoiled a window (the rest is read
+        again).
+
+        A chunk's close signal is written only once the chunk before it landed: a table's chunks land in
+        key order, so the progress each lands with has no hole behind it.
+        """
+        held: list[_Read] = []  # read and not dropped yet, in key order: the last one's close signal is not written
+        landed = progress
+        try:
+            for ranges in _groups(planner.ranges(progress.done, progress.last), self.settings.parallelism):
+                through = ranges[-1].through
+                assert through is not None  # (the planner bounds every range by the last key)
+                progress = progress.advanced(through)
+                if self._stop.is_set():  # (not one more read: it may take long)
+                    raise _Stopped()
+                held.append(self._read(db, signals, table, key, ranges, progress))
+                if len(held) == 2:  # the one before was closed, and committed while this one was read
+                    if not self._land(signals, table, before := held.pop(0), tally):
+                        return landed
+                    landed = before.progress
+                self._close(signals, held[-1])
+            if held and not self._land(signals, table, held.pop(0), tally):
+                return landed
+            return None
+        finally:
+            for read in held:  # (a stop, a failure, a spoiled window: what the target holds is where to go on)
+                self._drop(read)
+
+    def _read(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
+              ranges: Sequence[KeyRange], progress: TableProgress) -> _Read:
+        """Open a window for ``ranges`` and read them; their close signal is for :meth:`_close`."""
         # The table as the server spells it, which the binlog's headers do.
         window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", (key.schema, key.table), key.names)
         self.windows.register(window)
-        read: ReadRows | None = None
+        read = _Read(window, progress)
+        started = time.monotonic()
         try:
             signals.write(Signal(window.id, OPEN, {"table": table.name}))
             # The columns as of the open signal: a DDL before it is in them, one after it spoils the window.
             columns = _columns(table_columns(db, key.schema, key.table), key)
             try:
-                read = self._reader.read(key, columns, ranges)
+                read.rows = self._reader.read(key, columns, ranges)
             except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
                 raise SnapshotError(table.name, f"reading keys {_span(ranges)} failed: {_first_line(exc)}") from exc
-            self.windows.ready(window, SnapshotChunk(columns, read.rows, read.count, progress))
-            signals.write(Signal(window.id, CLOSE, {}))
-            landed = self._wait(window)
+        except BaseException:
+            self._drop(read)
+            raise
+        read.read_s = time.monotonic() - started
+        self.windows.ready(window, SnapshotChunk(columns, read.rows.rows, read.rows.count, progress))
+        return read
+
+    def _close(self, signals: SignalTable, read: _Read) -> None:
+        """Write ``read``'s close signal: the Consumer hands its chunk to the table's channel there."""
+        signals.write(Signal(read.window.id, CLOSE, {}))
+
+    def _land(self, signals: SignalTable, table: SnapshotTable, read: _Read, tally: _Tally) -> bool:
+        """Wait until ``read``'s chunk landed (True) or a DDL spoiled its window (False), then drop it."""
+        assert read.rows is not None
+        count, started = read.rows.count, time.monotonic()
+        try:
+            landed = self._wait(read.window)
         finally:
-            self.windows.forget(window)
-            if read is not None:
-                self._reader.release(read.rows)
-        signals.remove(window.id)
+            self._drop(read)
+        signals.remove(read.window.id)
         if not landed:
-            self._log.info("snapshot.chunk_spoiled", table=table.name, window=window.id)
-            return None
-        self._log.info("snapshot.chunk_landed", table=table.name, window=window.id, rows=read.count,
-                       through=repr(progress.done))
-        return read.count
+            self._log.info("snapshot.chunk_spoiled", table=table.name, window=read.window.id)
+            return False
+        self._log.info("snapshot.chunk_landed", table=table.name, window=read.window.id, rows=count,
+                       through=repr(read.progress.done), read_s=round(read.read_s, 2),
+                       waited_s=round(time.monotonic() - started, 2))
+        tally.chunks += 1
+        tally.rows += count
+        progress = read.progress
+        self._status[table.name] = SnapshotStatus(
+            "finished" if progress.finished else "reading", tally.chunks, tally.rows, _text(progress.done),
+            _text(progress.last), round(tally.rows / max(time.monotonic() - tally.started, 1e-3), 1))
+        return True
+
+    def _drop(self, read: _Read) -> None:
+        """Forget ``read``'s window and its rows (its signal rows go at :meth:`_land`, or when the next run
+        begins)."""
+        self.windows.forget(read.window)
+        if read.rows is not None:
+            self._reader.release(read.rows.rows)
+            read.rows = None
 
     def _wait(self, window: ChunkWindow) -> bool:
         """Until ``window``'s chunk landed (True) or a DDL spoiled it (False); :class:`SnapshotError` past
@@ -235,6 +294,25 @@ class SnapshotRunner(Worker):
                 raise SnapshotError(window.source, f"window {window.id} waited {timeout_s:g} s "
                                                    f"(land_timeout_seconds): {why}")
         raise _Stopped()
+
+
+@dataclass
+class _Read:
+    """A chunk's window and, once read, its rows (None once dropped)."""
+
+    window: ChunkWindow
+    progress: TableProgress  # the table's once the chunk landed
+    rows: ReadRows | None = None
+    read_s: float = 0.0  # how long the read took
+
+
+@dataclass
+class _Tally:
+    """A table's chunks and rows landed in this run, since ``started``."""
+
+    started: float = field(default_factory=time.monotonic)
+    chunks: int = 0
+    rows: int = 0
 
 
 class _Stopped(Exception):

@@ -79,6 +79,7 @@ class Windows:
         return key in self._open or key == self._signal_key
 
     def is_signal(self, table: Table) -> bool:
+        """Whether ``table`` is the signal table (its rows go to no channel)."""
         return _key(table) == self._signal_key
 
     def note(self, table: Table, change: entry_pb.RowChange) -> None:

@@ -154,3 +154,28 @@ def test_tables_and_channels_match_without_case_as_mysqls_names_may():
     windows.landed("txn-1", {"DB.T"})  # a channel named otherwise failed: the chunk did not land
     assert window.state is WindowState.CLOSED
 
+
+
+def test_an_abort_while_the_next_chunk_is_read_replays_both_windows_each_noting_its_own_keys():
+    # w1 is closed and commits while w2 (the next chunk of the table) is open and read; the transaction that
+    # carries w1 is aborted, and the replay routes again from before w1's close signal.
+    windows, first = registered()
+    second = ChunkWindow("w2", T, ["id"])
+    windows.register(second)
+    windows.signal(signal("w1", "open"), "txn-1")
+    windows.note(T, insert("1"))
+    windows.signal(signal("w1", "close"), "txn-1")
+    windows.signal(signal("w2", "open"), "txn-1")
+    windows.note(T, insert("2"))
+    windows.aborted()
+    assert (first.state, second.state) == (WindowState.OPEN, WindowState.OPEN)
+    windows.note(T, insert("1"))  # the replay: w1's part again, then its close, w2's open, w2's part
+    assert [window.id for window in windows.signal(signal("w1", "close"), "txn-2")] == ["w1"]
+    windows.signal(signal("w2", "open"), "txn-2")
+    windows.note(T, insert("2"))
+    windows.ready(second, CHUNK)
+    windows.landed("txn-2", set())
+    assert first.state is WindowState.LANDED
+    windows.note(T, insert("3"))
+    assert [window.id for window in windows.signal(signal("w2", "close"), "txn-3")] == ["w2"]
+    assert (first.keys, second.keys) == ({("1",)}, {("2",), ("3",)})

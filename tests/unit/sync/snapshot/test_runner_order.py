@@ -1,0 +1,164 @@
+"""The snapshot runner reads a chunk while the one before it commits, and still lands a table's chunks in key
+order: a chunk's close signal is written only once the chunk before it landed, and a spoiled window drops
+the chunk read ahead of it and goes on from the last chunk that landed.
+
+The source database and the stream are played here: each signal is routed the moment the runner writes it,
+and a closed chunk lands when the next read starts (its commit overlaps that read), or at once if it is the
+table's last. A runner that waited for a chunk to land before it read the next would wait in vain.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db import CLOSE, KeyRange, Signal, TableKey
+from canalbridge.source_db.chunks import KeyColumn
+from canalbridge.sync.errors import SyncError
+from canalbridge.sync.settings import SnapshotSettings
+from canalbridge.sync.snapshot import runner as runner_module
+from canalbridge.sync.snapshot.runner import ReadRows, SnapshotRunner, SnapshotSource, SnapshotTable
+from canalbridge.sync.snapshot.window import WindowState
+from canalbridge.sync.snapshot.windows import Windows
+
+TABLE = ("db", "t")
+KEY = TableKey("db", "t", (KeyColumn("id", "int"),))
+ROWS, CHUNK_ROWS = 10, 2  # keys 1..10 in ranges of 2, one range per chunk (parallelism 1): 5 chunks
+
+
+@dataclass
+class Played:
+    """The stream and the source as the runner meets them, and what happened, in order."""
+
+    windows: Windows
+    spoil_at_read: int | None = None  # the read (counted from 1) during which a DDL on the table is routed
+    events: list[tuple[str, object]] = field(default_factory=list)
+    handles: list[object] = field(default_factory=list)  # each read's rows
+    released: list[object] = field(default_factory=list)
+    _closed: list = field(default_factory=list)
+
+    def route(self, signal: Signal) -> None:
+        """The stream routes a signal row just written."""
+        columns = [entry_pb.Column(name="id", value=signal.row_id), entry_pb.Column(name="kind", value=signal.kind),
+                   entry_pb.Column(name="data", value="{}")]
+        change = entry_pb.RowChange(eventType=entry_pb.EventType.INSERT,
+                                    rowDatas=[entry_pb.RowData(afterColumns=columns)])
+        closed = self.windows.signal(change, label=f"txn-{signal.window}")
+        self.events.append((signal.kind, signal.window))
+        self._closed += closed
+        if any(window.chunk.progress.finished for window in closed):
+            self.land()
+
+    def land(self) -> None:
+        """The transactions that carry the closed chunks land."""
+        for window in self._closed:
+            self.windows.landed(window.label, set())
+            self.events.append(("landed", window.chunk.progress.done))
+        self._closed = []
+
+    def read(self, ranges: list[KeyRange]) -> ReadRows:
+        before = [window for window in self._closed if window.state is WindowState.CLOSED]
+        self.events.append(("read", (ranges[0].through, len(before))))
+        self.land()  # the chunk before commits while this one is read
+        self.handles.append(object())
+        if len(self.handles) == self.spoil_at_read:
+            self.windows.spoil(TABLE)
+        return ReadRows(self.handles[-1], sum(int(r.through[0]) - int(r.after[0] if r.after else 0) for r in ranges))
+
+
+class FakeSignals:
+    def __init__(self, played: Played) -> None:
+        self.played = played
+
+    def check(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def write(self, signal: Signal) -> None:
+        self.played.route(signal)
+
+    def remove(self, window: str) -> None:
+        pass
+
+
+class FakePlanner:
+    def __init__(self, db: object, key: TableKey, size: int) -> None:
+        self.size = size
+
+    def last_key(self) -> tuple[int]:
+        return (ROWS,)
+
+    def ranges(self, done: tuple[int] | None, last: tuple[int] | None) -> Iterator[KeyRange]:
+        start = 0 if done is None else done[0]
+        for through in range(start + self.size, ROWS + 1, self.size):
+            yield KeyRange(None if through == self.size else (through - self.size,), (through,))
+
+
+class FakeReader:
+    def __init__(self, played: Played) -> None:
+        self.played = played
+
+    def read(self, key: TableKey, columns: object, ranges: list[KeyRange]) -> ReadRows:
+        return self.played.read(ranges)
+
+    def release(self, rows: object) -> None:
+        self.played.released.append(rows)
+
+
+class FakeDb:
+    def __enter__(self) -> FakeDb:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@pytest.fixture
+def played(monkeypatch: pytest.MonkeyPatch) -> Played:
+    played = Played(Windows(("db", "canalbridge_signal")))
+    monkeypatch.setattr(runner_module, "table_key", lambda db, schema, table, key: KEY)
+    monkeypatch.setattr(runner_module, "table_columns", lambda db, schema, table: [("id", "int(11)")])
+    monkeypatch.setattr(runner_module, "ChunkPlanner", FakePlanner)
+    monkeypatch.setattr(runner_module, "SignalTable", lambda db, schema, table: FakeSignals(played))
+    return played
+
+
+def run(played: Played) -> list[SyncError]:
+    failures: list[SyncError] = []
+    settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
+                                parallelism=1, land_timeout_seconds=5)
+    runner = SnapshotRunner("job", [SnapshotTable(*TABLE)], played.windows,
+                            SnapshotSource(FakeDb, FakeReader(played)), settings, threading.Event(), failures.append)
+    runner.start()
+    assert runner.join(30)
+    assert runner.finished.is_set(), failures
+    return failures
+
+
+def test_each_chunk_is_read_while_the_one_before_commits_and_closed_only_once_that_one_landed(played):
+    assert run(played) == []
+    # Each read after the first began while the chunk before it was closed and not landed yet.
+    assert [event for kind, event in played.events if kind == "read"] == [
+        ((2,), 0), ((4,), 1), ((6,), 1), ((8,), 1), ((10,), 1)]
+    landings = [done for kind, done in played.events if kind == "landed"]
+    assert landings == [(2,), (4,), (6,), (8,), (10,)]
+    closes = [index for index, (kind, _) in enumerate(played.events) if kind == CLOSE]
+    landed_at = [index for index, (kind, _) in enumerate(played.events) if kind == "landed"]
+    assert all(landed_at[n - 1] < closes[n] for n in range(1, len(closes))), played.events
+    assert played.released == played.handles and len(played.handles) == 5  # each read's rows dropped once
+
+
+def test_a_spoiled_window_drops_the_chunk_read_ahead_and_goes_on_from_the_last_chunk_that_landed(played):
+    played.spoil_at_read = 3  # keys 5-6: read while 3-4 commits
+    assert run(played) == []
+    assert [event[0] for kind, event in played.events if kind == "read"] == [
+        (2,), (4,), (6,), (8,), (6,), (8,), (10,)]  # 7-8 was read ahead of 5-6: dropped, read again after it
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
+    assert sorted(map(id, played.released)) == sorted(map(id, played.handles)) and len(played.handles) == 7
+    assert not played.windows.concerns(TABLE)
