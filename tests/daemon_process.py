@@ -17,6 +17,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from canalbridge.daemon.config import load_config
+from canalbridge.daemon.control import ControlError, request
 from tests.infra.processes import free_port
 
 CLI = [sys.executable, "-m", "canalbridge"]
@@ -119,12 +121,16 @@ def status(config: Path) -> dict:
 
 
 def job_status(config: Path, name: str) -> dict | None:
-    """One job's live status, or None while the control endpoint is not up yet."""
-    result = cli("status", "-c", str(config), "--json")
-    if result.returncode != 0:
-        return None
-    document = json.loads(result.stdout)
-    if not document["live"]:
+    """One job's live status, or None while the control endpoint is not up yet.
+
+    Asked in this process, as ``canalbridge status`` asks: tests poll it every 50 ms, and a CLI process
+    per poll kept a core busy while the daemon under test needed it. ``status`` itself is tested through
+    the CLI elsewhere.
+    """
+    settings = load_config(config, secrets=False)
+    try:
+        document = request(settings.daemon.control, "GET", "/status", settings.daemon.control_token, timeout=30)
+    except ControlError:
         return None
     return next(job for job in document["jobs"] if job["name"] == name)
 

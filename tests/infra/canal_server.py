@@ -245,6 +245,15 @@ class CanalServer(ServiceProcess):
         if self.running:
             self.restart()
 
+    def retire(self, name: str) -> None:
+        """Leave ``name`` out of the server from its next (re)start on: each destination's parser reads the
+        whole binlog, so a session that kept every destination it ever added spent a core on parsers no
+        test reads any more. A running server is not restarted for it."""
+        if len(self.destinations) == 1 and name in self.destinations:
+            raise ValueError("a Canal server needs at least one destination")
+        self.destinations.pop(name, None)
+        self._pinned.pop(name, None)
+
     def _add(self, destination: CanalDestination) -> None:
         self.destinations[destination.name] = destination
         self._slave_ids[destination.name] = next(_SLAVE_IDS)

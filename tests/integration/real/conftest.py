@@ -23,17 +23,33 @@ def mariadb(tmp_path_factory) -> Iterator[MariaDBServer]:
     server.stop()
 
 
+_SESSION_CANAL: list[CanalServer] = []  # the session's Canal once a test asked for it
+_KEPT = "warmup"
+
+
 @pytest.fixture(scope="session")
 def canal(tmp_path_factory, mariadb) -> Iterator[CanalServer]:
     """A real Canal server reading ``mariadb``, client user ``canal`` with a password."""
     server = CanalServer(
         tmp_path_factory.mktemp("canal"),
         mariadb,
-        [CanalDestination("warmup", filter_regex=r"warmup\..*")],
+        [CanalDestination(_KEPT, filter_regex=r"warmup\..*")],
         password="canal-client-secret",
     ).start()
+    _SESSION_CANAL.append(server)
     yield server
+    _SESSION_CANAL.remove(server)
     server.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def retire_destinations() -> Iterator[None]:
+    """The destinations a module added leave the session's Canal at its next restart once the module ends
+    (the next module's first destination restarts it): no parser keeps reading the binlog for nobody."""
+    yield
+    for server in _SESSION_CANAL:
+        for name in [name for name in server.destinations if name != _KEPT]:
+            server.retire(name)
 
 
 @pytest.fixture
