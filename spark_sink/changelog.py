@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
-from canalbridge.sync.changes import BeforeImages, RowBatch
+from canalbridge.sync.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.position import EntryPosition, Position
 from spark_sink.table import TargetColumn
 from spark_sink.writer import IcebergWriter, Layout, Transaction
@@ -13,8 +14,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
+SNAPSHOT_OP = "+S"  # a row a snapshot read, at its chunk's close signal
+
+
 class IcebergChangelogWriter(IcebergWriter):
-    """Appends every change as a row: ``_op`` (+I, -U, +U, -D), its binlog position and execute time."""
+    """Appends every change as a row: ``_op`` (+I, -U, +U, -D; +S for a row a snapshot read), its binlog
+    position and execute time."""
 
     meta_fields = (
         ("_op", "string"), ("_seq", "bigint"), ("_journal", "string"), ("_offset", "bigint"),
@@ -84,6 +89,26 @@ class IcebergChangelogWriter(IcebergWriter):
             *self._converted(batch), *unfilled, F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
             F.col("_seq"),
         )
+
+    def _with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
+                     ) -> DataFrame:
+        """The staged changes and each chunk's rows (:meth:`_chunk_rows`) as ``+S`` rows at the chunk's close
+        signal: a snapshot row, not a change, so that the table holds each source change once. A key the
+        window noted has no ``+S`` row; its changes in the stream stand."""
+        from pyspark.sql import functions as F
+
+        frames = [] if staged is None else [self._typed(staged, batch)]
+        names = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
+        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self._unmapped]
+        for seq, chunk in chunks:
+            position = chunk.position
+            assert isinstance(position, EntryPosition)  # (a snapshot reads Canal's TCP protocol only)
+            frames.append(self._chunk_rows(chunk, batch).select(
+                *names, *unfilled, F.lit(SNAPSHOT_OP).alias("_op"), F.lit(position.journal).alias("_journal"),
+                F.lit(position.offset).cast("bigint").alias("_offset"),
+                F.timestamp_millis(F.lit(position.execute_time_ms)).alias("_execute_time"),
+                F.lit(seq).cast("bigint").alias("_seq")))
+        return functools.reduce(lambda one, other: one.unionByName(other), frames)
 
     def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         def append(target: str) -> None:

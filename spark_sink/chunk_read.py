@@ -47,14 +47,16 @@ class JdbcSource:
 
 
 def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: Sequence[tuple[str, str]],
-               ranges: Sequence[KeyRange]) -> DataFrame:
-    """The rows of ``key``'s table in ``ranges`` (one partition each), as columns ``c0``... of Canal's text for
-    ``columns`` (name, MySQL type), in that order."""
+               ranges: Sequence[KeyRange], where: str | None = None) -> DataFrame:
+    """The rows of ``key``'s table in ``ranges`` (one partition each) that ``where`` takes (a checked filter;
+    None: all), as columns ``c0``... of Canal's text for ``columns`` (name, MySQL type), in that order."""
     prefix = _text_prefix([name for name, _ in columns])
     texts = ", ".join(f"{source_select(name, mysql_type)} AS {prefix}{index}"
                       for index, (name, mysql_type) in enumerate(columns))
     keys = ", ".join(quote(name) for name in key.names)
-    query = f"(SELECT {texts}, {keys} FROM {key.sql_table}) AS canalbridge_chunk"
+    # The filter inside: it may name any of the table's columns, not only those selected.
+    filtered = f" WHERE ({where})" if where is not None else ""
+    query = f"(SELECT {texts}, {keys} FROM {key.sql_table}{filtered}) AS canalbridge_chunk"
     frame = spark.read.jdbc(
         source.url, query, predicates=[chunk_predicate(key.columns, keys_) for keys_ in ranges],
         properties={"user": source.user, "password": source.password, "driver": DRIVER,
@@ -73,8 +75,13 @@ class SparkChunkReader:
         self._spark = spark  # the session to read with now (one whose JVM died is replaced)
         self.source = source
 
-    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange]) -> ReadRows:
-        frame = read_chunk(self._spark(), self.source, key, [(c.name, c.mysql_type) for c in columns], ranges)
+    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
+             where: str | None = None) -> ReadRows:
+        if not ranges:  # (the mark a cancelled snapshot lands with: no row, and no connection for it)
+            empty = self._spark().createDataFrame([], ", ".join(f"c{index} string" for index in range(len(columns))))
+            return ReadRows(empty, 0)
+        frame = read_chunk(self._spark(), self.source, key, [(c.name, c.mysql_type) for c in columns], ranges,
+                           where)
         held = frame.localCheckpoint(eager=True)
         return ReadRows(held, held.count())
 

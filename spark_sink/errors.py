@@ -10,16 +10,6 @@ from canalbridge.sync.errors import SyncError
 _DATA_ERRORS = ("CAST_INVALID_INPUT", "NUMERIC_VALUE_OUT_OF_RANGE", "CAST_OVERFLOW", "DATETIME_OVERFLOW")
 
 
-class SnapshotTargetError(SyncError):
-    """A target that cannot take a snapshot's chunks."""
-
-    transient = False
-
-    def __init__(self, table: str, message: str) -> None:
-        self.table = table
-        super().__init__(f"table {table}: {message}")
-
-
 class ValueConversionError(SyncError):
     """A value that is not a value of its column's type (e.g. "abc" for an int)."""
 

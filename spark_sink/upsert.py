@@ -6,7 +6,7 @@ import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -108,9 +108,8 @@ class IcebergUpsertWriter(IcebergWriter):
 
     def _with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
                      ) -> DataFrame:
-        """The last change per key among the staged rows and the chunks' rows, each chunk row an upsert at its
-        chunk's ``_seq``. Keys compare typed here, not as text: a chunk's text is read from the source, not sent
-        by Canal, and only the typed values are sure to be equal."""
+        """The last change per key among the staged rows and the chunks' rows (:meth:`_chunk_rows`), each chunk
+        row an upsert at its chunk's ``_seq``. Keys compare typed here, as in the chunks."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -119,15 +118,9 @@ class IcebergUpsertWriter(IcebergWriter):
                  for index, column in enumerate(batch.columns)]
         frames = [] if staged is None else [staged.select(*typed, "_op", "_seq", F.lit(False).alias("_chunk"))]
         for seq, chunk in chunks:
-            rows = cast("DataFrame", chunk.rows)
-            source = width - len(chunk.origin)
-            texts = [F.col(f"c{index}") for index in range(source)] + [
-                F.lit(value).cast("string").alias(f"c{source + index}") for index, value in enumerate(chunk.origin)]
-            frame = rows.select(*texts).select(*typed)
-            if chunk.dropped:
-                frame = frame.join(self._dropped_keys(chunk), on=[f"c{i}" for i in chunk.key_indexes], how="left_anti")
-            frames.append(frame.select(*[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
-                                       F.lit(seq).cast("bigint").alias("_seq"), F.lit(True).alias("_chunk")))
+            frames.append(self._chunk_rows(chunk, batch).select(
+                *[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
+                F.lit(seq).cast("bigint").alias("_seq"), F.lit(True).alias("_chunk")))
         union = functools.reduce(lambda one, other: one.unionByName(other), frames)
         named = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
         if staged is None and len(chunks) == 1:
@@ -137,16 +130,6 @@ class IcebergUpsertWriter(IcebergWriter):
         latest = Window.partitionBy(*[F.col(f"c{index}") for index in batch.key_indexes]).orderBy(F.col("_seq").desc())
         last_change = union.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
         return last_change.select(*named, "_op", "_chunk")
-
-    def _dropped_keys(self, chunk: ChunkBatch) -> DataFrame:
-        """The keys a chunk's window noted, typed as the chunk's key columns are."""
-        from pyspark.sql import functions as F
-
-        names = [f"c{index}" for index in chunk.key_indexes]
-        texts = self.spark.createDataFrame(sorted(chunk.dropped, key=repr),
-                                           schema=", ".join(f"{name} string" for name in names))
-        return texts.select(*[convert(F.col(name), chunk.columns[index].mysql_type).alias(name)
-                              for name, index in zip(names, chunk.key_indexes)])
 
     def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import structlog
 
@@ -31,7 +31,7 @@ from canalbridge.sync.position import Position
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
-from spark_sink.errors import SnapshotTargetError, ValueConversionError, data_error
+from spark_sink.errors import ValueConversionError, data_error
 from spark_sink.evolve import Column as TargetSchemaColumn
 from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
@@ -349,7 +349,35 @@ class IcebergWriter:
                      chunks: list[tuple[int, ChunkBatch]]) -> DataFrame:
         """:meth:`_typed` of the staged rows (None: there are none) with snapshot chunks among them, each at
         its ``_seq``."""
-        raise SnapshotTargetError(self.channel.target, "a snapshot goes only into upsert targets so far")
+        raise NotImplementedError
+
+    def _chunk_rows(self, chunk: ChunkBatch, batch: Layout) -> DataFrame:
+        """A chunk's rows as typed columns ``c0``... of ``batch``'s target columns (the source's, then the
+        ``origin`` values), without the keys its window noted. Keys compare typed, not as text: a chunk's text
+        is read from the source, not sent by Canal, and only the typed values are sure to be equal."""
+        from pyspark.sql import functions as F
+
+        width = len(batch.target_columns)
+        typed = [convert(F.col(f"c{index}"), column.mysql_type).alias(f"c{index}")
+                 for index, column in enumerate(batch.columns)]
+        rows = cast("DataFrame", chunk.rows)
+        source = width - len(chunk.origin)
+        texts = [F.col(f"c{index}") for index in range(source)] + [
+            F.lit(value).cast("string").alias(f"c{source + index}") for index, value in enumerate(chunk.origin)]
+        frame = rows.select(*texts).select(*typed)
+        if chunk.dropped:
+            frame = frame.join(self._dropped_keys(chunk), on=[f"c{i}" for i in chunk.key_indexes], how="left_anti")
+        return frame
+
+    def _dropped_keys(self, chunk: ChunkBatch) -> DataFrame:
+        """The keys a chunk's window noted, typed as the chunk's key columns are."""
+        from pyspark.sql import functions as F
+
+        names = [f"c{index}" for index in chunk.key_indexes]
+        texts = self.spark.createDataFrame(sorted(chunk.dropped, key=repr),
+                                           schema=", ".join(f"{name} string" for name in names))
+        return texts.select(*[convert(F.col(name), chunk.columns[index].mysql_type).alias(name)
+                              for name, index in zip(names, chunk.key_indexes)])
 
     def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         """Write ``frame`` stamped with ``properties``: to main at once, or held (see :meth:`_held_write`)."""

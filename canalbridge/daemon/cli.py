@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from canalbridge import __version__
-from canalbridge.daemon import commands
+from canalbridge.daemon import commands, snapshot_command
 from canalbridge.daemon.logs import configure_logging
 
 
@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only the channel writing this target (repeat for several); default: every channel")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=commands.reset)
+
+    snapshot = sub.add_parser("snapshot", help="snapshot a running job's tables again (a re-sync), or the rows "
+                                               "--where takes (a back-fill), and show the progress")
+    commands.add_config_argument(snapshot)
+    snapshot_command.add_arguments(snapshot)
+    snapshot.set_defaults(handler=snapshot_command.run)
 
     from canalbridge.devkit import demo
     from canalbridge.devkit import main as devserver_main

@@ -299,9 +299,11 @@ def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], kafka: boo
         problems.append(f"{where}: a snapshot reads through Canal's TCP protocol only so far, not Canal's Kafka "
                         f"topic; set mode = \"never\" or read the destination over [job.canal]")
     for position, channel in enumerate(channels):
-        if channel.get("mode", "upsert") != "upsert":
-            problems.append(f"{where}: channel[{position}] ({channel.get('source', '?')}) is a changelog, and a "
-                            f"snapshot goes into upsert targets only so far; set mode = \"never\"")
+        if snapshot.get("mode") == "only" and channel.get("pattern") is not None:
+            problems.append(f"{where}: mode = \"only\" ends the job after the snapshot, and channel[{position}] "
+                            f"({channel['source']}) matches tables by a pattern, which are not snapshotted yet: "
+                            f"its targets would hold only what was streamed meanwhile; name its tables one channel "
+                            f"each, or use mode = \"initial\"")
     return snapshot
 
 

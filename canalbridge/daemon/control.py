@@ -2,8 +2,11 @@
 
 ``GET /status`` returns the status document; ``POST /jobs/<name>/pause``,
 ``/resume``, ``/stop`` and ``/reset`` act on a job (``/reset?channel=<target>``,
-repeated, resets those channels only). When a token is configured every
-request must carry ``Authorization: Bearer <token>``.
+repeated, resets those channels only); ``/snapshot`` starts a snapshot of the
+job's tables (``?table=<schema.table>``, repeated: those only;
+``&where=<condition>``: the rows it takes) and ``/cancel-snapshot`` cancels
+it. When a token is configured every request must carry
+``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import os
 import socket
 import socketserver
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -29,11 +32,11 @@ class ControlUnreachable(ControlError):
     """Nothing listens at the control endpoint (connection refused, no socket): the daemon is not running."""
 
 
-# (job, action, the targets a reset names) -> the job's status
-Action = Callable[[str, str, tuple[str, ...]], dict[str, Any]]
+# (job, action, the query's parameters: a reset's channels, a snapshot's tables and filter) -> the job's status
+Action = Callable[[str, str, Mapping[str, Sequence[str]]], dict[str, Any]]
 
 
-ACTIONS = ("pause", "resume", "stop", "reset")
+ACTIONS = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot")
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -126,9 +129,9 @@ def _handler(token: str | None, status: Callable[[], dict[str, Any]], act: Actio
             if len(parts) != 3 or parts[0] != "jobs" or parts[2] not in ACTIONS:
                 self._reply(404, {"error": f"no such action {url.path}"})
                 return
-            channels = tuple(parse_qs(url.query, keep_blank_values=True).get("channel", ()))
+            params = parse_qs(url.query, keep_blank_values=True)
             try:
-                self._reply(200, act(unquote(parts[1]), parts[2], channels))
+                self._reply(200, act(unquote(parts[1]), parts[2], params))
             except KeyError as exc:
                 self._reply(404, {"error": str(exc.args[0]) if exc.args else str(exc)})
             except Exception as exc:  # a refused transition, reported to the caller

@@ -6,6 +6,7 @@ import fcntl
 import os
 import signal
 import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -120,17 +121,17 @@ class Daemon:
                 job.restore(record)
         if self.config.daemon.metrics_port:
             self._metrics.serve(self.config.daemon.metrics_port)
+        starting = [job for job in self.jobs.values() if starts_with_daemon(job)]
         for job in self.jobs.values():
-            if job.state not in (JobState.PENDING, JobState.RUNNING):
+            if job not in starting:
                 # Saved before the control endpoint listens: a reset it takes must not be written over.
                 log.info("daemon.job_not_started", job=job.name, state=job.state.value)
                 self._save(job, transition=False)
         self._control = ControlServer(self.config.daemon.control, self.config.daemon.control_token,
                                       self.status, self.act)
         self._control.start()
-        for job in self.jobs.values():
-            if job.state in (JobState.PENDING, JobState.RUNNING):
-                self._start_job(job)
+        for job in starting:
+            self._start_job(job)
 
     def _start_job(self, job: SyncJob) -> None:
         try:
@@ -196,12 +197,27 @@ class Daemon:
         return {"live": True, "pid": os.getpid(),
                 "jobs": [job_json(job.record(), job.settings) for job in self.jobs.values()]}
 
-    def act(self, name: str, action: str, channels: tuple[str, ...] = ()) -> dict[str, Any]:
+    def act(self, name: str, action: str, params: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """Do ``action`` to job ``name``; ``params``: a reset's ``channel``s, a snapshot's ``table``s and
+        ``where``. Returns the job's status (and a snapshot's ``tables``)."""
         job = self.jobs.get(name)
         if job is None:
             raise KeyError(f"no job named {name!r}")
-        if channels and action != "reset":
-            raise JobStateError(f"only a reset names channels, not {action}")
+        params = params or {}
+        allowed = {"reset": {"channel"}, "snapshot": {"table", "where"}}.get(action, set())
+        unexpected = sorted(set(params) - allowed)
+        if unexpected:
+            raise JobStateError(f"{action} takes no {', '.join(unexpected)}")
+        channels = tuple(params.get("channel", ()))
+        if action == "snapshot":
+            wheres = params.get("where", ())
+            if len(wheres) > 1:
+                raise JobStateError("a snapshot takes one where")
+            tables = job.snapshot_tables(tuple(params.get("table", ())), wheres[0] if wheres else None)
+            return {**job_json(job.record(), job.settings), "tables": list(tables)}
+        if action == "cancel-snapshot":
+            tables = job.cancel_snapshot()
+            return {**job_json(job.record(), job.settings), "tables": list(tables)}
         if action == "reset":
             store = self._store
 
@@ -219,3 +235,11 @@ class Daemon:
         else:
             raise JobStateError(f"unknown action {action!r}")
         return job_json(job.record(), job.settings)
+
+
+def starts_with_daemon(job: SyncJob) -> bool:
+    """Whether the daemon starts ``job``: new, running when the daemon stopped, or FINISHED by a snapshot in
+    ``mode = "only"`` whose config now says to stream on."""
+    if job.state is JobState.FINISHED:
+        return not job.snapshot_only
+    return job.state in (JobState.PENDING, JobState.RUNNING)

@@ -170,11 +170,12 @@ def _channel_lines(channel: dict[str, Any], indent: str) -> list[str]:
     if channel.get("maintenance"):
         lines.append(f"{indent}  last maintenance: {channel['maintenance']}")
     if channel.get("snapshot"):
-        lines.append(f"{indent}  snapshot: {_snapshot_line(channel['snapshot'])}")
+        lines.append(f"{indent}  snapshot: {snapshot_line(channel['snapshot'])}")
     return lines
 
 
-def _snapshot_line(snapshot: dict[str, Any]) -> str:
+def snapshot_line(snapshot: dict[str, Any]) -> str:
+    """A table's snapshot (the status document's ``snapshot`` of a channel) in one line."""
     if snapshot["phase"] == "waiting":
         return "waiting for the tables before it"
     line = f"{snapshot['phase']}, {snapshot['chunks']} chunks, {snapshot['rows']} rows in this run"

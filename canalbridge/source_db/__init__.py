@@ -15,6 +15,7 @@ from canalbridge.source_db.errors import (
     SourceDbError,
     TableKeyError,
 )
+from canalbridge.source_db.filters import FilterError, check_filter, checked_filter
 from canalbridge.source_db.keys import TableKey, table_columns, table_key
 from canalbridge.source_db.planner import ChunkPlanner
 from canalbridge.source_db.signals import CLOSE, OPEN, Signal, SignalTable
@@ -23,6 +24,7 @@ __all__ = [
     "CLOSE",
     "OPEN",
     "ChunkPlanner",
+    "FilterError",
     "KeyColumn",
     "KeyRange",
     "KeyValues",
@@ -36,6 +38,8 @@ __all__ = [
     "SourceDbError",
     "TableKey",
     "TableKeyError",
+    "check_filter",
+    "checked_filter",
     "chunk_predicate",
     "table_columns",
     "table_key",

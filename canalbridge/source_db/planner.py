@@ -3,7 +3,8 @@
 The last key is taken once, when the snapshot of the table starts: rows
 with greater keys are written later, and reach the target through the
 stream. Each chunk then ends at the ``size``-th key after the one before
-(read from the key's index), or at that last key.
+(read from the key's index), or at that last key. A filter (a back-fill of
+some rows) narrows every query to the rows it takes.
 """
 
 from __future__ import annotations
@@ -16,20 +17,23 @@ from canalbridge.source_db.keys import TableKey
 
 
 class ChunkPlanner:
-    """Plans the chunks of one table's snapshot, resuming after a key if one was done already."""
+    """Plans the chunks of one table's snapshot, resuming after a key if one was done already; with ``where``
+    (a condition :func:`~canalbridge.source_db.filters.checked_filter` passed), of the rows it takes."""
 
-    def __init__(self, db: SourceDb, key: TableKey, size: int) -> None:
+    def __init__(self, db: SourceDb, key: TableKey, size: int, where: str | None = None) -> None:
         if size < 1:
             raise ValueError(f"a chunk holds at least one row, not {size}")
         self._db = db
         self.key = key
         self.size = size
+        self.where = where
         self._columns = ", ".join(quote(c) for c in key.names)
 
     def last_key(self) -> KeyValues | None:
-        """The greatest key the table holds now (None: it is empty)."""
+        """The greatest key the table holds now (None: it is empty), of the rows the filter takes."""
         order = ", ".join(f"{quote(c)} DESC" for c in self.key.names)
-        rows = self._db.query(f"SELECT {self._columns} FROM {self.key.sql_table} ORDER BY {order} LIMIT 1",
+        where = f" WHERE ({self.where})" if self.where is not None else ""
+        rows = self._db.query(f"SELECT {self._columns} FROM {self.key.sql_table}{where} ORDER BY {order} LIMIT 1",
                               table=self.key.name)
         return tuple(rows[0]) if rows else None
 
@@ -38,6 +42,8 @@ class ChunkPlanner:
         conditions = [f"({through(self.key.columns, last)})"]
         if done is not None:
             conditions.insert(0, f"({after(self.key.columns, done)})")
+        if self.where is not None:
+            conditions.append(f"({self.where})")
         order = ", ".join(quote(c) for c in self.key.names)
         rows = self._db.query(
             f"SELECT {self._columns} FROM {self.key.sql_table} WHERE {' AND '.join(conditions)} "

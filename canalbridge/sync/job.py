@@ -1,4 +1,5 @@
-"""A sync job's state machine: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final) from any of them.
+"""A sync job's state machine: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final) from any of them; RUNNING ->
+FINISHED once the snapshot of a job in ``mode = "only"`` is done.
 
 A transient failure that outlived its retries pauses the job with the
 reason; ``resume()`` starts it again from Canal's ack cursor. A job that
@@ -18,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from canalbridge.source_db import check_filter, checked_filter
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.job_run import JobRun
@@ -28,7 +30,7 @@ from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRec
 from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource, SnapshotTable
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.stats import ConsumerStats
 
@@ -71,7 +73,7 @@ class SyncJob:
         self._left_behind: JobRun | None = None  # a stopped run with threads still busy
         self._lock = threading.RLock()
         self._state_changed = threading.Condition(self._lock)
-        self._failure_handler: threading.Thread | None = None
+        self._handler: threading.Thread | None = None  # what a worker thread asked for, done from outside it
         self._log = log.bind(job=self.name)
 
     # -- control ------------------------------------------------------------------------
@@ -79,18 +81,22 @@ class SyncJob:
     def start(self) -> None:
         """PENDING or PAUSED -> RUNNING: open the channels and start the threads.
 
-        A job restored as RUNNING (it ran when the daemon stopped) starts too.
+        A job restored as RUNNING (it ran when the daemon stopped) starts too, and so does a FINISHED one whose
+        snapshot mode is no longer ``only`` (it streams on). A job in ``mode = "only"`` with no table left to
+        snapshot ends FINISHED at once.
         """
         with self._lock:
             restored_running = self.state is JobState.RUNNING and self._run is None
-            if self.state not in (JobState.PENDING, JobState.PAUSED) and not restored_running:
+            streams_on = self.state is JobState.FINISHED and not self.snapshot_only
+            if self.state not in (JobState.PENDING, JobState.PAUSED) and not restored_running and not streams_on:
                 raise JobStateError(f"job {self.name} cannot start from {self.state.value}")
             busy = self.stuck
             if busy:
                 raise JobStateError(f"job {self.name} cannot start while threads of its last run are still busy "
                                     f"({', '.join(busy)}): a commit hangs in the target")
             run = JobRun(self.settings, self._sink_for, self.committed, self.acks, self.stats, self._fail,
-                         lambda: self._notify(transition=False), self.windows, self._snapshot)
+                         lambda: self._notify(transition=False), self.windows, self._snapshot,
+                         self._snapshot_finished if self.snapshot_only else None)
             try:
                 run.start()
             except Exception as exc:  # a target that cannot be opened: this job cannot run
@@ -98,12 +104,17 @@ class SyncJob:
                 self._set_state(JobState.CANCELLED, FailMessage(FailKind.SUBMIT_FAIL, str(exc)))
                 raise
             self._run = run
-            self._update(last_start_time_ms=_now_ms())
+            self._update(last_start_time_ms=_now_ms(), finish_time_ms=None)
             self._set_state(JobState.RUNNING, None)
+            if self.snapshot_only and run.snapshot is None:  # every target holds its table's finished snapshot
+                self._finish()
 
     def resume(self) -> None:
         """PAUSED -> RUNNING, from Canal's ack cursor."""
         with self._lock:
+            if self.state is JobState.FINISHED:
+                raise JobStateError(f"job {self.name} is FINISHED: its snapshot is done and [job.snapshot] mode is "
+                                    f"\"only\"; to stream on, set mode = \"initial\" and restart the daemon")
             if self.state is not JobState.PAUSED:
                 raise JobStateError(f"job {self.name} is {self.state.value}, not PAUSED")
             self.start()
@@ -124,6 +135,49 @@ class SyncJob:
             self._stop_run()
             self._update(finish_time_ms=_now_ms())
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
+
+    def snapshot_tables(self, tables: Sequence[str] = (), where: str | None = None) -> tuple[str, ...]:
+        """A new snapshot of ``tables`` (``schema.table``; none named: every table of a channel named for one)
+        while the job streams: a re-sync, or with ``where`` a back-fill of the rows that condition takes.
+        Returns the tables. Refused while a snapshot runs; the filter is checked by the source first."""
+        with self._lock:
+            if self.windows is None or self._snapshot is None:
+                raise JobStateError(f"job {self.name} has no snapshot: give it a [job.snapshot] section (mode "
+                                    f"\"initial\" or \"only\")")
+            run = self._run
+            if self.state is not JobState.RUNNING or run is None:
+                raise JobStateError(f"job {self.name} is {self.state.value}: a snapshot runs while the job runs")
+            running = run.snapshot
+            if running is not None and running.alive:
+                raise JobStateError(f"job {self.name}: the snapshot of {', '.join(t.name for t in running.tables)} "
+                                    f"is running; wait for it, or cancel it (canalbridge snapshot --cancel)")
+            named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
+            unknown = [repr(t) for t in tables if t.lower() not in named]
+            if unknown:
+                raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
+                               f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
+            chosen = [named[t.lower()] for t in dict.fromkeys(tables)] if tables else list(named.values())
+            condition = None if where is None else checked_filter(where)
+            parts = [channel.source.split(".", 1) for channel in chosen]
+            if condition is not None:
+                with self._snapshot.connect() as db:
+                    for schema, table in parts:
+                        check_filter(db, schema, table, condition)
+            run.start_snapshot([SnapshotTable(schema, table, channel.key, None, condition)
+                                for (schema, table), channel in zip(parts, chosen)])
+            names = tuple(channel.source for channel in chosen)
+            self._log.info("job.snapshot_started", tables=list(names), where=condition)
+            return names
+
+    def cancel_snapshot(self) -> tuple[str, ...]:
+        """Cancel the snapshot that runs (see :meth:`SnapshotRunner.cancel`); returns its tables."""
+        with self._lock:
+            runner = self._run.snapshot if self._run is not None else None
+            if runner is None or not runner.alive:
+                raise JobStateError(f"job {self.name} runs no snapshot")
+            runner.cancel()
+            self._log.warning("job.snapshot_cancel", tables=[t.name for t in runner.tables])
+            return tuple(t.name for t in runner.tables)
 
     def reset(self, targets: Sequence[str] = (),
               forget: Callable[[tuple[ChannelRecord, ...]], None] | None = None) -> tuple[ChannelRecord, ...]:
@@ -214,6 +268,11 @@ class SyncJob:
         """Wait for the threads of a stopped run that were still busy; True once none is."""
         left = self._left_behind
         return left is None or not left.join(timeout_s)
+
+    @property
+    def snapshot_only(self) -> bool:
+        """The job ends FINISHED once its snapshot is done, instead of streaming on."""
+        return self.settings.snapshot is not None and self.settings.snapshot.only
 
     @property
     def snapshot(self) -> SnapshotRunner | None:
@@ -309,9 +368,30 @@ class SyncJob:
                 self._set_state(JobState.PAUSED, FailMessage(FailKind.RUN_FAIL, str(error)))
                 self._log.error("job.paused", reason=str(error), stuck=list(self.stuck))
 
-        # The failing thread cannot join itself, so the stop runs elsewhere.
-        self._failure_handler = threading.Thread(target=handle, name=f"job-fail-{self.name}", daemon=True)
-        self._failure_handler.start()
+        self._elsewhere("fail", handle)
+
+    def _snapshot_finished(self) -> None:
+        """Called from the snapshot's thread once every table is done, in ``mode = "only"``: finish from
+        another thread."""
+
+        def handle() -> None:
+            with self._lock:
+                if self.state is JobState.RUNNING:
+                    self._finish()
+
+        self._elsewhere("finish", handle)
+
+    def _finish(self) -> None:
+        """RUNNING -> FINISHED: stop the threads; what is committed stays, and is acked at the next start if
+        it was not yet. Call with the lock held."""
+        self._stop_run()
+        self._update(finish_time_ms=_now_ms())
+        self._set_state(JobState.FINISHED, None)
+
+    def _elsewhere(self, what: str, handle: Callable[[], None]) -> None:
+        # A worker thread cannot join itself, so the run stops from another thread.
+        self._handler = threading.Thread(target=handle, name=f"job-{what}-{self.name}", daemon=True)
+        self._handler.start()
 
     def _update(self, **changes: Any) -> None:
         self._record = replace(self._record, **changes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -59,10 +59,12 @@ class JobRun:
         on_commit: Callable[[], None],
         windows: Windows | None = None,
         snapshot: SnapshotSource | None = None,
+        on_snapshot_finished: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self._windows = windows
         self._snapshot = snapshot
+        self._on_snapshot_finished = on_snapshot_finished
         self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
         self.channels: list[Channel] = []
         self._sink_for = sink_for
@@ -103,10 +105,22 @@ class JobRun:
         if tables:
             assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
             self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
-                                           self._stop, self._on_failure)
+                                           self._stop, self._on_failure, self._on_snapshot_finished)
             self._workers.append(self.snapshot)
         for worker in self._workers:
             worker.start()
+
+    def start_snapshot(self, tables: Sequence[SnapshotTable]) -> SnapshotRunner:
+        """Start a new snapshot of ``tables`` while the stream runs (a re-sync, a back-fill); the job checked
+        that none runs."""
+        assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
+        assert self.snapshot is None or not self.snapshot.alive
+        runner = SnapshotRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
+                                self._stop, self._on_failure, self._on_snapshot_finished)
+        self.snapshot = runner
+        self._workers.append(runner)  # (joined by stop, as the others)
+        runner.start()
+        return runner
 
     def _snapshot_tables(self) -> list[SnapshotTable]:
         """The tables of the channels named for one table whose targets do not hold a finished snapshot of them,

@@ -15,12 +15,14 @@ from canalbridge.sync.snapshot.progress import SnapshotStatus
 
 
 class JobState(Enum):
-    """Doris's job states: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final) from any of them."""
+    """Doris's job states: PENDING -> RUNNING <-> PAUSED, and CANCELLED (final) from any of them; RUNNING ->
+    FINISHED for a job whose snapshot is all it does (``mode = "only"``)."""
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     PAUSED = "PAUSED"
     CANCELLED = "CANCELLED"
+    FINISHED = "FINISHED"
 
 
 class FailKind(Enum):

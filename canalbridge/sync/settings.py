@@ -277,9 +277,10 @@ class SnapshotSettings:
     # The variable's name (no secret): the loader reads the password from it.
     password_env: str | None = setting(None, check=non_empty, secret=True,
                                        doc="the environment variable that holds the password, instead of `password`")
-    mode: str = setting("initial", check=one_of("initial", "never"),
+    mode: str = setting("initial", check=one_of("initial", "never", "only"),
                         doc="`initial`: snapshot each table of the channels whose target does not hold a finished "
-                            "snapshot of it, while the stream runs; `never`: stream only")
+                            "snapshot of it, while the stream runs; `only`: the same, then the job stops as "
+                            "FINISHED instead of streaming on; `never`: stream only")
     chunk_rows: int = setting(100_000, check=positive, doc="rows per key range")
     parallelism: int = setting(4, check=positive,
                                doc="key ranges read at once, one connection each: what a snapshot opens on the "
@@ -297,6 +298,11 @@ class SnapshotSettings:
     @property
     def active(self) -> bool:
         return self.mode != "never"
+
+    @property
+    def only(self) -> bool:
+        """The job ends (FINISHED) once every table's snapshot is done."""
+        return self.mode == "only"
 
 
 @dataclass(frozen=True)

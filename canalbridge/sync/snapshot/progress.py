@@ -29,13 +29,15 @@ class ProgressFormatError(ValueError):
 class TableProgress:
     """The snapshot ``snapshot`` of ``table`` (``schema.table``): chunks are done through key ``done`` (None:
     none yet), out of those through ``last`` (None: the table was empty). ``done`` is always a planned range's
-    upper bound, the last one ``last`` itself, so a table is finished when they are equal."""
+    upper bound, the last one ``last`` itself, so a table is finished when they are equal. ``where``: the rows
+    it takes, when it is a back-fill of some (``canalbridge snapshot --where``)."""
 
     snapshot: str
     table: str
     last: KeyValues | None
     done: KeyValues | None = None
     key: tuple[str, ...] = ()  # the key's columns the values are of (a key changed since: the values say nothing)
+    where: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -43,18 +45,22 @@ class TableProgress:
 
     def advanced(self, done: KeyValues) -> TableProgress:
         """This progress once the chunk through ``done`` landed."""
-        return TableProgress(self.snapshot, self.table, self.last, done, self.key)
+        return TableProgress(self.snapshot, self.table, self.last, done, self.key, self.where)
 
     def to_json(self) -> str:
-        return json.dumps({"snapshot": self.snapshot, "table": self.table, "last": _encode(self.last),
-                           "done": _encode(self.done), "key": list(self.key)}, sort_keys=True)
+        stored = {"snapshot": self.snapshot, "table": self.table, "last": _encode(self.last),
+                  "done": _encode(self.done), "key": list(self.key)}
+        if self.where is not None:
+            stored["where"] = self.where
+        return json.dumps(stored, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> TableProgress:
         try:
             stored = json.loads(text)
+            where = stored.get("where")
             return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]),
-                       tuple(str(column) for column in stored.get("key", ())))
+                       tuple(str(column) for column in stored.get("key", ())), None if where is None else str(where))
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
 

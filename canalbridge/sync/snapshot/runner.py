@@ -68,15 +68,17 @@ ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
 class ReadRows:
     """A chunk's rows as a reader holds them (read once: its handle never reads the source again), and how many."""
 
-    rows: object
+    handle: object
     count: int
 
 
 class ChunkReader(Protocol):
     """Reads a chunk of a table as the text Canal would send for its rows."""
 
-    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange]) -> ReadRows:
-        """The rows of ``key``'s table in ``ranges``, each as its ``columns``' values (Canal's text)."""
+    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
+             where: str | None = None) -> ReadRows:
+        """The rows of ``key``'s table in ``ranges`` that ``where`` takes (None: all), each as its ``columns``'
+        values (Canal's text); no range: none."""
 
     def release(self, rows: object) -> None:
         """Drop what :meth:`read` holds, once its chunk landed (or was given up)."""
@@ -85,12 +87,14 @@ class ChunkReader(Protocol):
 @dataclass(frozen=True)
 class SnapshotTable:
     """A table to snapshot: ``schema.table``, its channel's ``key`` (None: the primary key), and how far an
-    earlier snapshot of it came (None: it never began)."""
+    earlier snapshot of it came (None: it never began, or a new one is asked for). ``where``: a checked filter,
+    for a new snapshot of only the rows it takes (one that resumes keeps its progress's)."""
 
     schema: str
     table: str
     key: tuple[str, ...] | None = None
     progress: TableProgress | None = None
+    where: str | None = None
 
     @property
     def name(self) -> str:
@@ -110,7 +114,8 @@ class SnapshotRunner(Worker):
     """Runs one job's snapshot of ``tables`` in its own thread, then ends; a failure is reported to the job."""
 
     def __init__(self, job: str, tables: Sequence[SnapshotTable], windows: Windows, source: SnapshotSource,
-                 settings: SnapshotSettings, stop: threading.Event, on_failure: Callable[[SyncError], None]) -> None:
+                 settings: SnapshotSettings, stop: threading.Event, on_failure: Callable[[SyncError], None],
+                 on_finished: Callable[[], None] | None = None) -> None:
         super().__init__(f"snapshot-{job}", stop)
         self.job = job
         self.tables = tuple(tables)
@@ -119,15 +124,27 @@ class SnapshotRunner(Worker):
         self._connect = source.connect
         self._reader = source.reader
         self._on_failure = on_failure
+        self._on_finished = on_finished
         self._log = log.bind(job=job)
         self.snapshot_id = uuid.uuid4().hex[:12]  # of the tables whose snapshot begins in this run
         self.finished = threading.Event()  # every table is done
+        self._cancelled = threading.Event()
+        self._marking = False  # landing the marks of a cancel: the cancel no longer stops the waits
         # Written by this thread, read by status (each value replaced whole).
         self._status: dict[str, SnapshotStatus] = {table.name: SnapshotStatus("waiting") for table in self.tables}
+        self._begun: dict[str, TableProgress] = {}  # each table's snapshot once planned (this thread's)
 
     def status(self) -> dict[str, SnapshotStatus]:
         """Each table's snapshot as it stands, by ``schema.table``."""
         return dict(self._status)
+
+    def cancel(self) -> None:
+        """Stop reading: the chunks that landed stay, and each table not finished lands a mark that says it is
+        (an empty chunk), so that no restart takes the snapshot up again. The thread ends once they landed."""
+        self._cancelled.set()
+
+    def _halted(self) -> bool:
+        return self._stop.is_set() or (self._cancelled.is_set() and not self._marking)
 
     def _run(self) -> None:
         table = ""
@@ -136,13 +153,22 @@ class SnapshotRunner(Worker):
                 signals = SignalTable(db, *self.windows.signal_table)
                 signals.check()
                 signals.clear()
-                for each in self.tables:
-                    table = each.name
-                    self._table(db, signals, each)
-                    if self._stop.is_set():
-                        return
+                try:
+                    for each in self.tables:
+                        table = each.name
+                        self._table(db, signals, each)
+                        if self._halted():
+                            raise _Stopped()
+                except _Stopped:
+                    if self._stop.is_set() or not self._cancelled.is_set():
+                        raise
+                    self._marking = True
+                    self._mark_cancelled(db, signals)
+                    return
             self.finished.set()
             self._log.info("snapshot.finished", tables=len(self.tables))
+            if self._on_finished is not None:
+                self._on_finished()
         except _Stopped:
             pass
         except SourceDbError as exc:
@@ -153,28 +179,50 @@ class SnapshotRunner(Worker):
             self._log.exception("snapshot.unexpected_error", table=table)
             self._fail(SnapshotError(table, f"unexpected {type(exc).__name__}: {exc}"))
 
+    def _mark_cancelled(self, db: SourceDb, signals: SignalTable) -> None:
+        """Land a mark (no row, the progress finished) for each table not finished: the one being read and
+        those not begun."""
+        for table in self.tables:
+            begun = self._begun.get(table.name)
+            if begun is not None and begun.finished:
+                continue
+            key = table_key(db, table.schema, table.table, table.key)
+            if begun is None or (begun.key and begun.key != key.names):
+                begun = TableProgress(self.snapshot_id, table.name, None, key=key.names, where=table.where)
+            mark = begun if begun.last is None else begun.advanced(begun.last)
+            read = self._read(db, signals, table, key, [], mark)
+            self._close(signals, read)
+            if not self._land(signals, table, read, _Tally()):  # (a DDL spoiled it: once more, as the table is now)
+                self._close(signals, read := self._read(db, signals, table, key, [], mark))
+                if not self._land(signals, table, read, _Tally()):
+                    raise SnapshotError(table.name, "a cancel's mark was spoiled twice by DDL on the table")
+            self._status[table.name] = SnapshotStatus("cancelled", done=_text(begun.done), last=_text(begun.last))
+        self._log.warning("snapshot.cancelled", tables=[table.name for table in self.tables])
+
     def _fail(self, error: SnapshotError) -> None:
         self._log.error("snapshot.failed", table=error.table, error=str(error))
         self._on_failure(error)
 
     def _table(self, db: SourceDb, signals: SignalTable, table: SnapshotTable) -> None:
         progress, tally, first = table.progress, _Tally(), True
+        where = progress.where if progress is not None else table.where
         while True:
             key = table_key(db, table.schema, table.table, table.key)
-            planner = ChunkPlanner(db, key, self.settings.chunk_rows)
+            planner = ChunkPlanner(db, key, self.settings.chunk_rows, where)
             if progress is not None and progress.key and progress.key != key.names:
                 self._log.warning("snapshot.key_changed", table=table.name, was=list(progress.key),
                                   now=list(key.names))
                 progress = None  # its key values are another key's: the table's snapshot starts over
             if progress is None:
-                progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names)
+                progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names, where=where)
+            self._begun[table.name] = progress
             if progress.finished:
                 self._status[table.name] = SnapshotStatus("finished", last=_text(progress.last))
                 self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
                 return
             if first:
                 self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
-                               resumed=progress.done is not None)
+                               resumed=progress.done is not None, where=where)
                 first = False
             self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, _text(progress.done),
                                                       _text(progress.last))
@@ -203,7 +251,7 @@ class SnapshotRunner(Worker):
                 through = ranges[-1].through
                 assert through is not None  # (the planner bounds every range by the last key)
                 progress = progress.advanced(through)
-                if self._stop.is_set():  # (not one more read: it may take long)
+                if self._halted():  # (not one more read: it may take long)
                     raise _Stopped()
                 held.append(self._read(db, signals, table, key, ranges, progress))
                 if len(held) == 2:  # the one before was closed, and committed while this one was read
@@ -231,14 +279,14 @@ class SnapshotRunner(Worker):
             # The columns as of the open signal: a DDL before it is in them, one after it spoils the window.
             columns = _columns(table_columns(db, key.schema, key.table), key)
             try:
-                read.rows = self._reader.read(key, columns, ranges)
+                read.rows = self._reader.read(key, columns, ranges, progress.where)
             except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
                 raise SnapshotError(table.name, f"reading keys {_span(ranges)} failed: {_first_line(exc)}") from exc
         except BaseException:
             self._drop(read)
             raise
         read.read_s = time.monotonic() - started
-        self.windows.ready(window, SnapshotChunk(columns, read.rows.rows, read.rows.count, progress))
+        self.windows.ready(window, SnapshotChunk(columns, read.rows.handle, read.rows.count, progress))
         return read
 
     def _close(self, signals: SignalTable, read: _Read) -> None:
@@ -273,7 +321,7 @@ class SnapshotRunner(Worker):
         begins)."""
         self.windows.forget(read.window)
         if read.rows is not None:
-            self._reader.release(read.rows.rows)
+            self._reader.release(read.rows.handle)
             read.rows = None
 
     def _wait(self, window: ChunkWindow) -> bool:
@@ -281,7 +329,7 @@ class SnapshotRunner(Worker):
         ``land_timeout_seconds``."""
         timeout_s = self.settings.land_timeout_seconds
         deadline = time.monotonic() + timeout_s
-        while not self._stop.is_set():
+        while not self._halted():
             left = deadline - time.monotonic()
             state = self.windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
             if state in ENDED:

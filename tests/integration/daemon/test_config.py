@@ -339,15 +339,22 @@ def test_a_broken_snapshot_section_is_named(tmp_path, change, says):
     assert any(problem.startswith(says) for problem in found), found
 
 
-def test_a_snapshot_into_a_changelog_or_from_kafka_is_refused_until_it_can_run(tmp_path):
-    changelog = with_snapshot(VALID).replace('target = "lake.db.t"', 'target = "lake.db.t"\nmode = "changelog"')
-    assert problems(tmp_path, changelog, {"SNAPSHOT_PASSWORD": "x"}) == [
-        'job[0].snapshot: channel[0] (db.t) is a changelog, and a snapshot goes into upsert targets only so far; '
-        'set mode = "never"']
-    off = changelog.replace('signal_table = "db.canalbridge_signal"',
-                            'signal_table = "db.canalbridge_signal"\nmode = "never"')
-    assert load_config(write(tmp_path, off), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot is not None
+def test_a_snapshot_from_kafka_is_refused_until_it_can_run(tmp_path):
     kafka = with_snapshot(KAFKA)
     assert any("a snapshot reads through Canal's TCP protocol only so far" in problem
                for problem in problems(tmp_path, kafka, {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}))
+    off = kafka.replace('signal_table = "db.canalbridge_signal"',
+                        'signal_table = "db.canalbridge_signal"\nmode = "never"')
+    assert load_config(write(tmp_path, off), {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}).jobs[0].snapshot
 
+
+
+def test_a_snapshot_only_job_is_refused_with_a_pattern_channel_it_would_not_snapshot(tmp_path):
+    only = SNAPSHOT + 'mode = "only"\n'
+    assert load_config(write(tmp_path, with_snapshot(VALID, only)), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot.only
+    pattern = with_snapshot(VALID, only).replace('source = "db.t"', 'source = "db.t_*"').replace(
+        'target = "lake.db.t"', 'target = "lake.db.{table}"')
+    assert problems(tmp_path, pattern, {"SNAPSHOT_PASSWORD": "x"}) == [
+        'job[0].snapshot: mode = "only" ends the job after the snapshot, and channel[0] (db.t_*) matches tables by '
+        'a pattern, which are not snapshotted yet: its targets would hold only what was streamed meanwhile; name '
+        'its tables one channel each, or use mode = "initial"']

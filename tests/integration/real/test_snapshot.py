@@ -1,22 +1,27 @@
 """A snapshot brings the rows a table held before the stream began, and meets the stream exactly: with MariaDB,
 the real Canal server, Spark over JDBC and Iceberg targets, while a workload inserts, updates, deletes and
-changes keys in the very tables being read, every target ends equal to ``SELECT *`` of its source."""
+changes keys in the very tables being read, every target ends equal to ``SELECT *`` of its source (a
+changelog target played in order, each change in it once)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
-from canalbridge.source_db import SourceDb
+from canalbridge.devkit.entries import TableDef
+from canalbridge.source_db import FilterError, SourceDb, SourceDbError
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.job import JobState, SyncJob
+from canalbridge.sync.job import JobState, JobStateError, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
-from canalbridge.sync.snapshot.runner import SnapshotSource
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
+from spark_sink.identifiers import quote, quote_table
 from spark_sink.sink import make_sink
 from tests.configs import VALID, write
 from tests.helpers import eventually
@@ -30,6 +35,7 @@ DB = "snapshot"
 SIGNALS = "canalbridge_signal"
 USER, PASSWORD = "snapshotter", "snapshotter-secret"
 TABLES = mixed_tables(DB)  # every column type; an integer, a composite and a reserved-word table
+CHANGELOG = "accounts"  # (composite key) into a changelog target; the others into upsert targets
 ROWS_BEFORE = 180  # per table, written before Canal's start position: only the snapshot brings them
 
 
@@ -52,7 +58,9 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
                                 signal_table=f"{DB}.{SIGNALS}", chunk_rows=25, parallelism=2,
                                 land_timeout_seconds=300)
     settings = JobSettings(DB, canal.canal_settings(DB, poll_timeout_ms=50),
-                           tuple(ChannelSettings(t.qualified, f"lake.{DB}.{t.name}") for t in TABLES),
+                           tuple(ChannelSettings(t.qualified, f"lake.{DB}.{t.name}",
+                                                 mode="changelog" if t.name == CHANGELOG else "upsert")
+                                 for t in TABLES),
                            CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1), snapshot=snapshot)
     source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD),
                                SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)))
@@ -82,7 +90,11 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
 
     assert job.stats.chunks_routed >= len(TABLES) * ROWS_BEFORE // 50
     for table in TABLES:
-        assert_target_equals_source(spark, source, table, f"lake.{DB}.{table.name}")
+        target = f"lake.{DB}.{table.name}"
+        if table.name == CHANGELOG:
+            assert_changelog_once(spark, table, target)
+            target = folded(spark, table, target)
+        assert_target_equals_source(spark, source, table, target)
     assert mariadb.execute(f"SELECT COUNT(*) FROM {SIGNALS}", database=DB) == [(0,)], "signal rows are removed"
     # Each target's last stamp says its table's snapshot finished: a restart does not take them again.
     again = new_job()
@@ -91,6 +103,143 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
         assert again.snapshot is None
     finally:
         again.shutdown()
+
+
+def items_jobs(canal, mariadb, spark, spark_settings, db: str, rows: int, **snapshot_settings: object
+               ) -> Callable[..., SyncJob]:
+    """Database ``db`` with a table ``items`` of ``rows`` rows written before its Canal destination's start (only
+    a snapshot brings them), a snapshot user of its own; returns a maker of jobs on it (keywords: snapshot
+    settings to change)."""
+    mariadb.create_database(db)
+    mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL)",
+                    "INSERT INTO items VALUES " + ", ".join(f"({i}, 'item {i}')" for i in range(1, rows + 1)),
+                    SIGNAL_TABLE_DDL.format(table=SIGNALS), database=db)
+    user = f"{db}_user"
+    mariadb.execute(f"DROP USER IF EXISTS '{user}'@'%'", f"CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'",
+                    f"GRANT SELECT ON {db}.* TO '{user}'@'%'",
+                    f"GRANT INSERT, DELETE ON {db}.{SIGNALS} TO '{user}'@'%'")
+    canal.add_destination(CanalDestination(db, filter_regex=rf"{db}\..*"))
+    snapshot = SnapshotSettings(host=mariadb.host, port=mariadb.port, user=user, password=PASSWORD,
+                                signal_table=f"{db}.{SIGNALS}", parallelism=1, **snapshot_settings)
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
+                           (ChannelSettings(f"{db}.items", f"lake.{db}.items"),),
+                           CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1), snapshot=snapshot)
+    source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, user, PASSWORD),
+                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, user, PASSWORD)))
+
+    def new_job(**changes: object) -> SyncJob:
+        return SyncJob(replace(settings, snapshot=replace(snapshot, **changes)),
+                       lambda channel: make_sink(spark, channel, db, spark_settings), snapshot=source_db)
+
+    return new_job
+
+
+@pytest.mark.timeout(600)
+def test_a_snapshot_only_job_brings_its_tables_then_ends_finished(canal, mariadb, spark, spark_settings):
+    new_job = items_jobs(canal, mariadb, spark, spark_settings, "snaponly", 60, chunk_rows=30, mode="only")
+    job = new_job()
+    job.start()
+    try:
+        assert job.wait_state(JobState.FINISHED, 300), (job.state, job.fail_message)
+        assert job.channels == [], "a finished job's threads are stopped"
+    finally:
+        job.shutdown()
+    rows = sorted((row.id, row.name) for row in spark.table("lake.snaponly.items").collect())
+    assert rows == [(i, f"item {i}") for i in range(1, 61)]
+    again = new_job()  # nothing left to read: it ends as it starts
+    again.start()
+    try:
+        assert again.state is JobState.FINISHED and again.snapshot is None
+    finally:
+        again.shutdown()
+    streams_on = new_job(mode="initial")  # the config no longer says "only": the finished job streams on
+    streams_on.restore(again.record())
+    streams_on.start()
+    try:
+        assert streams_on.state is JobState.RUNNING and streams_on.snapshot is None
+    finally:
+        streams_on.shutdown()
+
+
+@pytest.mark.timeout(600)
+def test_a_resync_and_a_back_fill_repair_rows_changed_behind_the_jobs_back(canal, mariadb, spark, spark_settings):
+    db = "resync"
+    new_job = items_jobs(canal, mariadb, spark, spark_settings, db, 50, chunk_rows=20)
+
+    def target() -> dict[int, str]:
+        return {row.id: row.name for row in spark.table(f"lake.{db}.items").collect()}
+
+    def source() -> dict[int, str]:
+        return dict(mariadb.execute("SELECT id, name FROM items", database=db))
+
+    def ended(job: SyncJob) -> SnapshotRunner:
+        runner = job.snapshot
+        assert runner is not None
+        assert eventually(lambda: not runner.alive or job.state is not JobState.RUNNING, 300)
+        assert job.state is JobState.RUNNING, job.fail_message
+        return runner
+
+    job = new_job()
+    job.start()
+    try:
+        assert ended(job).finished.is_set()
+        # Behind the job's back: changes that never reach the binlog, so never the stream.
+        mariadb.execute("SET sql_log_bin = 0", "UPDATE items SET name = 'changed' WHERE id IN (5, 40)",
+                        "INSERT INTO items VALUES (100, 'unseen')", database=db)
+        mariadb.execute("UPDATE items SET name = 'streamed' WHERE id = 6", database=db)
+        with pytest.raises(FilterError, match="closes more than was opened"):
+            job.snapshot_tables([f"{db}.items"], "1 = 1) OR (1 = 1")
+        with pytest.raises(SourceDbError, match=f"table {db}.items: .*SQL syntax"):
+            job.snapshot_tables([f"{db}.items"], "id <=")
+        with pytest.raises(KeyError, match=f"no channel named for 'resync.nosuch' \\(its tables: {db}.items\\)"):
+            job.snapshot_tables([f"{db}.nosuch"])
+
+        assert job.snapshot_tables([f"{db}.ITEMS"], "id <= 10") == (f"{db}.items",)  # a back-fill
+        with pytest.raises(JobStateError, match=f"the snapshot of {db}.items is running"):
+            job.snapshot_tables()
+        assert ended(job).finished.is_set()
+        assert eventually(lambda: target()[6] == "streamed", 60)
+        held = target()
+        assert held[5] == "changed" and held[40] == "item 40" and 100 not in held  # only the rows id <= 10
+
+        assert job.snapshot_tables() == (f"{db}.items",)  # a re-sync: every table of the job
+        assert ended(job).finished.is_set()
+        assert target() == source()
+
+        job.snapshot_tables()
+        assert job.cancel_snapshot() == (f"{db}.items",)
+        cancelled = ended(job)
+        assert not cancelled.finished.is_set() and cancelled.status()[f"{db}.items"].phase == "cancelled"
+    finally:
+        job.shutdown()
+    again = new_job()  # the cancelled snapshot's mark says the table is done: no restart takes it up
+    again.start()
+    try:
+        assert again.snapshot is None and again.state is JobState.RUNNING
+    finally:
+        again.shutdown()
+    assert target() == source()
+
+
+def folded(spark, table: TableDef, target: str) -> str:
+    """A view of the changelog ``target`` played in order: each key's last row, unless that row removes it (``-D``,
+    or ``-U`` when the key changed). Its snapshot rows (``+S``) count as rows."""
+    keys = ", ".join(quote(name) for name in table.key_names)
+    view = f"folded_{table.name}"
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM (
+        SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY _journal DESC, _offset DESC, _seq DESC) AS _nth
+        FROM {quote_table(target)}) WHERE _nth = 1 AND _op IN ('+I', '+U', '+S')""")
+    return view
+
+
+def assert_changelog_once(spark, table: TableDef, target: str) -> None:
+    """Each change in the changelog ``target`` once (one row per entry, operation and key), and snapshot rows."""
+    keys = ", ".join(quote(name) for name in table.key_names)
+    twice = spark.sql(f"SELECT _journal, _offset, _op, {keys} FROM {quote_table(target)} "
+                      f"GROUP BY _journal, _offset, _op, {keys} HAVING COUNT(*) > 1").collect()
+    assert not twice, f"{target} holds changes twice: {twice[:5]}"
+    ops = {row["_op"] for row in spark.table(quote_table(target)).select("_op").distinct().collect()}
+    assert {"+S", "+I", "+U", "-U", "-D"} <= ops, ops
 
 
 def validate(tmp_path, mariadb, user: str, password: str, table: str = "keyed") -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.position import EntryPosition
-from tests.daemon_process import daemon_log, job_status, running_daemon, stop
+from tests.daemon_process import cli, daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination
 from tests.infra.sql_source import PacedWriter, Source, create_sql
@@ -91,6 +91,14 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
         assert eventually(lambda: daemon.poll() is not None or acked_through(config, last), 300), (
             f"not acked through {last}: {job_status(config, 'real')}")
         assert daemon.poll() is None, daemon_log(config)[-3000:]
+        # A back-fill through the command line, followed to its end; what it refuses, it names.
+        back_fill = cli("snapshot", "-c", str(config), "real", ORDERS.qualified, "--where", "id <= 100")
+        assert back_fill.returncode == 0, (back_fill.stdout, back_fill.stderr)
+        assert f"  {ORDERS.qualified}: finished" in back_fill.stdout and "snapshot done" in back_fill.stdout
+        bad = cli("snapshot", "-c", str(config), "real", "--where", "id <=")
+        assert bad.returncode == 1 and f"table {ORDERS.qualified}: " in bad.stderr and "SQL syntax" in bad.stderr
+        idle = cli("snapshot", "-c", str(config), "real", "--cancel")
+        assert idle.returncode == 1 and "job real runs no snapshot" in idle.stderr
         stop(daemon, config)
 
     for table in (ORDERS, ACCOUNTS):

@@ -14,8 +14,11 @@ from canalbridge.source_db import (
     SourceDbAccessError,
     SourceDbAuthError,
     SourceDbConnectionError,
+    SourceDbError,
     TableKey,
     TableKeyError,
+    check_filter,
+    checked_filter,
     chunk_predicate,
     table_key,
 )
@@ -117,6 +120,19 @@ def test_a_snapshot_resumes_after_the_last_key_it_did(source):
     done = list(planner.ranges())
     resumed = list(planner.ranges(done=done[3].through, last=done[-1].through))
     assert resumed == done[4:]
+
+
+def test_a_back_fill_plans_full_chunks_of_the_rows_its_filter_takes_up_to_the_last_of_them(source):
+    key = table_key(source, DB, "ints")
+    where = checked_filter("v % 2 = 0 AND id < 1000")
+    check_filter(source, DB, "ints", where)
+    chunks = [[k for k in keys_in(source, key, keys) if k[0] % 2 == 0 and k[0] < 1000]
+              for keys in ChunkPlanner(source, key, 25, where).ranges()]
+    taken = source.query(f"SELECT id FROM {DB}.ints WHERE {where} ORDER BY id")
+    assert [k for chunk in chunks for k in chunk] == taken
+    assert all(len(chunk) == 25 for chunk in chunks[:-1]) and 0 < len(chunks[-1]) <= 25
+    with pytest.raises(SourceDbError, match=f"table {DB}.ints: .*nosuch"):
+        check_filter(source, DB, "ints", "nosuch = 1")
 
 
 def test_an_empty_table_has_no_chunks(source):

@@ -1,5 +1,6 @@
-"""A snapshot chunk in an Iceberg upsert target: applied at its place among the transaction's changes, without
-the keys its window noted, compared as typed keys, and its progress stamped with the commit and every later one.
+"""A snapshot chunk in an Iceberg target: applied at its place among the transaction's changes, without the keys
+its window noted, compared as typed keys, and its progress stamped with the commit and every later one; in a
+changelog, as snapshot rows (``+S``) at its close signal.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from canalbridge.sync.rows import RowMapper, rows_count
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.window import SnapshotChunk
-from spark_sink.errors import SnapshotTargetError
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from spark_sink.upsert import _key_bound
@@ -94,16 +94,37 @@ def test_the_progress_is_stamped_on_every_later_commit_and_read_back_after_a_res
     assert rows(spark, target) == [("1.00", "a"), ("5.00", "e")]
 
 
-def test_a_changelog_target_refuses_a_chunk_by_name(spark, spark_settings):
+def test_a_chunk_in_a_changelog_is_snapshot_rows_at_its_close_signal_between_the_changes_around_it(
+        spark, spark_settings):
     target = "lake.snapshot_chunks.changelog"
     sink = make_sink(spark, ChannelSettings("db.t", target, mode="changelog"), JOB, spark_settings)
-    mapper = RowMapper("db.t", None, before_images=sink.writer.before_images())
-    sink.writer.begin()
-    sink.writer.send_chunk(mapper.chunk_batch(chunk(spark, ("1", "a")), ["id"], [],
-                                              EntryPosition("mysql-bin.000001", 100)))
-    with pytest.raises(SnapshotTargetError, match=f"{target}: a snapshot goes only into upsert targets"):
-        sink.writer.commit(EntryPosition("mysql-bin.000001", 100), "l1")
-    assert sink.state.read_state().position is None
+    writer = sink.writer
+    binlog = BinlogWriter()
+    mapper = RowMapper("db.t", None, before_images=writer.before_images())
+
+    def send(entry: entry_pb.Entry) -> None:
+        writer.send(mapper.batch(mapper.map(entry_pb.RowChange.FromString(entry.storeValue), EntryPosition.of(entry))))
+
+    writer.begin()
+    send(binlog.rows(T, EventType.INSERT, [(None, {"id": D("2.00"), "name": "B"})]))
+    send(binlog.rows(T, EventType.DELETE, [({"id": D("3.00"), "name": "c"}, None)]))
+    close = EntryPosition(binlog.journal, binlog.offset, 1_700_000_000_000)
+    binlog.offset += 100
+    writer.send_chunk(mapper.chunk_batch(chunk(spark, ("1", "a"), ("2.00", "b"), ("3.00", "c"), ("4.00", "d")),
+                                         ["id"], [("2.00",), ("3",)], close))
+    update = binlog.rows(T, EventType.UPDATE, [({"id": D("4.00"), "name": "d"}, {"id": D("4.00"), "name": "D2"})])
+    send(update)
+    writer.commit(EntryPosition.of(update), "l1")
+    held = spark.table(quote_table(target)).orderBy("_seq").collect()
+    # Each source change once, in order; the chunk's rows where its close signal stands, but for the keys its
+    # window noted (2 and 3), whose changes stand.
+    assert [(row["_op"], str(row["id"]), row["name"]) for row in held] == [
+        ("+I", "2.00", "B"), ("-D", "3.00", "c"), ("+S", "1.00", "a"), ("+S", "4.00", "d"),
+        ("-U", "4.00", "d"), ("+U", "4.00", "D2")]
+    snapshot_rows = [row for row in held if row["_op"] == "+S"]
+    assert {(row["_journal"], row["_offset"]) for row in snapshot_rows} == {(close.journal, close.offset)}
+    assert {row["_execute_time"].timestamp() for row in snapshot_rows} == {1_700_000_000.0}
+    assert sink.state.read_state().snapshot == {"db.t": PROGRESS}
 
 
 def test_a_commit_with_chunks_bounds_its_delete_by_the_key_ranges_of_the_chunks_and_of_the_stream(spark):
@@ -116,3 +137,19 @@ def test_a_commit_with_chunks_bounds_its_delete_by_the_key_ranges_of_the_chunks_
     assert _key_bound(unsigned, "k") == "(`k` BETWEEN 18446744073709551615BD AND 18446744073709551615BD) AND "
     for kind in ("string", "decimal(6,2)", "date"):  # no literal of these: the delete scans as before
         assert _key_bound(spark.createDataFrame([], f"k {kind}, _chunk boolean"), "k") == ""
+
+
+@pytest.mark.parametrize("mode", ["upsert", "changelog"])
+def test_an_empty_chunk_alone_stamps_its_progress_as_a_cancels_mark_does(spark, spark_settings, mode):
+    target = f"lake.snapshot_chunks.empty_{mode}"
+    sink = make_sink(spark, ChannelSettings("db.t", target, mode=mode), JOB, spark_settings)
+    mapper = RowMapper("db.t", None, before_images=sink.writer.before_images())
+    finished = TableProgress("snap-1", "db.t", ("9.00",), ("9.00",))
+    empty = SnapshotChunk(COLUMNS, spark.createDataFrame([], "c0 string, c1 string"), 0, finished)
+    for offset, chunk_ in ((100, chunk(spark, ("1", "a"))), (200, empty)):
+        sink.writer.begin()
+        sink.writer.send_chunk(mapper.chunk_batch(chunk_, ["id"], [], EntryPosition("mysql-bin.000001", offset)))
+        sink.writer.commit(EntryPosition("mysql-bin.000001", offset), f"l{offset}")
+    state = make_sink(spark, ChannelSettings("db.t", target, mode=mode), JOB, spark_settings).state.read_state()
+    assert state.position == EntryPosition("mysql-bin.000001", 200) and state.snapshot == {"db.t": finished}
+    assert spark.table(quote_table(target)).count() == 1

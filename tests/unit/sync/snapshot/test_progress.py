@@ -61,3 +61,12 @@ def test_the_key_the_values_are_of_is_kept_and_every_tables_progress_round_trips
     with pytest.raises(ProgressFormatError):
         progress_from_json('["not", "a", "map"]')
 
+
+
+def test_a_back_fills_filter_is_kept_as_it_advances_and_progress_stored_without_one_reads_back():
+    back_fill = TableProgress("snap-3", "db.orders", last=(90,), key=("id",), where="created < '2024-01-01'")
+    assert back_fill.advanced((40,)).where == "created < '2024-01-01'"
+    assert TableProgress.from_json(back_fill.advanced((40,)).to_json()) == back_fill.advanced((40,))
+    plain = TableProgress("snap-4", "db.orders", last=(90,))
+    assert "where" not in plain.to_json()  # (what earlier versions wrote, and read)
+    assert TableProgress.from_json(plain.to_json()).where is None

@@ -10,13 +10,12 @@ table's last. A runner that waited for a chunk to land before it read the next w
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.source_db import CLOSE, KeyRange, Signal, TableKey
+from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, TableKey
 from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.settings import SnapshotSettings
@@ -24,6 +23,7 @@ from canalbridge.sync.snapshot import runner as runner_module
 from canalbridge.sync.snapshot.runner import ReadRows, SnapshotRunner, SnapshotSource, SnapshotTable
 from canalbridge.sync.snapshot.window import WindowState
 from canalbridge.sync.snapshot.windows import Windows
+from tests.unit.sync.snapshot.signal_rows import signal
 
 TABLE = ("db", "t")
 KEY = TableKey("db", "t", (KeyColumn("id", "int"),))
@@ -36,19 +36,17 @@ class Played:
 
     windows: Windows
     spoil_at_read: int | None = None  # the read (counted from 1) during which a DDL on the table is routed
+    cancel_at_read: int | None = None  # the read during which the snapshot is cancelled
+    cancel: Callable[[], None] = lambda: None
     events: list[tuple[str, object]] = field(default_factory=list)
     handles: list[object] = field(default_factory=list)  # each read's rows
     released: list[object] = field(default_factory=list)
     _closed: list = field(default_factory=list)
 
-    def route(self, signal: Signal) -> None:
+    def route(self, written: Signal) -> None:
         """The stream routes a signal row just written."""
-        columns = [entry_pb.Column(name="id", value=signal.row_id), entry_pb.Column(name="kind", value=signal.kind),
-                   entry_pb.Column(name="data", value="{}")]
-        change = entry_pb.RowChange(eventType=entry_pb.EventType.INSERT,
-                                    rowDatas=[entry_pb.RowData(afterColumns=columns)])
-        closed = self.windows.signal(change, label=f"txn-{signal.window}")
-        self.events.append((signal.kind, signal.window))
+        closed = self.windows.signal(signal(written.window, written.kind), label=f"txn-{written.window}")
+        self.events.append((written.kind, written.window))
         self._closed += closed
         if any(window.chunk.progress.finished for window in closed):
             self.land()
@@ -62,11 +60,13 @@ class Played:
 
     def read(self, ranges: list[KeyRange]) -> ReadRows:
         before = [window for window in self._closed if window.state is WindowState.CLOSED]
-        self.events.append(("read", (ranges[0].through, len(before))))
+        self.events.append(("read", (ranges[0].through, len(before)) if ranges else None))
         self.land()  # the chunk before commits while this one is read
         self.handles.append(object())
         if len(self.handles) == self.spoil_at_read:
             self.windows.spoil(TABLE)
+        if len(self.handles) == self.cancel_at_read:
+            self.cancel()
         return ReadRows(self.handles[-1], sum(int(r.through[0]) - int(r.after[0] if r.after else 0) for r in ranges))
 
 
@@ -80,15 +80,15 @@ class FakeSignals:
     def clear(self) -> None:
         pass
 
-    def write(self, signal: Signal) -> None:
-        self.played.route(signal)
+    def write(self, written: Signal) -> None:
+        self.played.route(written)
 
     def remove(self, window: str) -> None:
         pass
 
 
 class FakePlanner:
-    def __init__(self, db: object, key: TableKey, size: int) -> None:
+    def __init__(self, db: object, key: TableKey, size: int, where: str | None = None) -> None:
         self.size = size
 
     def last_key(self) -> tuple[int]:
@@ -104,7 +104,7 @@ class FakeReader:
     def __init__(self, played: Played) -> None:
         self.played = played
 
-    def read(self, key: TableKey, columns: object, ranges: list[KeyRange]) -> ReadRows:
+    def read(self, key: TableKey, columns: object, ranges: list[KeyRange], where: str | None = None) -> ReadRows:
         return self.played.read(ranges)
 
     def release(self, rows: object) -> None:
@@ -129,15 +129,16 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
     return played
 
 
-def run(played: Played) -> list[SyncError]:
+def run(played: Played, *, finishes: bool = True) -> list[SyncError]:
     failures: list[SyncError] = []
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
     runner = SnapshotRunner("job", [SnapshotTable(*TABLE)], played.windows,
                             SnapshotSource(FakeDb, FakeReader(played)), settings, threading.Event(), failures.append)
+    played.cancel = runner.cancel
     runner.start()
     assert runner.join(30)
-    assert runner.finished.is_set(), failures
+    assert runner.finished.is_set() is finishes, failures
     return failures
 
 
@@ -162,3 +163,16 @@ def test_a_spoiled_window_drops_the_chunk_read_ahead_and_goes_on_from_the_last_c
     assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
     assert sorted(map(id, played.released)) == sorted(map(id, played.handles)) and len(played.handles) == 7
     assert not played.windows.concerns(TABLE)
+
+
+def test_a_cancel_keeps_what_landed_and_lands_a_mark_that_the_table_is_done(played):
+    played.cancel_at_read = 2  # keys 3-4, read while 1-2 commits
+    assert run(played, finishes=False) == []
+    assert [event for kind, event in played.events if kind == "read"] == [((2,), 0), ((4,), 1), None]
+    # 1-2 landed; 3-4 was dropped unclosed; the mark (no row) landed with the progress at the last key.
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (10,)]
+    opened = [window for kind, window in played.events if kind == OPEN]
+    assert [window for kind, window in played.events if kind == CLOSE] == [opened[0], opened[2]]
+    assert sorted(map(id, played.released)) == sorted(map(id, played.handles)) and len(played.handles) == 3
+    assert not played.windows.concerns(TABLE)
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest
@@ -13,19 +12,11 @@ from canalbridge.sync.errors import SnapshotError
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.windows import Windows
+from tests.unit.sync.snapshot.signal_rows import signal
 
 T = ("db", "t")
 LANDED = frozenset({WindowState.LANDED})
 CHUNK = SnapshotChunk((SourceColumn("id", "int(11)", 4, True),), [("1",)], 1, TableProgress("s1", "db.t", (1,), (1,)))
-
-
-def signal(window: str, kind: str, event: entry_pb.EventType.ValueType = entry_pb.EventType.INSERT
-           ) -> entry_pb.RowChange:
-    values = {"id": f"{window}:{kind}", "kind": kind, "data": json.dumps({})}
-    columns = [entry_pb.Column(name=name, value=value) for name, value in values.items()]
-    row = entry_pb.RowData(afterColumns=columns) if event == entry_pb.EventType.INSERT else entry_pb.RowData(
-        beforeColumns=columns)
-    return entry_pb.RowChange(eventType=event, rowDatas=[row])
 
 
 def insert(key: str) -> entry_pb.RowChange:
@@ -153,7 +144,6 @@ def test_tables_and_channels_match_without_case_as_mysqls_names_may():
     assert windows.signal(signal("w1", "close"), "txn-1") == [window] and window.keys == {("5",)}
     windows.landed("txn-1", {"DB.T"})  # a channel named otherwise failed: the chunk did not land
     assert window.state is WindowState.CLOSED
-
 
 
 def test_an_abort_while_the_next_chunk_is_read_replays_both_windows_each_noting_its_own_keys():

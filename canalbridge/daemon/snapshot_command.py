@@ -1,0 +1,108 @@
+"""``canalbridge snapshot``: ask the daemon for a new snapshot of a job's tables while it streams (a re-sync, or
+with ``--where`` a back-fill of some rows), then show each table's progress until the snapshot ends;
+``--cancel`` cancels the one that runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from canalbridge.daemon.commands import EXIT_CONFIG
+from canalbridge.daemon.config import ConfigError, load_config
+from canalbridge.daemon.control import ControlError, ControlUnreachable, request
+from canalbridge.daemon.status import snapshot_line
+
+POLL_S = 1.0  # how often the progress is asked for
+ENDED = ("finished", "cancelled")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job")
+    parser.add_argument("tables", nargs="*", metavar="TABLE",
+                        help="schema.table of a channel of the job (several: one after the other); default: all")
+    parser.add_argument("--where", metavar="CONDITION",
+                        help="only the rows this SQL condition takes (a back-fill); it runs on the source")
+    parser.add_argument("--cancel", action="store_true",
+                        help="cancel the snapshot that runs: what landed stays, and no restart takes it up again")
+    parser.add_argument("--no-wait", action="store_true", help="start it and return, without showing its progress")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start (or cancel) the snapshot through the daemon's control endpoint, then follow it."""
+    try:
+        config = load_config(args.config, secrets=False)  # the daemon holds the source's password
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.cancel and (args.tables or args.where is not None):
+        print("error: --cancel cancels the snapshot that runs, whatever its tables: name none", file=sys.stderr)
+        return EXIT_CONFIG
+    address, token = config.daemon.control, config.daemon.control_token
+    path = f"/jobs/{quote(args.job, safe='')}/{'cancel-snapshot' if args.cancel else 'snapshot'}"
+    query = [("table", table) for table in args.tables] + ([("where", args.where)] if args.where is not None else [])
+    try:
+        result = request(address, "POST", path + ("?" + urlencode(query) if query else ""), token)
+    except ControlUnreachable as exc:
+        print(f"error: {exc}; a snapshot is run by the daemon: start it", file=sys.stderr)
+        return 1
+    except ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    tables = result["tables"]
+    if args.cancel:
+        print(f"job {args.job}: the snapshot of {', '.join(tables)} is cancelled; what landed stays, and each table "
+              f"not finished lands a mark that says so")
+        return 0
+    print(f"job {args.job}: snapshot of {', '.join(tables)}" + (f" where {args.where}" if args.where else "")
+          + " started")
+    if args.no_wait:
+        return 0
+    try:
+        return _follow(address, token, args.job, tables)
+    except KeyboardInterrupt:
+        print("stopped following; the snapshot goes on (`canalbridge status` shows it)")
+        return 130
+
+
+def _follow(address: str, token: str | None, job: str, tables: list[str]) -> int:
+    """Print each table's line when it changes, until every one ended (0) or the job stopped running (1)."""
+    shown: dict[str, str] = {}
+    tick = threading.Event()  # (never set: the wait between two looks)
+    while True:
+        try:
+            document = request(address, "GET", "/status", token)
+        except ControlError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        status = next((each for each in document["jobs"] if each["name"] == job), None)
+        if status is None:
+            print(f"error: the daemon has no job {job!r} any more", file=sys.stderr)
+            return 1
+        if status["state"] == "FINISHED":
+            print(f"job {job}: FINISHED (its snapshot is done)")
+            return 0
+        if status["state"] != "RUNNING":
+            reason = (status.get("fail_message") or {}).get("text", "")
+            print(f"error: job {job} is {status['state']}" + (f": {reason}" if reason else ""), file=sys.stderr)
+            return 1
+        phases = _phases(status, tables)
+        for table, snapshot in phases.items():
+            line = snapshot_line(snapshot)
+            if shown.get(table) != line:
+                print(f"  {table}: {line}", flush=True)
+                shown[table] = line
+        if len(phases) == len(tables) and all(snapshot["phase"] in ENDED for snapshot in phases.values()):
+            cancelled = [table for table, snapshot in phases.items() if snapshot["phase"] == "cancelled"]
+            print(f"job {job}: snapshot " + (f"cancelled ({', '.join(cancelled)})" if cancelled else "done"))
+            return 1 if cancelled else 0
+        tick.wait(POLL_S)
+
+
+def _phases(status: dict[str, Any], tables: list[str]) -> dict[str, dict[str, Any]]:
+    """The snapshot of each of ``tables`` as the job's channels show it (those shown yet)."""
+    wanted = {table.lower() for table in tables}
+    return {channel["source"]: channel["snapshot"] for channel in status["channels"]
+            if channel["source"].lower() in wanted and channel.get("snapshot")}
