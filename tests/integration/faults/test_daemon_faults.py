@@ -16,12 +16,11 @@ from tests.daemon_process import PASSWORD, cli, running_daemon, stop, write_conf
 from tests.helpers import eventually
 from tests.integration.faults.checks import assert_changelog_once, assert_upsert_exact, changelog_config
 
-KILLS = 20
+KILLS = 10  # (twenty until stop 48: the ten more, at seeded moments of the same kinds, cost 170 s a run)
 
 
-@pytest.mark.timeout(1200)  # twenty JVM starts
-def test_twenty_sigkills_then_exact_tables_and_no_duplicate_change(spark, spark_settings, dev_server_factory,
-                                                                     tmp_path):
+@pytest.mark.timeout(900)  # ten JVM starts
+def test_ten_sigkills_then_exact_tables_and_no_duplicate_change(spark, spark_settings, dev_server_factory, tmp_path):
     server = dev_server_factory(DestinationConfig("example", "canal", PASSWORD))
     tables = standard_tables(3)[1:]  # orders (upsert), accounts (changelog)
     workload = Workload(WorkloadSpec(tables=tables, row_changes=6000, pk_change_ratio=0.2, seed=41))
