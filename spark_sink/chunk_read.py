@@ -77,7 +77,7 @@ class SparkChunkReader:
 
     def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
              where: str | None = None) -> ReadRows:
-        if not ranges:  # (the mark a cancelled snapshot lands with: no row, and no connection for it)
+        if not ranges:  # (a mark: a snapshot's progress landing with no row, and no connection for it)
             empty = self._spark().createDataFrame([], ", ".join(f"c{index} string" for index in range(len(columns))))
             return ReadRows(empty, 0)
         frame = read_chunk(self._spark(), self.source, key, [(c.name, c.mysql_type) for c in columns], ranges,

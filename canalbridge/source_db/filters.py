@@ -5,7 +5,9 @@ Only its shape is checked here; the server says whether it is valid SQL
 for the table (:func:`check_filter` runs it once). The shape check keeps the
 filter one condition: its parentheses balance, and no statement separator or
 comment outside a quoted string could end the query or hide the key range
-that follows it.
+that follows it. A backslash is refused anywhere: whether it escapes a
+quote depends on the server's ``sql_mode`` (``NO_BACKSLASH_ESCAPES``), so
+a string could end where this check does not see it end.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ def checked_filter(text: str) -> str:
     condition = text.strip()
     if not condition:
         raise FilterError("the filter is empty")
+    if "\\" in condition:
+        raise FilterError(f"{condition!r}: no backslash (whether it escapes a quote depends on the server's "
+                          f"sql_mode); write a quote inside a string twice")
     depth, quote_char, index = 0, "", 0
     while index < len(condition):
         char = condition[index]
         if quote_char:
-            if char == "\\" and quote_char != "`":
-                index += 1  # (an escaped character, the quote among them)
-            elif char == quote_char:
+            if char == quote_char:
                 if condition[index + 1:index + 2] == quote_char:
                     index += 1  # (a doubled quote stands for itself)
                 else:

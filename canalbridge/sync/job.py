@@ -140,10 +140,35 @@ class SyncJob:
         """A new snapshot of ``tables`` (``schema.table``; none named: every table of a channel named for one)
         while the job streams: a re-sync, or with ``where`` a back-fill of the rows that condition takes.
         Returns the tables. Refused while a snapshot runs; the filter is checked by the source first."""
+        named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
+        unknown = [repr(t) for t in tables if t.lower() not in named]
+        if unknown:
+            raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
+                           f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
+        chosen = [named[t] for t in dict.fromkeys(t.lower() for t in tables)] if tables else list(named.values())
+        condition = None if where is None else checked_filter(where)
+        parts = [channel.source.split(".", 1) for channel in chosen]
+        self._snapshot_run()  # (refused now, before the source is asked anything)
+        if condition is not None:
+            assert self._snapshot is not None
+            # Outside the lock: the source may take its time, and a pause or a stop must not wait for it.
+            with self._snapshot.connect() as db:
+                for schema, table in parts:
+                    check_filter(db, schema, table, condition)
+        with self._lock:
+            self._snapshot_run().start_snapshot([SnapshotTable(schema, table, channel.key, None, condition)
+                                                 for (schema, table), channel in zip(parts, chosen)])
+        names = tuple(channel.source for channel in chosen)
+        self._log.info("job.snapshot_started", tables=list(names), where=condition)
+        return names
+
+    def _snapshot_run(self) -> JobRun:
+        """The run a new snapshot starts in; :class:`JobStateError` if none may."""
         with self._lock:
             if self.windows is None or self._snapshot is None:
-                raise JobStateError(f"job {self.name} has no snapshot: give it a [job.snapshot] section (mode "
-                                    f"\"initial\" or \"only\")")
+                how = ("its [job.snapshot] says mode = \"never\"" if self.settings.snapshot is not None
+                       else "it has no [job.snapshot]")
+                raise JobStateError(f"job {self.name} takes no snapshot: {how}")
             run = self._run
             if self.state is not JobState.RUNNING or run is None:
                 raise JobStateError(f"job {self.name} is {self.state.value}: a snapshot runs while the job runs")
@@ -151,23 +176,7 @@ class SyncJob:
             if running is not None and running.alive:
                 raise JobStateError(f"job {self.name}: the snapshot of {', '.join(t.name for t in running.tables)} "
                                     f"is running; wait for it, or cancel it (canalbridge snapshot --cancel)")
-            named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
-            unknown = [repr(t) for t in tables if t.lower() not in named]
-            if unknown:
-                raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
-                               f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
-            chosen = [named[t.lower()] for t in dict.fromkeys(tables)] if tables else list(named.values())
-            condition = None if where is None else checked_filter(where)
-            parts = [channel.source.split(".", 1) for channel in chosen]
-            if condition is not None:
-                with self._snapshot.connect() as db:
-                    for schema, table in parts:
-                        check_filter(db, schema, table, condition)
-            run.start_snapshot([SnapshotTable(schema, table, channel.key, None, condition)
-                                for (schema, table), channel in zip(parts, chosen)])
-            names = tuple(channel.source for channel in chosen)
-            self._log.info("job.snapshot_started", tables=list(names), where=condition)
-            return names
+            return run
 
     def cancel_snapshot(self) -> tuple[str, ...]:
         """Cancel the snapshot that runs (see :meth:`SnapshotRunner.cancel`); returns its tables."""
@@ -370,13 +379,13 @@ class SyncJob:
 
         self._elsewhere("fail", handle)
 
-    def _snapshot_finished(self) -> None:
-        """Called from the snapshot's thread once every table is done, in ``mode = "only"``: finish from
-        another thread."""
+    def _snapshot_finished(self, runner: SnapshotRunner) -> None:
+        """Called from ``runner``'s thread once it ended (every table done, or cancelled), in ``mode = "only"``:
+        finish from another thread, if it is still the run's snapshot (a new one may have begun meanwhile)."""
 
         def handle() -> None:
             with self._lock:
-                if self.state is JobState.RUNNING:
+                if self.state is JobState.RUNNING and self._run is not None and self._run.snapshot is runner:
                     self._finish()
 
         self._elsewhere("finish", handle)

@@ -59,7 +59,7 @@ class JobRun:
         on_commit: Callable[[], None],
         windows: Windows | None = None,
         snapshot: SnapshotSource | None = None,
-        on_snapshot_finished: Callable[[], None] | None = None,
+        on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None,
     ) -> None:
         self.settings = settings
         self._windows = windows
@@ -116,7 +116,7 @@ class JobRun:
         assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
         assert self.snapshot is None or not self.snapshot.alive
         runner = SnapshotRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
-                                self._stop, self._on_failure, self._on_snapshot_finished)
+                                self._stop, self._on_failure, self._on_snapshot_finished, announce=True)
         self.snapshot = runner
         self._workers.append(runner)  # (joined by stop, as the others)
         runner.start()

@@ -111,11 +111,17 @@ class SnapshotSource:
 
 
 class SnapshotRunner(Worker):
-    """Runs one job's snapshot of ``tables`` in its own thread, then ends; a failure is reported to the job."""
+    """Runs one job's snapshot of ``tables`` in its own thread, then ends; a failure is reported to the job, and
+    its end (every table done, or cancelled) to ``on_finished``.
+
+    With ``announce`` (a snapshot asked for while the job runs, of tables
+    whose targets hold a finished one), each table's new progress lands
+    first, as an empty chunk: from then on a restart goes on with it.
+    """
 
     def __init__(self, job: str, tables: Sequence[SnapshotTable], windows: Windows, source: SnapshotSource,
                  settings: SnapshotSettings, stop: threading.Event, on_failure: Callable[[SyncError], None],
-                 on_finished: Callable[[], None] | None = None) -> None:
+                 on_finished: Callable[[SnapshotRunner], None] | None = None, *, announce: bool = False) -> None:
         super().__init__(f"snapshot-{job}", stop)
         self.job = job
         self.tables = tuple(tables)
@@ -125,26 +131,29 @@ class SnapshotRunner(Worker):
         self._reader = source.reader
         self._on_failure = on_failure
         self._on_finished = on_finished
+        self._announce = announce
         self._log = log.bind(job=job)
         self.snapshot_id = uuid.uuid4().hex[:12]  # of the tables whose snapshot begins in this run
         self.finished = threading.Event()  # every table is done
         self._cancelled = threading.Event()
-        self._marking = False  # landing the marks of a cancel: the cancel no longer stops the waits
         # Written by this thread, read by status (each value replaced whole).
         self._status: dict[str, SnapshotStatus] = {table.name: SnapshotStatus("waiting") for table in self.tables}
-        self._begun: dict[str, TableProgress] = {}  # each table's snapshot once planned (this thread's)
+        self._progress: dict[str, TableProgress] = {}  # each table's, once planned, as its chunks land (this thread's)
 
     def status(self) -> dict[str, SnapshotStatus]:
         """Each table's snapshot as it stands, by ``schema.table``."""
         return dict(self._status)
 
     def cancel(self) -> None:
-        """Stop reading: the chunks that landed stay, and each table not finished lands a mark that says it is
-        (an empty chunk), so that no restart takes the snapshot up again. The thread ends once they landed."""
+        """Read no more: a chunk whose close signal is written still lands, the one read ahead of it is dropped,
+        and each table not finished then lands a mark that says it is (an empty chunk), so that no restart
+        takes the snapshot up again. The thread ends once they landed."""
         self._cancelled.set()
 
     def _halted(self) -> bool:
-        return self._stop.is_set() or (self._cancelled.is_set() and not self._marking)
+        """Whether to read no more (a cancel, or the job stops). Only a stop ends a wait for a chunk whose close
+        signal is out: its rows are the commit's until it lands."""
+        return self._stop.is_set() or self._cancelled.is_set()
 
     def _run(self) -> None:
         table = ""
@@ -154,21 +163,22 @@ class SnapshotRunner(Worker):
                 signals.check()
                 signals.clear()
                 try:
+                    if self._announce:
+                        self._announce_all(db, signals)
                     for each in self.tables:
-                        table = each.name
-                        self._table(db, signals, each)
                         if self._halted():
                             raise _Stopped()
+                        table = each.name
+                        self._table(db, signals, each)
                 except _Stopped:
-                    if self._stop.is_set() or not self._cancelled.is_set():
+                    if self._stop.is_set():
                         raise
-                    self._marking = True
                     self._mark_cancelled(db, signals)
+                    self._ended()
                     return
             self.finished.set()
             self._log.info("snapshot.finished", tables=len(self.tables))
-            if self._on_finished is not None:
-                self._on_finished()
+            self._ended()
         except _Stopped:
             pass
         except SourceDbError as exc:
@@ -179,32 +189,60 @@ class SnapshotRunner(Worker):
             self._log.exception("snapshot.unexpected_error", table=table)
             self._fail(SnapshotError(table, f"unexpected {type(exc).__name__}: {exc}"))
 
+    def _ended(self) -> None:
+        if self._on_finished is not None:
+            self._on_finished(self)
+
+    def _announce_all(self, db: SourceDb, signals: SignalTable) -> None:
+        """Plan each table's new snapshot (its last key now) and land that progress, no row yet."""
+        for table in self.tables:
+            key = table_key(db, table.schema, table.table, table.key)
+            last = ChunkPlanner(db, key, self.settings.chunk_rows, table.where).last_key()
+            progress = TableProgress(self.snapshot_id, table.name, last, key=key.names, where=table.where)
+            self._land_mark(db, signals, table, key, progress)
+        self._log.info("snapshot.announced", tables=[table.name for table in self.tables])
+
     def _mark_cancelled(self, db: SourceDb, signals: SignalTable) -> None:
         """Land a mark (no row, the progress finished) for each table not finished: the one being read and
-        those not begun."""
+        those not begun. A table whose mark cannot land (its key cannot be read) is left: a restart takes it
+        up, and says what fails."""
+        cancelled = []
         for table in self.tables:
-            begun = self._begun.get(table.name)
-            if begun is not None and begun.finished:
+            progress = self._progress.get(table.name)
+            if progress is not None and progress.finished:
                 continue
-            key = table_key(db, table.schema, table.table, table.key)
-            if begun is None or (begun.key and begun.key != key.names):
-                begun = TableProgress(self.snapshot_id, table.name, None, key=key.names, where=table.where)
-            mark = begun if begun.last is None else begun.advanced(begun.last)
-            read = self._read(db, signals, table, key, [], mark)
+            before = self._status[table.name]
+            try:
+                key = table_key(db, table.schema, table.table, table.key)
+                if progress is None or (progress.key and progress.key != key.names):
+                    progress = TableProgress(self.snapshot_id, table.name, None, key=key.names, where=table.where)
+                self._land_mark(db, signals, table, key,
+                                progress if progress.last is None else progress.advanced(progress.last))
+            except SourceDbError as exc:
+                self._log.warning("snapshot.cancel_unmarked", table=table.name, error=str(exc))
+                continue
+            cancelled.append(table.name)
+            self._status[table.name] = SnapshotStatus("cancelled", before.chunks, before.rows, _text(progress.done),
+                                                      _text(progress.last))
+        self._log.warning("snapshot.cancelled", tables=cancelled)
+
+    def _land_mark(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
+                   progress: TableProgress) -> None:
+        """Land ``progress`` in the table's target with no row (read nothing between its signals)."""
+        for _ in range(2):  # (a DDL spoiled it: once more, as the table is now)
+            read = self._read(db, signals, table, key, [], progress)
             self._close(signals, read)
-            if not self._land(signals, table, read, _Tally()):  # (a DDL spoiled it: once more, as the table is now)
-                self._close(signals, read := self._read(db, signals, table, key, [], mark))
-                if not self._land(signals, table, read, _Tally()):
-                    raise SnapshotError(table.name, "a cancel's mark was spoiled twice by DDL on the table")
-            self._status[table.name] = SnapshotStatus("cancelled", done=_text(begun.done), last=_text(begun.last))
-        self._log.warning("snapshot.cancelled", tables=[table.name for table in self.tables])
+            if self._land(signals, table, read, _Tally()):
+                return
+        raise SnapshotError(table.name, "a mark of its snapshot's progress was spoiled twice by DDL on the table")
 
     def _fail(self, error: SnapshotError) -> None:
         self._log.error("snapshot.failed", table=error.table, error=str(error))
         self._on_failure(error)
 
     def _table(self, db: SourceDb, signals: SignalTable, table: SnapshotTable) -> None:
-        progress, tally, first = table.progress, _Tally(), True
+        progress = table.progress if table.progress is not None else self._progress.get(table.name)
+        tally, first = _Tally(), True
         where = progress.where if progress is not None else table.where
         while True:
             key = table_key(db, table.schema, table.table, table.key)
@@ -215,7 +253,7 @@ class SnapshotRunner(Worker):
                 progress = None  # its key values are another key's: the table's snapshot starts over
             if progress is None:
                 progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names, where=where)
-            self._begun[table.name] = progress
+            self._progress[table.name] = progress
             if progress.finished:
                 self._status[table.name] = SnapshotStatus("finished", last=_text(progress.last))
                 self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
@@ -258,6 +296,8 @@ class SnapshotRunner(Worker):
                     if not self._land(signals, table, before := held.pop(0), tally):
                         return landed
                     landed = before.progress
+                if self._halted():  # (a cancel during the read: this chunk is not closed, and is dropped)
+                    raise _Stopped()
                 self._close(signals, held[-1])
             if held and not self._land(signals, table, held.pop(0), tally):
                 return landed
@@ -310,7 +350,7 @@ class SnapshotRunner(Worker):
                        waited_s=round(time.monotonic() - started, 2))
         tally.chunks += 1
         tally.rows += count
-        progress = read.progress
+        progress = self._progress[table.name] = read.progress
         self._status[table.name] = SnapshotStatus(
             "finished" if progress.finished else "reading", tally.chunks, tally.rows, _text(progress.done),
             _text(progress.last), round(tally.rows / max(time.monotonic() - tally.started, 1e-3), 1))
@@ -329,7 +369,7 @@ class SnapshotRunner(Worker):
         ``land_timeout_seconds``."""
         timeout_s = self.settings.land_timeout_seconds
         deadline = time.monotonic() + timeout_s
-        while not self._halted():
+        while not self._stop.is_set():  # (not a cancel: the chunk's close signal is out)
             left = deadline - time.monotonic()
             state = self.windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
             if state in ENDED:

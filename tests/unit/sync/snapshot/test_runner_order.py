@@ -48,8 +48,8 @@ class Played:
         closed = self.windows.signal(signal(written.window, written.kind), label=f"txn-{written.window}")
         self.events.append((written.kind, written.window))
         self._closed += closed
-        if any(window.chunk.progress.finished for window in closed):
-            self.land()
+        if any(window.chunk.progress.finished or not window.chunk.count for window in closed):
+            self.land()  # (the table's last chunk, or a mark: the runner reads nothing more before it lands)
 
     def land(self) -> None:
         """The transactions that carry the closed chunks land."""
@@ -129,12 +129,13 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
     return played
 
 
-def run(played: Played, *, finishes: bool = True) -> list[SyncError]:
+def run(played: Played, *, finishes: bool = True, announce: bool = False) -> list[SyncError]:
     failures: list[SyncError] = []
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
     runner = SnapshotRunner("job", [SnapshotTable(*TABLE)], played.windows,
-                            SnapshotSource(FakeDb, FakeReader(played)), settings, threading.Event(), failures.append)
+                            SnapshotSource(FakeDb, FakeReader(played)), settings, threading.Event(), failures.append,
+                            announce=announce)
     played.cancel = runner.cancel
     runner.start()
     assert runner.join(30)
@@ -175,4 +176,11 @@ def test_a_cancel_keeps_what_landed_and_lands_a_mark_that_the_table_is_done(play
     assert [window for kind, window in played.events if kind == CLOSE] == [opened[0], opened[2]]
     assert sorted(map(id, played.released)) == sorted(map(id, played.handles)) and len(played.handles) == 3
     assert not played.windows.concerns(TABLE)
+
+
+def test_a_snapshot_asked_for_while_the_job_runs_lands_its_progress_before_any_chunk(played):
+    # The target holds a finished snapshot: until this one's progress lands, a restart would not take it up.
+    assert run(played, announce=True) == []
+    assert next(event for kind, event in played.events if kind == "read") is None  # (the mark reads nothing)
+    assert [done for kind, done in played.events if kind == "landed"] == [None, (2,), (4,), (6,), (8,), (10,)]
 
