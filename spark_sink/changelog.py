@@ -101,8 +101,7 @@ class IcebergChangelogWriter(IcebergWriter):
         names = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
         unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self._unmapped]
         for seq, chunk in chunks:
-            position = chunk.position
-            assert isinstance(position, EntryPosition)  # (a snapshot reads Canal's TCP protocol only)
+            position = chunk.position  # (a binlog position, or a Kafka one: both name a journal and an offset)
             frames.append(self._chunk_rows(chunk, batch).select(
                 *names, *unfilled, F.lit(SNAPSHOT_OP).alias("_op"), F.lit(position.journal).alias("_journal"),
                 F.lit(position.offset).cast("bigint").alias("_offset"),

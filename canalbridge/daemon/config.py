@@ -237,7 +237,7 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
         problems.append(f"{where}.canal: set password or password_env, not both")
     elif "password_env" in canal:
         canal["password"] = secret.read(canal["password_env"], f"{where}.canal.password_env")
-    snapshot = _snapshot(values, channels, kafka is not None or "kafka" in values, where, secret, problems) \
+    snapshot = _snapshot(values, channels, where, secret, problems) \
         if "snapshot" in values else None
 
     commit_settings = CommitSettings(**_attributes(CommitSettings, {"job.commit": commit, "job.canal": canal}))
@@ -284,7 +284,7 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
     )
 
 
-def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], kafka: bool, where: str, secret: _Secrets,
+def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], where: str, secret: _Secrets,
               problems: list[str]) -> dict[str, Any]:
     """``[job.snapshot]``: the source database's connection, and what a snapshot cannot do yet."""
     where = f"{where}.snapshot"
@@ -295,9 +295,6 @@ def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], kafka: boo
         snapshot["password"] = secret.read(snapshot["password_env"], f"{where}.password_env")
     if snapshot.get("mode", "initial") == "never":
         return snapshot
-    if kafka:
-        problems.append(f"{where}: a snapshot reads through Canal's TCP protocol only so far, not Canal's Kafka "
-                        f"topic; set mode = \"never\" or read the destination over [job.canal]")
     for position, channel in enumerate(channels):
         if snapshot.get("mode") == "only" and channel.get("pattern") is not None:
             problems.append(f"{where}: mode = \"only\" ends the job after the snapshot, and channel[{position}] "

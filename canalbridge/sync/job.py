@@ -172,6 +172,9 @@ class SyncJob:
             run = self._run
             if self.state is not JobState.RUNNING or run is None:
                 raise JobStateError(f"job {self.name} is {self.state.value}: a snapshot runs while the job runs")
+            refusal = run.snapshot_refusal()
+            if refusal is not None:
+                raise JobStateError(f"job {self.name}: {refusal}")
             running = run.snapshot
             if running is not None and running.alive:
                 raise JobStateError(f"job {self.name}: the snapshot of {', '.join(t.name for t in running.tables)} "

@@ -106,7 +106,8 @@ class JobRun:
             assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
             self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
                                            self._stop, self._on_failure, self._on_snapshot_finished)
-            self._workers.append(self.snapshot)
+            # First: alive before the Receiver opens the link, which asks whether a snapshot runs.
+            self._workers.insert(0, self.snapshot)
         for worker in self._workers:
             worker.start()
 
@@ -121,6 +122,16 @@ class JobRun:
         self._workers.append(runner)  # (joined by stop, as the others)
         runner.start()
         return runner
+
+    def snapshot_refusal(self) -> str | None:
+        """Why a new snapshot cannot start in this run (None: it can): the stream's own reason, if any."""
+        link = self._link
+        return link.snapshot_refusal() if isinstance(link, KafkaLink) else None
+
+    def _snapshotting(self) -> bool:
+        """Whether this run's snapshot is left to do (read by the link from the Receiver's thread)."""
+        runner = self.snapshot
+        return runner is not None and runner.alive
 
     def _snapshot_tables(self) -> list[SnapshotTable]:
         """The tables of the channels named for one table whose targets do not hold a finished snapshot of them,
@@ -162,7 +173,7 @@ class JobRun:
         if settings.kafka is not None:
             return KafkaLink(settings.name, settings.kafka, capacity, self._acks, self._committed,
                              [channel.source for channel in settings.channels if channel.pattern is None],
-                             rules=settings.has_rules)
+                             rules=settings.has_rules, snapshotting=self._snapshotting)
         canal = settings.canal
         assert canal is not None, "a job reads Canal or Kafka"
         connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,

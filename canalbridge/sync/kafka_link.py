@@ -45,6 +45,13 @@ from canalbridge.sync.source import TakenBatch
 log = structlog.get_logger("canalbridge.kafka_link")
 
 
+def one_partition_needed(partitions: int) -> str:
+    """Why a snapshot refuses a topic of ``partitions`` partitions."""
+    return (f"a snapshot needs the topic on one partition, and it has {partitions}: a chunk's signal rows must "
+            "come in the same order as its table's changes, and records of two partitions have no order "
+            "between them. Publish the job's tables to a topic of one partition (canal.mq.partitionsNum and "
+            "partitionHash unset) while it snapshots, or set [job.snapshot] mode = \"never\"")
+
 
 class KafkaLink:
     """kafka-python consumer, offsets and the bounded queue between Receiver and Consumer, under one lock."""
@@ -54,7 +61,8 @@ class KafkaLink:
 
     def __init__(self, job: str, settings: KafkaSettings, capacity: int, acks: AckState,
                  committed: CommittedPositions, sources: Sequence[str],
-                 consumer_factory: Callable[..., Any] | None = None, *, rules: bool = False) -> None:
+                 consumer_factory: Callable[..., Any] | None = None, *, rules: bool = False,
+                 snapshotting: Callable[[], bool] = lambda: False) -> None:
         self.job = job
         self.settings = settings
         self.acks = acks
@@ -66,6 +74,8 @@ class KafkaLink:
         # Rules make channels as their tables appear: the targets known at start are not all of them.
         self._rules = rules
         self._consumer_factory = consumer_factory
+        # Whether a snapshot's windows are open or to come: they need the whole stream in one order.
+        self._snapshotting = snapshotting
         self._consumer: Any = None
         self._assigned: list[Any] = []  # TopicPartitions
         # Every partition the link has assigned since it was made: one that appears later was added to the
@@ -105,6 +115,8 @@ class KafkaLink:
             if settings.topic not in consumer.topics():
                 raise KafkaSourceError(self.description, "the topic does not exist", transient=False)
             partitions = sorted(consumer.partitions_for_topic(settings.topic) or ())
+            if len(partitions) > 1 and self._snapshotting():
+                raise KafkaSourceError(self.description, one_partition_needed(len(partitions)), transient=False)
             if len(partitions) > 1 and self.marks_transactions:
                 self._log.warning("kafka.markers_on_many_partitions", partitions=len(partitions),
                                   note="Canal drops transaction ends when it hashes partitions: set "
@@ -333,6 +345,12 @@ class KafkaLink:
         """Entries and bytes taken and not yet asked to be acked (Kafka keeps them: no store fills up)."""
         with self._cond:
             return self._lanes.outstanding
+
+    def snapshot_refusal(self) -> str | None:
+        """Why a snapshot cannot start now (None: it can): the topic has more than one partition."""
+        with self._cond:
+            count = len(self._lanes.lanes)  # (none before the link first opened: then open() refuses)
+        return one_partition_needed(count) if count > 1 else None
 
     def partitions(self) -> tuple[PartitionRecord, ...]:
         """Each partition's offsets and last committed entry, for status and metrics."""

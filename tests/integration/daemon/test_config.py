@@ -339,14 +339,10 @@ def test_a_broken_snapshot_section_is_named(tmp_path, change, says):
     assert any(problem.startswith(says) for problem in found), found
 
 
-def test_a_snapshot_from_kafka_is_refused_until_it_can_run(tmp_path):
-    kafka = with_snapshot(KAFKA)
-    assert any("a snapshot reads through Canal's TCP protocol only so far" in problem
-               for problem in problems(tmp_path, kafka, {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}))
-    off = kafka.replace('signal_table = "db.canalbridge_signal"',
-                        'signal_table = "db.canalbridge_signal"\nmode = "never"')
-    assert load_config(write(tmp_path, off), {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}).jobs[0].snapshot
-
+def test_a_job_reading_kafka_takes_a_snapshot_too(tmp_path):
+    job = load_config(write(tmp_path, with_snapshot(KAFKA)), {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}).jobs[0]
+    assert job.kafka is not None and job.snapshot is not None and job.snapshot.active
+    assert job.snapshot.signal == ("db", "canalbridge_signal")
 
 
 def test_a_snapshot_only_job_is_refused_with_a_pattern_channel_it_would_not_snapshot(tmp_path):

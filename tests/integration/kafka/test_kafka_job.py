@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -18,13 +19,16 @@ from kafka.structs import OffsetAndMetadata
 
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db import SourceDbError
 from canalbridge.sync.errors import TargetSourceMismatchError
 from canalbridge.sync.job import JobState, SyncJob
 from canalbridge.sync.position import EntryPosition, KafkaPosition
 from canalbridge.sync.record import PartitionRecord
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings, SnapshotSettings
 from canalbridge.sync.sink import ChannelSink
+from canalbridge.sync.snapshot.runner import SnapshotSource
 from canalbridge.sync.tables import TablePattern
+from tests.helpers import eventually
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
 from tests.infra.memory_writer import CommitRecord, InMemoryWriter
@@ -412,3 +416,27 @@ def test_a_partition_added_while_the_job_runs_is_read_from_its_beginning(kafka_b
     assert partitions == {0, 1, 2}  # status and lag cover the new partition
     job.assert_tables()
     assert job.applied() == expected_row_writes(entries), "a row change was applied twice or lost"
+
+
+def test_a_snapshot_refuses_a_topic_of_two_partitions_naming_why(kafka_broker, topic):
+    # Signal rows in one partition and the table's changes in another have no order between them: a window
+    # could miss a change it must note, and the chunk's older row would land over it.
+    name = topic(2)
+    load, _ = workload(changes=50, seed=23)
+    base = KafkaJob(kafka_broker.bootstrap, name, load, markers=False)
+    snapshot = SnapshotSettings(host="127.0.0.1", user="u", signal_table="db.canalbridge_signal")
+
+    def connect() -> Any:  # the source does not answer until the job stops: the snapshot runs while the link opens
+        assert eventually(lambda: job.snapshot is not None, 30)  # (set once start() has the run)
+        job.snapshot._stop.wait(60)
+        raise SourceDbError("the test's source is gone", address="127.0.0.1:3306")
+
+    job = SyncJob(dataclasses.replace(base.settings, snapshot=snapshot), base._sink,
+                  snapshot=SnapshotSource(connect, None))  # type: ignore[arg-type]
+    job.start()
+    try:
+        assert job.wait_state(JobState.PAUSED, 60), job.state
+        assert job.fail_message.text.startswith(f"kafka {kafka_broker.bootstrap} topic {name}: a snapshot needs the "
+                                                f"topic on one partition, and it has 2")
+    finally:
+        job.shutdown()

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
-from tests.infra.canal_server import CanalDestination, CanalServer
+from tests.infra.canal_server import CanalDestination, CanalServer, KafkaMode
+from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.mariadb import MariaDBServer
 
 
@@ -69,3 +70,27 @@ def real_destination(canal, mariadb) -> Callable[..., CanalDestination]:
         return destination
 
     return make
+
+
+@pytest.fixture
+def kafka_canal(tmp_path_factory, mariadb: MariaDBServer,
+                kafka_broker: KafkaBroker) -> Iterator[Callable[..., CanalServer]]:
+    """Start a Canal publishing database NAME into a new topic NAME (after its tables exist)."""
+    servers: list[CanalServer] = []
+
+    def start(name: str, *, flat: bool, partitions: int = 1, hash_rule: str = "",
+              server_properties: dict[str, str] | None = None) -> CanalServer:
+        kafka_broker.create_topic(name, partitions)
+        properties = {"canal.mq.topic": name}
+        if partitions > 1:
+            properties.update({"canal.mq.partitionsNum": str(partitions), "canal.mq.partitionHash": hash_rule})
+        destination = CanalDestination(name, filter_regex=rf"{name}\..*", properties=properties)
+        server = CanalServer(tmp_path_factory.mktemp(f"canal-{name}"), mariadb, [destination], heap_max="384m",
+                             server_properties=server_properties,
+                             kafka=KafkaMode(kafka_broker.bootstrap, flat_message=flat)).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 import signal
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,6 @@ from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettin
 from canalbridge.sync.sink import ChannelSink
 from tests.daemon_process import cli, daemon_log, daemon_sections, job_status, metrics_text, running_daemon, stop
 from tests.helpers import eventually
-from tests.infra.canal_server import CanalDestination, CanalServer, KafkaMode
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.sql_source import PacedWriter, Source, create_sql
@@ -45,30 +43,6 @@ pytestmark = [pytest.mark.real, pytest.mark.kafka]
 
 MARKER = "marker"  # a table whose row, written last, shows when Canal has published everything before it
 KILLS = 5
-
-
-@pytest.fixture
-def kafka_canal(tmp_path_factory, mariadb: MariaDBServer,
-                kafka_broker: KafkaBroker) -> Iterator[Callable[..., CanalServer]]:
-    """Start a Canal publishing database NAME into a new topic NAME (after its tables exist)."""
-    servers: list[CanalServer] = []
-
-    def start(name: str, *, flat: bool, partitions: int = 1, hash_rule: str = "",
-              server_properties: dict[str, str] | None = None) -> CanalServer:
-        kafka_broker.create_topic(name, partitions)
-        properties = {"canal.mq.topic": name}
-        if partitions > 1:
-            properties.update({"canal.mq.partitionsNum": str(partitions), "canal.mq.partitionHash": hash_rule})
-        destination = CanalDestination(name, filter_regex=rf"{name}\..*", properties=properties)
-        server = CanalServer(tmp_path_factory.mktemp(f"canal-{name}"), mariadb, [destination], heap_max="384m",
-                             server_properties=server_properties,
-                             kafka=KafkaMode(kafka_broker.bootstrap, flat_message=flat)).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def create(mariadb: MariaDBServer, database: str, tables: tuple[TableDef, ...]) -> None:
