@@ -31,6 +31,12 @@ class JobCollector(Collector):
         snapshot_done = GaugeMetricFamily("canalbridge_snapshot_finished",
                                           "1 once a table's snapshot finished, 0 while it runs",
                                           labels=["job", "table"])
+        snapshot_gauges = {name: GaugeMetricFamily(f"canalbridge_snapshot_{name}", help_text, labels=["job", "table"])
+                           for name, help_text in (
+                               ("rows_done", "Rows a table's snapshot landed, over all its runs"),
+                               ("rows_estimate", "The source's estimate of the table's rows"),
+                               ("rows_per_second", "Rows a table's snapshot lands per second in this run"),
+                               ("seconds_left", "The rows estimated left, at this run's rate"))}
         counters = {name: CounterMetricFamily(f"canalbridge_{name}", help_text, labels=["job"]) for name, help_text in (
             ("batches", "Canal batches taken"), ("commits", "Transactions committed"),
             ("rollbacks", "Transactions rolled back"), ("retries", "Retries after a failed transaction"))}
@@ -60,6 +66,10 @@ class JobCollector(Collector):
             for table, status in (runner.status() if runner is not None else {}).items():
                 snapshot_rows.add_metric([job.name, table], status.rows)
                 snapshot_done.add_metric([job.name, table], 1 if status.phase == "finished" else 0)
+                for field_name, gauge in snapshot_gauges.items():
+                    value = getattr(status, field_name)
+                    if value is not None:  # (no estimate for a back-fill; no rate before the first chunk)
+                        gauge.add_metric([job.name, table], value)
             stats = job.stats
             for name, family in counters.items():
                 family.add_metric([job.name], getattr(stats, name))
@@ -69,7 +79,7 @@ class JobCollector(Collector):
             for candidate in JobState:
                 state.add_metric([job.name, candidate.value], 1.0 if job.state is candidate else 0.0)
         yield from (received, written, *counters.values(), lag, state, *kafka.values(), copies, snapshot_rows,
-                    snapshot_done)
+                    snapshot_done, *snapshot_gauges.values())
 
 
 class Metrics:

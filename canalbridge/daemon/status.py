@@ -181,9 +181,24 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
     line = f"{snapshot['phase']}, {snapshot['chunks']} chunks, {snapshot['rows']} rows in this run"
     if snapshot["rows_per_second"] is not None:
         line += f" ({snapshot['rows_per_second']:g} rows/s)"
+    # (.get: a status document of a daemon older than these fields)
+    estimate, left = snapshot.get("rows_estimate"), snapshot.get("seconds_left")
+    if estimate is not None:
+        line += f", {snapshot.get('rows_done', 0)} of about {estimate} rows"
+    if left is not None:
+        line += f", about {_duration(left)} left"
     if snapshot["last"] is not None:
         line += f", through key ({snapshot['done'] or 'none yet'}) of ({snapshot['last']})"
     return line
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person reads a time left: 45 s, 12 min, 3.5 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _where(position: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from canalbridge.source_db.errors import (
     TableKeyError,
 )
 from canalbridge.source_db.filters import FilterError, check_filter, checked_filter
-from canalbridge.source_db.keys import TableKey, table_columns, table_key
+from canalbridge.source_db.keys import TableKey, table_columns, table_key, table_rows_estimate
 from canalbridge.source_db.planner import ChunkPlanner
 from canalbridge.source_db.signals import CLOSE, OPEN, Signal, SignalTable
 
@@ -43,4 +43,5 @@ __all__ = [
     "chunk_predicate",
     "table_columns",
     "table_key",
+    "table_rows_estimate",
 ]

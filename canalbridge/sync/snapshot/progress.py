@@ -30,7 +30,8 @@ class TableProgress:
     """The snapshot ``snapshot`` of ``table`` (``schema.table``): chunks are done through key ``done`` (None:
     none yet), out of those through ``last`` (None: the table was empty). ``done`` is always a planned range's
     upper bound, the last one ``last`` itself, so a table is finished when they are equal. ``where``: the rows
-    it takes, when it is a back-fill of some (``canalbridge snapshot --where``)."""
+    it takes, when it is a back-fill of some (``canalbridge snapshot --where``). ``rows``: rows of the chunks
+    landed so far, over every run of this snapshot."""
 
     snapshot: str
     table: str
@@ -38,18 +39,19 @@ class TableProgress:
     done: KeyValues | None = None
     key: tuple[str, ...] = ()  # the key's columns the values are of (a key changed since: the values say nothing)
     where: str | None = None
+    rows: int = 0
 
     @property
     def finished(self) -> bool:
         return self.last is None or self.done == self.last
 
-    def advanced(self, done: KeyValues) -> TableProgress:
-        """This progress once the chunk through ``done`` landed."""
-        return TableProgress(self.snapshot, self.table, self.last, done, self.key, self.where)
+    def advanced(self, done: KeyValues, rows: int = 0) -> TableProgress:
+        """This progress once the chunk through ``done``, of ``rows`` rows, landed."""
+        return TableProgress(self.snapshot, self.table, self.last, done, self.key, self.where, self.rows + rows)
 
     def to_json(self) -> str:
         stored = {"snapshot": self.snapshot, "table": self.table, "last": _encode(self.last),
-                  "done": _encode(self.done), "key": list(self.key)}
+                  "done": _encode(self.done), "key": list(self.key), "rows": self.rows}
         if self.where is not None:
             stored["where"] = self.where
         return json.dumps(stored, sort_keys=True)
@@ -60,7 +62,8 @@ class TableProgress:
             stored = json.loads(text)
             where = stored.get("where")
             return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]),
-                       tuple(str(column) for column in stored.get("key", ())), None if where is None else str(where))
+                       tuple(str(column) for column in stored.get("key", ())), None if where is None else str(where),
+                       int(stored.get("rows", 0)))  # (none stored by versions before it)
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
 
@@ -135,8 +138,10 @@ def progress_from_json(text: str | None) -> dict[str, TableProgress]:
 @dataclass(frozen=True)
 class SnapshotStatus:
     """A table's snapshot as the running job sees it (status, metrics): ``phase`` is ``waiting`` (for the tables
-    before it), ``reading`` or ``finished``; chunks and rows landed in this run, through key ``done`` of
-    ``last`` (as text), at ``rows_per_second`` since the table's first chunk of this run."""
+    before it), ``reading``, ``finished`` or ``cancelled``; chunks and rows landed in this run, through key
+    ``done`` of ``last`` (as text), at ``rows_per_second`` since the table's first chunk of this run;
+    ``rows_done`` by the snapshot over all its runs, of about ``rows_estimate`` (the server's estimate, None for a
+    back-fill of some rows), which leaves about ``seconds_left`` at this run's rate."""
 
     phase: str
     chunks: int = 0
@@ -144,3 +149,6 @@ class SnapshotStatus:
     done: str | None = None
     last: str | None = None
     rows_per_second: float | None = None
+    rows_done: int = 0
+    rows_estimate: int | None = None
+    seconds_left: float | None = None

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import structlog
@@ -49,6 +49,7 @@ from canalbridge.source_db import (
     TableKey,
     table_columns,
     table_key,
+    table_rows_estimate,
 )
 from canalbridge.sync.changes import SourceColumn
 from canalbridge.sync.errors import SnapshotError, SyncError
@@ -222,8 +223,8 @@ class SnapshotRunner(Worker):
                 self._log.warning("snapshot.cancel_unmarked", table=table.name, error=str(exc))
                 continue
             cancelled.append(table.name)
-            self._status[table.name] = SnapshotStatus("cancelled", before.chunks, before.rows, _text(progress.done),
-                                                      _text(progress.last))
+            self._status[table.name] = replace(before, phase="cancelled", done=_text(progress.done),
+                                               last=_text(progress.last), seconds_left=None)
         self._log.warning("snapshot.cancelled", tables=cancelled)
 
     def _land_mark(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
@@ -259,11 +260,14 @@ class SnapshotRunner(Worker):
                 self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
                 return
             if first:
+                # The server's estimate of the table, for the time left: not of a back-fill's rows.
+                tally.estimate = table_rows_estimate(db, key.schema, key.table) if where is None else None
                 self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
-                               resumed=progress.done is not None, where=where)
+                               resumed=progress.done is not None, where=where, rows_estimate=tally.estimate)
                 first = False
             self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, _text(progress.done),
-                                                      _text(progress.last))
+                                                      _text(progress.last), rows_done=progress.rows,
+                                                      rows_estimate=tally.estimate)
             spoiled = self._chunks(db, signals, table, key, planner, progress, tally)
             if spoiled is None:
                 break
@@ -292,6 +296,7 @@ class SnapshotRunner(Worker):
                 if self._halted():  # (not one more read: it may take long)
                     raise _Stopped()
                 held.append(self._read(db, signals, table, key, ranges, progress))
+                progress = held[-1].progress  # (with the chunk's rows counted)
                 if len(held) == 2:  # the one before was closed, and committed while this one was read
                     if not self._land(signals, table, before := held.pop(0), tally):
                         return landed
@@ -326,7 +331,8 @@ class SnapshotRunner(Worker):
             self._drop(read)
             raise
         read.read_s = time.monotonic() - started
-        self.windows.ready(window, SnapshotChunk(columns, read.rows.handle, read.rows.count, progress))
+        read.progress = replace(progress, rows=progress.rows + read.rows.count)
+        self.windows.ready(window, SnapshotChunk(columns, read.rows.handle, read.rows.count, read.progress))
         return read
 
     def _close(self, signals: SignalTable, read: _Read) -> None:
@@ -351,9 +357,12 @@ class SnapshotRunner(Worker):
         tally.chunks += 1
         tally.rows += count
         progress = self._progress[table.name] = read.progress
+        rate = tally.rows / max(time.monotonic() - tally.started, 1e-3)
+        left = None if progress.finished or tally.estimate is None else max(tally.estimate - progress.rows, 0) / rate
         self._status[table.name] = SnapshotStatus(
             "finished" if progress.finished else "reading", tally.chunks, tally.rows, _text(progress.done),
-            _text(progress.last), round(tally.rows / max(time.monotonic() - tally.started, 1e-3), 1))
+            _text(progress.last), round(rate, 1), progress.rows, tally.estimate,
+            None if left is None else round(left, 1))
         return True
 
     def _drop(self, read: _Read) -> None:
@@ -401,6 +410,7 @@ class _Tally:
     started: float = field(default_factory=time.monotonic)
     chunks: int = 0
     rows: int = 0
+    estimate: int | None = None  # the server's estimate of the table's rows
 
 
 class _Stopped(Exception):

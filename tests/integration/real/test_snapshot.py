@@ -82,6 +82,9 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
         mixed_workload(source, TABLES, rounds=12, progress=halfway)
         assert eventually(lambda: runner.finished.is_set() or job.state is not JobState.RUNNING, 600)
         assert runner.finished.is_set(), f"the snapshot did not end: {job.state} {job.fail_message}"
+        for name, status in runner.status().items():  # (one run: every row it landed is every row done)
+            assert status.phase == "finished" and 0 < status.rows_done == status.rows, (name, status)
+            assert status.rows_estimate is not None, (name, status)
         last = EntryPosition(*mariadb.last_event_start("Xid"))
         assert job.acks.wait_through(last, 240), f"{job.state} {job.fail_message} {job.stats}"
         assert job.state is JobState.RUNNING, job.fail_message

@@ -21,6 +21,7 @@ from canalbridge.source_db import (
     checked_filter,
     chunk_predicate,
     table_key,
+    table_rows_estimate,
 )
 from canalbridge.source_db.chunks import quote
 from tests.infra.processes import LOOPBACK, free_port
@@ -177,3 +178,11 @@ def test_a_server_that_is_not_there_is_a_connection_error():
     with SourceDb(LOOPBACK, free_port(), READER, READER_PASSWORD, connect_timeout_s=2) as db:
         with pytest.raises(SourceDbConnectionError, match="connection failed"):
             db.query("SELECT 1")
+
+
+def test_the_servers_estimate_of_a_tables_rows_is_near_its_count_and_none_for_a_table_not_there(source, mariadb):
+    mariadb.execute("ANALYZE TABLE ints", database=DB)  # (InnoDB refreshes its statistics in the background)
+    count = source.query(f"SELECT COUNT(*) FROM {DB}.ints")[0][0]
+    estimate = table_rows_estimate(source, DB, "ints")
+    assert estimate is not None and abs(estimate - count) <= count // 2, (estimate, count)
+    assert table_rows_estimate(source, DB, "no_such_table") is None

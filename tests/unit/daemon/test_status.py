@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from canalbridge.daemon.status import job_json, render_text
+import dataclasses
+
+from canalbridge.daemon.status import job_json, render_text, snapshot_line
 from canalbridge.sync.maintenance import MaintenanceReport, MaintenanceRun
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.progress import SnapshotStatus
 from canalbridge.sync.tables import TablePattern
 from spark_sink.table import slow_layout_note
 
@@ -79,3 +82,16 @@ def test_an_offline_state_says_when_it_was_recorded_and_that_the_daemon_is_not_r
     assert "job new: PENDING (never run from this state directory)" in lines
     live = render_text({"live": True, "jobs": [job_json(recorded, None)]}).splitlines()
     assert live[:2] == ["daemon: running", "job shop: RUNNING"]
+
+
+def test_a_snapshot_line_says_how_far_the_table_is_against_the_servers_estimate_and_the_time_left():
+    reading = SnapshotStatus("reading", chunks=3, rows=300, done="300", last="1000", rows_per_second=50.0,
+                             rows_done=400, rows_estimate=1000, seconds_left=720.0)
+    record = JobRecord("shop", JobState.RUNNING, (
+        ChannelRecord("shop.orders", "lake.shop.orders", snapshot=reading),))
+    line = render_text({"live": True, "jobs": [job_json(record, None)]}).splitlines()[-1]
+    assert line == ("    snapshot: reading, 3 chunks, 300 rows in this run (50 rows/s), 400 of about 1000 rows, "
+                    "about 12 min left, through key (300) of (1000)")
+    back_fill = SnapshotStatus("reading", chunks=1, rows=10, done="10", last="90", rows_per_second=5.0, rows_done=10)
+    assert snapshot_line(dataclasses.asdict(back_fill)) == ("reading, 1 chunks, 10 rows in this run (5 rows/s), "
+                                                            "through key (10) of (90)")

@@ -70,3 +70,10 @@ def test_a_back_fills_filter_is_kept_as_it_advances_and_progress_stored_without_
     plain = TableProgress("snap-4", "db.orders", last=(90,))
     assert "where" not in plain.to_json()  # (what earlier versions wrote, and read)
     assert TableProgress.from_json(plain.to_json()).where is None
+
+
+def test_the_rows_landed_add_up_over_chunks_and_progress_stored_without_them_reads_back_with_none():
+    progress = TableProgress("snap-5", "db.orders", last=(90,), key=("id",)).advanced((40,), 40).advanced((90,), 38)
+    assert progress.rows == 78 and TableProgress.from_json(progress.to_json()) == progress
+    earlier = '{"done": null, "key": ["id"], "last": [["int", "90"]], "snapshot": "snap-6", "table": "db.orders"}'
+    assert TableProgress.from_json(earlier).rows == 0  # (as versions before the count wrote it)

@@ -20,6 +20,7 @@ from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.settings import SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
+from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.runner import ReadRows, SnapshotRunner, SnapshotSource, SnapshotTable
 from canalbridge.sync.snapshot.window import WindowState
 from canalbridge.sync.snapshot.windows import Windows
@@ -28,6 +29,7 @@ from tests.unit.sync.snapshot.signal_rows import signal
 TABLE = ("db", "t")
 KEY = TableKey("db", "t", (KeyColumn("id", "int"),))
 ROWS, CHUNK_ROWS = 10, 2  # keys 1..10 in ranges of 2, one range per chunk (parallelism 1): 5 chunks
+ESTIMATE = 12  # the server's estimate of the table's rows (information_schema's, which is rough)
 
 
 @dataclass
@@ -38,6 +40,8 @@ class Played:
     spoil_at_read: int | None = None  # the read (counted from 1) during which a DDL on the table is routed
     cancel_at_read: int | None = None  # the read during which the snapshot is cancelled
     cancel: Callable[[], None] = lambda: None
+    runner: SnapshotRunner | None = None
+    statuses: list[SnapshotStatus] = field(default_factory=list)  # the table's, as each read began
     events: list[tuple[str, object]] = field(default_factory=list)
     handles: list[object] = field(default_factory=list)  # each read's rows
     released: list[object] = field(default_factory=list)
@@ -60,6 +64,8 @@ class Played:
 
     def read(self, ranges: list[KeyRange]) -> ReadRows:
         before = [window for window in self._closed if window.state is WindowState.CLOSED]
+        if self.runner is not None:
+            self.statuses.append(self.runner.status()["db.t"])
         self.events.append(("read", (ranges[0].through, len(before)) if ranges else None))
         self.land()  # the chunk before commits while this one is read
         self.handles.append(object())
@@ -124,19 +130,21 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
     played = Played(Windows(("db", "canalbridge_signal")))
     monkeypatch.setattr(runner_module, "table_key", lambda db, schema, table, key: KEY)
     monkeypatch.setattr(runner_module, "table_columns", lambda db, schema, table: [("id", "int(11)")])
+    monkeypatch.setattr(runner_module, "table_rows_estimate", lambda db, schema, table: ESTIMATE)
     monkeypatch.setattr(runner_module, "ChunkPlanner", FakePlanner)
     monkeypatch.setattr(runner_module, "SignalTable", lambda db, schema, table: FakeSignals(played))
     return played
 
 
-def run(played: Played, *, finishes: bool = True, announce: bool = False) -> list[SyncError]:
+def run(played: Played, *, finishes: bool = True, announce: bool = False,
+        tables: list[SnapshotTable] | None = None) -> list[SyncError]:
     failures: list[SyncError] = []
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
-    runner = SnapshotRunner("job", [SnapshotTable(*TABLE)], played.windows,
+    runner = SnapshotRunner("job", tables or [SnapshotTable(*TABLE)], played.windows,
                             SnapshotSource(FakeDb, FakeReader(played)), settings, threading.Event(), failures.append,
                             announce=announce)
-    played.cancel = runner.cancel
+    played.cancel, played.runner = runner.cancel, runner
     runner.start()
     assert runner.join(30)
     assert runner.finished.is_set() is finishes, failures
@@ -154,6 +162,22 @@ def test_each_chunk_is_read_while_the_one_before_commits_and_closed_only_once_th
     landed_at = [index for index, (kind, _) in enumerate(played.events) if kind == "landed"]
     assert all(landed_at[n - 1] < closes[n] for n in range(1, len(closes))), played.events
     assert played.released == played.handles and len(played.handles) == 5  # each read's rows dropped once
+    status = played.runner.status()["db.t"]
+    assert (status.phase, status.chunks, status.rows, status.rows_done) == ("finished", 5, 10, 10)
+    assert status.rows_estimate == ESTIMATE and status.seconds_left is None
+
+
+def test_status_counts_the_rows_landed_over_every_run_against_the_servers_estimate(played):
+    # A run resumed after 4 rows landed in an earlier one: the time left is of what the whole table has left.
+    earlier = TableProgress("snap", "db.t", (ROWS,), (4,), key=("id",), rows=4)
+    assert run(played, tables=[SnapshotTable(*TABLE, progress=earlier)]) == []
+    # As each read began (keys 5-6, 7-8, 9-10): the third after the first chunk of this run landed.
+    assert [(s.phase, s.rows, s.rows_done) for s in played.statuses] == [
+        ("reading", 0, 4), ("reading", 0, 4), ("reading", 2, 6)]
+    # No rate before a chunk landed; then (12 - 6 rows) at this run's rate (here, fast: about 0 s).
+    assert played.statuses[0].seconds_left is None and played.statuses[2].seconds_left is not None
+    status = played.runner.status()["db.t"]
+    assert (status.phase, status.rows, status.rows_done, status.seconds_left) == ("finished", 6, 10, None)
 
 
 def test_a_spoiled_window_drops_the_chunk_read_ahead_and_goes_on_from_the_last_chunk_that_landed(played):
@@ -163,6 +187,7 @@ def test_a_spoiled_window_drops_the_chunk_read_ahead_and_goes_on_from_the_last_c
         (2,), (4,), (6,), (8,), (6,), (8,), (10,)]  # 7-8 was read ahead of 5-6: dropped, read again after it
     assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
     assert sorted(map(id, played.released)) == sorted(map(id, played.handles)) and len(played.handles) == 7
+    assert played.runner.status()["db.t"].rows_done == 10  # (the rows of the dropped read counted once)
     assert not played.windows.concerns(TABLE)
 
 

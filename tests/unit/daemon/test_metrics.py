@@ -1,0 +1,36 @@
+"""The metrics a scrape computes from the jobs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from canalbridge.daemon.metrics import JobCollector
+from canalbridge.sync.job import JobState
+from canalbridge.sync.snapshot.progress import SnapshotStatus
+from canalbridge.sync.stats import ConsumerStats
+
+
+def scrape(*statuses: tuple[str, SnapshotStatus]) -> str:
+    runner = SimpleNamespace(status=lambda: dict(statuses))
+    job = SimpleNamespace(name="shop", record=lambda: SimpleNamespace(partitions=()), channels=[], snapshot=runner,
+                          stats=ConsumerStats(), acks=SimpleNamespace(position=None), state=JobState.RUNNING)
+    registry = CollectorRegistry()
+    registry.register(JobCollector(lambda: [job]))  # type: ignore[list-item]
+    return generate_latest(registry).decode()
+
+
+def test_each_snapshotted_table_shows_its_rows_its_estimate_its_rate_and_the_time_left():
+    text = scrape(("shop.orders", SnapshotStatus("reading", 3, 300, "300", "1000", 50.0, 400, 1000, 12.0)),
+                  ("shop.items", SnapshotStatus("reading", 1, 10, "10", "90", 5.0, 10)))  # a back-fill: no estimate
+    for line in ('canalbridge_snapshot_rows{job="shop",table="shop.orders"} 300.0',
+                 'canalbridge_snapshot_rows_done{job="shop",table="shop.orders"} 400.0',
+                 'canalbridge_snapshot_rows_estimate{job="shop",table="shop.orders"} 1000.0',
+                 'canalbridge_snapshot_rows_per_second{job="shop",table="shop.orders"} 50.0',
+                 'canalbridge_snapshot_seconds_left{job="shop",table="shop.orders"} 12.0',
+                 'canalbridge_snapshot_finished{job="shop",table="shop.orders"} 0.0',
+                 'canalbridge_snapshot_rows_done{job="shop",table="shop.items"} 10.0'):
+        assert line in text, text
+    assert 'canalbridge_snapshot_seconds_left{job="shop",table="shop.items"}' not in text
+    assert 'canalbridge_snapshot_rows_estimate{job="shop",table="shop.items"}' not in text
