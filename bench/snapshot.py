@@ -38,7 +38,7 @@ from canalbridge.source_db import SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
-from canalbridge.sync.snapshot.runner import SnapshotSource
+from canalbridge.sync.snapshot.source import SnapshotSource
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.sink import make_sink

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicate, quote
 from canalbridge.source_db.keys import TableKey
 from canalbridge.sync.changes import SourceColumn
-from canalbridge.sync.snapshot.runner import ReadRows
+from canalbridge.sync.snapshot.source import ReadRows
 from spark_sink.session import release_checkpoint
 from spark_sink.source_text import canal_text, source_select
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from canalbridge import __version__
-from canalbridge.daemon import commands, snapshot_command
+from canalbridge.daemon import commands, snapshot_command, verify_command
 from canalbridge.daemon.logs import configure_logging
 
 
@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_config_argument(snapshot)
     snapshot_command.add_arguments(snapshot)
     snapshot.set_defaults(handler=snapshot_command.run)
+
+    verify = sub.add_parser("verify", help="compare a running job's targets with their source, chunk by chunk, "
+                                           "and print the chunks that differ")
+    commands.add_config_argument(verify)
+    verify_command.add_arguments(verify)
+    verify.set_defaults(handler=verify_command.run)
 
     from canalbridge.devkit import demo
     from canalbridge.devkit import main as devserver_main

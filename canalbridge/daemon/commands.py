@@ -1,4 +1,5 @@
-"""The daemon-facing subcommands: run, validate, status, pause, resume, stop, reset."""
+"""The daemon-facing subcommands: run, validate, status, pause, resume, stop, reset; and what the commands that
+ask the daemon share (loading the config, posting an action, a job's status from the daemon)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,9 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", type=Path, required=True, help="the TOML configuration file")
 
 
-def _load(args: argparse.Namespace, *, secrets: bool = True) -> Config | None:
+def load(args: argparse.Namespace, *, secrets: bool = True) -> Config | None:
+    """The config ``--config`` names, its warnings printed; None (the error printed) if it cannot be loaded.
+    Without ``secrets`` for a command the daemon carries out: it holds the sources' passwords."""
     try:
         config = load_config(args.config, secrets=secrets)
     except ConfigError as exc:
@@ -40,7 +44,7 @@ def _load(args: argparse.Namespace, *, secrets: bool = True) -> Config | None:
 
 
 def validate(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = load(args)
     if config is None:
         return EXIT_CONFIG
     # A snapshot's source is checked now: a wrong password or a missing signal table would pause the job later.
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     stop_requested = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop_requested.set())
-    config = _load(args)
+    config = load(args)
     if config is None:
         return EXIT_CONFIG
     configure_logging(args.log_level if args.log_level != "info" else config.daemon.log_level,
@@ -80,7 +84,7 @@ def status(args: argparse.Namespace) -> int:
     # Reading the status needs no Canal or Kafka password; the control token, when the daemon has one, is used
     # if its variable is set (a daemon that wants it says no, and that is reported). Only an endpoint where
     # nothing listens means the daemon is down: then the state store says what it last recorded.
-    config = _load(args, secrets=False)
+    config = load(args, secrets=False)
     if config is None:
         return EXIT_CONFIG
     try:
@@ -99,7 +103,7 @@ def status(args: argparse.Namespace) -> int:
         if not document["jobs"]:
             print(f"error: no job named {args.job!r} in {args.config}", file=sys.stderr)
             return 1
-    print(json.dumps(document, indent=2, sort_keys=True) if args.json else render_text(document))
+    print(json.dumps(document, indent=2, sort_keys=True) if args.json else render_text(document, str(args.config)))
     return 0
 
 
@@ -121,7 +125,7 @@ def offline_status(config: Config) -> dict[str, Any]:
 
 def reset(args: argparse.Namespace) -> int:
     """``canalbridge reset JOB [--channel TARGET]...``: confirmed, then done by the daemon (which holds Spark)."""
-    config = _load(args, secrets=False)
+    config = load(args, secrets=False)
     if config is None:
         return EXIT_CONFIG
     if any(not target.strip() for target in args.channel):
@@ -138,15 +142,9 @@ def reset(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing reset")
             return 1
-    query = "?" + urlencode([("channel", target) for target in args.channel]) if args.channel else ""
-    try:
-        result = request(config.daemon.control, "POST", f"/jobs/{quote(args.job, safe='')}/reset{query}",
-                         config.daemon.control_token)
-    except ControlUnreachable as exc:
-        print(f"error: {exc}; a reset is done by the daemon: start it, and pause the job", file=sys.stderr)
-        return 1
-    except ControlError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    result = post_action(config, args.job, "reset", [("channel", target) for target in args.channel],
+                         "a reset is done by the daemon: start it, and pause the job")
+    if result is None:
         return 1
     print(f"job {result['name']}: {result['state']}, reset ({what}); `canalbridge resume` applies what the "
           f"source sends from its cursor")
@@ -154,13 +152,48 @@ def reset(args: argparse.Namespace) -> int:
 
 
 def act(args: argparse.Namespace) -> int:
-    config = _load(args, secrets=False)  # the request goes to the daemon, which holds the sources' secrets
+    config = load(args, secrets=False)  # the request goes to the daemon, which holds the sources' secrets
     if config is None:
         return EXIT_CONFIG
-    try:
-        result = request(config.daemon.control, "POST", f"/jobs/{args.job}/{args.action}", config.daemon.control_token)
-    except ControlError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    result = post_action(config, args.job, args.action)
+    if result is None:
         return 1
     print(f"job {result['name']}: {result['state']}")
     return 0
+
+
+def post_action(config: Config, job: str, action: str, query: Sequence[tuple[str, str]] = (),
+                unreachable: str = "") -> dict[str, Any] | None:
+    """Ask the daemon to do ``action`` to ``job`` (``query``: its parameters); its answer, or None once the
+    error is printed (``unreachable``: what to add when the daemon does not answer)."""
+    path = f"/jobs/{quote(job, safe='')}/{action}" + ("?" + urlencode(query) if query else "")
+    try:
+        answer: dict[str, Any] = request(config.daemon.control, "POST", path, config.daemon.control_token)
+        return answer
+    except ControlUnreachable as exc:
+        print(f"error: {exc}" + (f"; {unreachable}" if unreachable else ""), file=sys.stderr)
+    except ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    return None
+
+
+def daemon_job(config: Config, job: str) -> dict[str, Any] | None:
+    """``job``'s status from the daemon; None once why not is printed (the daemon does not answer, or has no
+    such job)."""
+    try:
+        document = request(config.daemon.control, "GET", "/status", config.daemon.control_token)
+    except ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    status: dict[str, Any] | None = next((each for each in document["jobs"] if each["name"] == job), None)
+    if status is None:
+        print(f"error: the daemon has no job {job!r} any more", file=sys.stderr)
+    return status
+
+
+def not_running(status: dict[str, Any]) -> str | None:
+    """Why a job's status says it is not RUNNING (its state and reason), None while it runs."""
+    if status["state"] == "RUNNING":
+        return None
+    reason = (status.get("fail_message") or {}).get("text", "")
+    return f"job {status['name']} is {status['state']}" + (f": {reason}" if reason else "")

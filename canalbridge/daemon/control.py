@@ -4,8 +4,9 @@
 ``/resume``, ``/stop`` and ``/reset`` act on a job (``/reset?channel=<target>``,
 repeated, resets those channels only); ``/snapshot`` starts a snapshot of the
 job's tables (``?table=<schema.table>``, repeated: those only;
-``&where=<condition>``: the rows it takes) and ``/cancel-snapshot`` cancels
-it. When a token is configured every request must carry
+``&where=<condition>``: the rows it takes), ``/cancel-snapshot`` cancels
+it, and ``/verify`` compares the targets with their source (``?table=``, as
+a snapshot's). When a token is configured every request must carry
 ``Authorization: Bearer <token>``.
 """
 
@@ -32,11 +33,12 @@ class ControlUnreachable(ControlError):
     """Nothing listens at the control endpoint (connection refused, no socket): the daemon is not running."""
 
 
-# (job, action, the query's parameters: a reset's channels, a snapshot's tables and filter) -> the job's status
+# (job, action, the query's parameters: a reset's channels, a snapshot's tables and filter, a verify's tables)
+# -> the job's status
 Action = Callable[[str, str, Mapping[str, Sequence[str]]], dict[str, Any]]
 
 
-ACTIONS = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot")
+ACTIONS = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot", "verify")
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

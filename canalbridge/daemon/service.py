@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import signal
 import threading
@@ -22,7 +23,7 @@ from canalbridge.source_db import SourceDb
 from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
 from canalbridge.sync.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
-from canalbridge.sync.snapshot.runner import SnapshotSource
+from canalbridge.sync.snapshot.source import SnapshotSource
 
 log = structlog.get_logger("canalbridge.daemon.service")
 LOCK_FILE = "canalbridge.lock"
@@ -150,17 +151,19 @@ class Daemon:
         return factory
 
     def _snapshot_source(self, settings: JobSettings) -> SnapshotSource | None:
-        """Where the job's snapshot reads, if it has one: its source database, and chunks through Spark."""
+        """Where the job's snapshot and verify read, if it has one: its source database, and chunks through
+        Spark, compared with the targets through Spark."""
         from spark_sink.chunk_read import JdbcSource, SparkChunkReader
         from spark_sink.session import get_spark
+        from spark_sink.verify import SparkComparer
 
         snapshot = settings.snapshot
         if snapshot is None:
             return None
         host, port, user, password = snapshot.host, snapshot.port, snapshot.user, snapshot.password
+        spark = functools.partial(get_spark, self.config.spark)
         return SnapshotSource(lambda: SourceDb(host, port, user, password),
-                              SparkChunkReader(lambda: get_spark(self.config.spark),
-                                               JdbcSource(host, port, user, password)))
+                              SparkChunkReader(spark, JdbcSource(host, port, user, password)), SparkComparer(spark))
 
     def _shutdown(self) -> dict[str, list[str]]:
         """Stop everything; the threads, per job, that did not stop within the bound."""
@@ -199,12 +202,12 @@ class Daemon:
 
     def act(self, name: str, action: str, params: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
         """Do ``action`` to job ``name``; ``params``: a reset's ``channel``s, a snapshot's ``table``s and
-        ``where``. Returns the job's status (and a snapshot's ``tables``)."""
+        ``where``, a verify's ``table``s. Returns the job's status (and a snapshot's or verify's ``tables``)."""
         job = self.jobs.get(name)
         if job is None:
             raise KeyError(f"no job named {name!r}")
         params = params or {}
-        allowed = {"reset": {"channel"}, "snapshot": {"table", "where"}}.get(action, set())
+        allowed = {"reset": {"channel"}, "snapshot": {"table", "where"}, "verify": {"table"}}.get(action, set())
         unexpected = sorted(set(params) - allowed)
         if unexpected:
             raise JobStateError(f"{action} takes no {', '.join(unexpected)}")
@@ -215,6 +218,9 @@ class Daemon:
                 raise JobStateError("a snapshot takes one where")
             tables = job.snapshot_tables(tuple(params.get("table", ())), wheres[0] if wheres else None)
             return {**job_json(job.record(), job.settings), "tables": list(tables)}
+        if action == "verify":
+            verify_id, tables = job.verify_tables(tuple(params.get("table", ())))
+            return {**job_json(job.record(), job.settings), "tables": list(tables), "verify_id": verify_id}
         if action == "cancel-snapshot":
             tables = job.cancel_snapshot()
             return {**job_json(job.record(), job.settings), "tables": list(tables)}

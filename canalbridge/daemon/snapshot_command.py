@@ -8,11 +8,9 @@ import argparse
 import sys
 import threading
 from typing import Any
-from urllib.parse import quote, urlencode
 
-from canalbridge.daemon.commands import EXIT_CONFIG
-from canalbridge.daemon.config import ConfigError, load_config
-from canalbridge.daemon.control import ControlError, ControlUnreachable, request
+from canalbridge.daemon.commands import EXIT_CONFIG, daemon_job, load, not_running, post_action
+from canalbridge.daemon.config import Config
 from canalbridge.daemon.status import snapshot_line
 
 POLL_S = 1.0  # how often the progress is asked for
@@ -32,24 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start (or cancel) the snapshot through the daemon's control endpoint, then follow it."""
-    try:
-        config = load_config(args.config, secrets=False)  # the daemon holds the source's password
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    config = load(args, secrets=False)  # the daemon holds the source's password
+    if config is None:
         return EXIT_CONFIG
     if args.cancel and (args.tables or args.where is not None):
         print("error: --cancel cancels the snapshot that runs, whatever its tables: name none", file=sys.stderr)
         return EXIT_CONFIG
-    address, token = config.daemon.control, config.daemon.control_token
-    path = f"/jobs/{quote(args.job, safe='')}/{'cancel-snapshot' if args.cancel else 'snapshot'}"
     query = [("table", table) for table in args.tables] + ([("where", args.where)] if args.where is not None else [])
-    try:
-        result = request(address, "POST", path + ("?" + urlencode(query) if query else ""), token)
-    except ControlUnreachable as exc:
-        print(f"error: {exc}; a snapshot is run by the daemon: start it", file=sys.stderr)
-        return 1
-    except ControlError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    result = post_action(config, args.job, "cancel-snapshot" if args.cancel else "snapshot", query,
+                         "a snapshot is run by the daemon: start it")
+    if result is None:
         return 1
     tables = result["tables"]
     if args.cancel:
@@ -61,32 +51,26 @@ def run(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     try:
-        return _follow(address, token, args.job, tables)
+        return _follow(config, args.job, tables)
     except KeyboardInterrupt:
         print("stopped following; the snapshot goes on (`canalbridge status` shows it)")
         return 130
 
 
-def _follow(address: str, token: str | None, job: str, tables: list[str]) -> int:
+def _follow(config: Config, job: str, tables: list[str]) -> int:
     """Print each table's line when it changes, until every one ended (0) or the job stopped running (1)."""
     shown: dict[str, str] = {}
     tick = threading.Event()  # (never set: the wait between two looks)
     while True:
-        try:
-            document = request(address, "GET", "/status", token)
-        except ControlError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        status = next((each for each in document["jobs"] if each["name"] == job), None)
+        status = daemon_job(config, job)
         if status is None:
-            print(f"error: the daemon has no job {job!r} any more", file=sys.stderr)
             return 1
         if status["state"] == "FINISHED":
             print(f"job {job}: FINISHED (its snapshot is done)")
             return 0
-        if status["state"] != "RUNNING":
-            reason = (status.get("fail_message") or {}).get("text", "")
-            print(f"error: job {job} is {status['state']}" + (f": {reason}" if reason else ""), file=sys.stderr)
+        stopped = not_running(status)
+        if stopped is not None:
+            print(f"error: {stopped}", file=sys.stderr)
             return 1
         phases = _phases(status, tables)
         for table, snapshot in phases.items():

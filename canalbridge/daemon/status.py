@@ -19,6 +19,7 @@ partition's mark). A Kafka job adds ``source_transactions`` and, live,
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import time
 from typing import Any
 
@@ -85,7 +86,8 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "state": record.state.value,
         "channels": [{"source": c.source, "target": c.target, "committed_position": position_json(c.committed),
                       "layout_note": c.layout_note, "maintenance": c.maintenance, "rule": c.rule,
-                      "snapshot": None if c.snapshot is None else dataclasses.asdict(c.snapshot)}
+                      "snapshot": None if c.snapshot is None else dataclasses.asdict(c.snapshot),
+                      "verify": None if c.verify is None else dataclasses.asdict(c.verify)}
                      for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
@@ -110,8 +112,8 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
     }
 
 
-def render_text(document: dict[str, Any]) -> str:
-    """The human form of a status document."""
+def render_text(document: dict[str, Any], config_path: str | None = None) -> str:
+    """The human form of a status document (``config_path``: the config's, for the commands it prints)."""
     live = document["live"]
     lines = [f"daemon: {'running' if live else 'not running (what it last recorded in its state store)'}"]
     for job in document["jobs"]:
@@ -136,12 +138,12 @@ def render_text(document: dict[str, Any]) -> str:
             if channel.get("rule"):
                 made.setdefault(channel["rule"], []).append(channel)
             else:
-                lines.extend(_channel_lines(channel, "  "))
+                lines.extend(_channel_lines(job["name"], channel, "  ", config_path))
         for rule, channels in made.items():
             into = f" -> {rules[rule]}" if rule in rules else ""
             lines.append(f"  pattern {rule}{into}: {len(channels)} table{'' if len(channels) == 1 else 's'} so far")
             for channel in channels:
-                lines.extend(_channel_lines(channel, "    "))
+                lines.extend(_channel_lines(job["name"], channel, "    ", config_path))
         config = job["config"]
         if config and "canal" in config:
             canal = config["canal"]
@@ -161,7 +163,7 @@ def _as_of(recorded_ms: int | None) -> str:
     return f" (as of {_iso(recorded_ms)}, daemon not running)"
 
 
-def _channel_lines(channel: dict[str, Any], indent: str) -> list[str]:
+def _channel_lines(job: str, channel: dict[str, Any], indent: str, config_path: str | None) -> list[str]:
     committed = channel["committed_position"]
     where = _where(committed) if committed else "nothing committed"
     lines = [f"{indent}{channel['source']} -> {channel['target']}  ({where})"]
@@ -171,6 +173,30 @@ def _channel_lines(channel: dict[str, Any], indent: str) -> list[str]:
         lines.append(f"{indent}  last maintenance: {channel['maintenance']}")
     if channel.get("snapshot"):
         lines.append(f"{indent}  snapshot: {snapshot_line(channel['snapshot'])}")
+    if channel.get("verify"):
+        verified = verify_lines(job, channel["source"], channel["verify"], config_path)
+        lines.extend(f"{indent}  {line}" for line in verified)
+    return lines
+
+
+def verify_lines(job: str, table: str, check: dict[str, Any], config_path: str | None = None) -> list[str]:
+    """The last verify of ``job``'s ``table`` (the status document's ``verify`` of a channel): a line, and for
+    each chunk that differs, its keys and the command that repairs it (``config_path``: the config it names)."""
+    if check["phase"] == "waiting":
+        return ["verify: waiting for the tables before it"]
+    line = f"verify: {check['phase']}, {check['chunks']} chunks, {check['rows']} rows compared"
+    if check["error"]:
+        line += f": {check['error']}"
+    lines = [line]
+    for difference in check["differences"]:
+        sample = ", ".join(f"({key})" for key in difference["sample"])
+        more = "" if len(difference["sample"]) >= difference["keys"] else ", ..."
+        count = difference["keys"]
+        lines.append(f"  {_keys(difference['after'], difference['through'])}: "
+                     f"{count} {'key differs' if count == 1 else 'keys differ'}: {sample}{more}")
+        path = f" -c {shlex.quote(config_path)}" if config_path is not None else ""
+        lines.append(f"    repair: canalbridge snapshot{path} {shlex.quote(job)} {shlex.quote(table)} "
+                     f"--where {shlex.quote(difference['where'])}")
     return lines
 
 
@@ -190,6 +216,13 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
     if snapshot["last"] is not None:
         line += f", through key ({snapshot['done'] or 'none yet'}) of ({snapshot['last']})"
     return line
+
+
+def _keys(after: str | None, through: str | None) -> str:
+    """A chunk's keys: after ``after`` (None: from the first) through ``through`` (None: all above)."""
+    if after is None:
+        return "every key" if through is None else f"keys through ({through})"
+    return f"keys after ({after})" + ("" if through is None else f" through ({through})")
 
 
 def _duration(seconds: float) -> str:

@@ -30,7 +30,9 @@ from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRec
 from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource, SnapshotTable
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
+from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.stats import ConsumerStats
 
@@ -168,18 +170,50 @@ class SyncJob:
             if self.windows is None or self._snapshot is None:
                 how = ("its [job.snapshot] says mode = \"never\"" if self.settings.snapshot is not None
                        else "it has no [job.snapshot]")
-                raise JobStateError(f"job {self.name} takes no snapshot: {how}")
+                raise JobStateError(f"job {self.name} takes no snapshot and runs no verify: {how}")
             run = self._run
             if self.state is not JobState.RUNNING or run is None:
                 raise JobStateError(f"job {self.name} is {self.state.value}: a snapshot runs while the job runs")
             refusal = run.snapshot_refusal()
             if refusal is not None:
                 raise JobStateError(f"job {self.name}: {refusal}")
-            running = run.snapshot
-            if running is not None and running.alive:
-                raise JobStateError(f"job {self.name}: the snapshot of {', '.join(t.name for t in running.tables)} "
-                                    f"is running; wait for it, or cancel it (canalbridge snapshot --cancel)")
+            busy = run.windows_busy()
+            if busy is not None:
+                cancel = " (canalbridge snapshot --cancel)" if busy.startswith("the snapshot") else ""
+                raise JobStateError(f"job {self.name}: {busy}; wait for it, or cancel it{cancel}"
+                                    if cancel else f"job {self.name}: {busy}; wait for it")
             return run
+
+    def verify_tables(self, tables: Sequence[str] = ()) -> tuple[str, tuple[str, ...]]:
+        """Compare the targets of ``tables`` (``schema.table``; none named: every upsert channel named for one
+        table) with their source while the job streams (:mod:`canalbridge.sync.snapshot.verify`). Returns the
+        verify's id and its tables; :meth:`record` shows each one's check."""
+        named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
+        unknown = [repr(t) for t in tables if t.lower() not in named]
+        if unknown:
+            raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
+                           f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
+        chosen = ([named[t] for t in dict.fromkeys(t.lower() for t in tables)] if tables
+                  else [c for c in named.values() if not c.keeps_every_change])
+        changelogs = [c.source for c in chosen if c.keeps_every_change]
+        if changelogs or not chosen:
+            raise JobStateError(f"job {self.name}: verify compares upsert targets, one row per key; "
+                                + (f"{', '.join(changelogs)} writes a changelog" if changelogs
+                                   else "the job has no upsert channel named for one table"))
+        mapped = [c.source for c in chosen if c.columns is not None]
+        if mapped:
+            raise JobStateError(f"job {self.name}: verify compares columns by name, and the channel of "
+                                f"{', '.join(mapped)} maps them by position (its columns setting)")
+        with self._lock:
+            run = self._snapshot_run()
+            if self._snapshot is None or self._snapshot.comparer is None:
+                raise JobStateError(f"job {self.name}: verify compares targets through Spark, which this job's "
+                                    "sinks do not use")
+            runner = run.start_verify([VerifyTable(schema, table, c.target, c.key)
+                                       for c in chosen for schema, _, table in [c.source.partition(".")]])
+        names = tuple(c.source for c in chosen)
+        self._log.info("job.verify_started", tables=list(names), verify=runner.verify_id)
+        return runner.verify_id, names
 
     def cancel_snapshot(self) -> tuple[str, ...]:
         """Cancel the snapshot that runs (see :meth:`SnapshotRunner.cancel`); returns its tables."""
@@ -292,6 +326,12 @@ class SyncJob:
         run = self._run
         return run.snapshot if run is not None else None
 
+    @property
+    def verify(self) -> VerifyRunner | None:
+        """The last verify of this run, if one was asked for (it holds its tables' checks once it ended)."""
+        run = self._run
+        return run.verify if run is not None else None
+
     def position_info(self) -> str:
         return self.acks.position_info()
 
@@ -307,6 +347,7 @@ class SyncJob:
         maintenance = {channel.source: channel.last_maintenance for channel in live}
         runner = self.snapshot
         snapshot = runner.status() if runner is not None else {}
+        verify = self.verify.checks() if self.verify is not None else {}
         known = {c.source: c for c in self._record.channels}
         for channel in live:
             if channel.source not in known:
@@ -316,7 +357,8 @@ class SyncJob:
             self._record,
             channels=tuple(
                 ChannelRecord(c.source, c.target, committed.get(c.source) or c.committed, notes.get(c.source),
-                              _describe(maintenance.get(c.source)), c.rule, snapshot.get(c.source))
+                              _describe(maintenance.get(c.source)), c.rule, snapshot.get(c.source),
+                              verify.get(c.source))
                 for c in known.values()),
             ack=self.acks.last,
             last_commit_time_ms=self.stats.last_commit_time_ms,

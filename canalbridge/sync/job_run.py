@@ -24,7 +24,9 @@ from canalbridge.sync.position import AckState, CommittedPositions, KafkaPositio
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource, SnapshotTable
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
+from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.source import SourceLink
 from canalbridge.sync.stats import ConsumerStats
@@ -66,6 +68,7 @@ class JobRun:
         self._snapshot = snapshot
         self._on_snapshot_finished = on_snapshot_finished
         self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
+        self.verify: VerifyRunner | None = None  # this run's last verify, if one was asked for
         self.channels: list[Channel] = []
         self._sink_for = sink_for
         self._committed = committed
@@ -123,15 +126,33 @@ class JobRun:
         runner.start()
         return runner
 
+    def start_verify(self, tables: Sequence[VerifyTable]) -> VerifyRunner:
+        """Start a verify of ``tables`` while the stream runs; the job checked that nothing else reads windows."""
+        assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
+        runner = VerifyRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
+                              self._stop)
+        self.verify = runner
+        self._workers.append(runner)  # (joined by stop, as the others)
+        runner.start()
+        return runner
+
+    def windows_busy(self) -> str | None:
+        """What holds the job's windows now (a snapshot or a verify of its tables), if anything."""
+        if self.snapshot is not None and self.snapshot.alive:
+            return f"the snapshot of {', '.join(t.name for t in self.snapshot.tables)} is running"
+        if self.verify is not None and not self.verify.ended.is_set():  # (set once its windows are forgotten)
+            return f"the verify of {', '.join(t.name for t in self.verify.tables)} is running"
+        return None
+
     def snapshot_refusal(self) -> str | None:
         """Why a new snapshot cannot start in this run (None: it can): the stream's own reason, if any."""
         link = self._link
         return link.snapshot_refusal() if isinstance(link, KafkaLink) else None
 
     def _snapshotting(self) -> bool:
-        """Whether this run's snapshot is left to do (read by the link from the Receiver's thread)."""
-        runner = self.snapshot
-        return runner is not None and runner.alive
+        """Whether this run's snapshot (or a verify) is left to do (read by the link from the Receiver's
+        thread)."""
+        return self.windows_busy() is not None
 
     def _snapshot_tables(self) -> list[SnapshotTable]:
         """The tables of the channels named for one table whose targets do not hold a finished snapshot of them,

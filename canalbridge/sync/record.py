@@ -12,6 +12,7 @@ from enum import Enum
 
 from canalbridge.sync.position import Ack, Position
 from canalbridge.sync.snapshot.progress import SnapshotStatus
+from canalbridge.sync.snapshot.verify import TableCheck
 
 
 class JobState(Enum):
@@ -54,6 +55,7 @@ class ChannelRecord:
     maintenance: str | None = None  # live only: the last maintenance run, when, and what it did
     rule: str | None = None  # the pattern of the rule that made the channel (from the config, not stored)
     snapshot: SnapshotStatus | None = None  # live only: its table's snapshot in this run, if one runs
+    verify: TableCheck | None = None  # live only: its table's last verify in this run, if one was asked for
 
 
 @dataclass(frozen=True)

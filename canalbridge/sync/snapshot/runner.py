@@ -25,14 +25,11 @@ restart goes on (:mod:`canalbridge.sync.snapshot.progress`).
 
 from __future__ import annotations
 
-import itertools
-import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 import structlog
 
@@ -41,7 +38,6 @@ from canalbridge.source_db import (
     OPEN,
     ChunkPlanner,
     KeyRange,
-    KeyValues,
     Signal,
     SignalTable,
     SourceDb,
@@ -51,38 +47,16 @@ from canalbridge.source_db import (
     table_key,
     table_rows_estimate,
 )
-from canalbridge.sync.changes import SourceColumn
 from canalbridge.sync.errors import SnapshotError, SyncError
 from canalbridge.sync.settings import SnapshotSettings
+from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
-from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
+from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
+from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.snapshot")
-
-POLL_S = 0.5  # how often a wait looks at the stop event
-ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
-
-
-@dataclass(frozen=True)
-class ReadRows:
-    """A chunk's rows as a reader holds them (read once: its handle never reads the source again), and how many."""
-
-    handle: object
-    count: int
-
-
-class ChunkReader(Protocol):
-    """Reads a chunk of a table as the text Canal would send for its rows."""
-
-    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
-             where: str | None = None) -> ReadRows:
-        """The rows of ``key``'s table in ``ranges`` that ``where`` takes (None: all), each as its ``columns``'
-        values (Canal's text); no range: none."""
-
-    def release(self, rows: object) -> None:
-        """Drop what :meth:`read` holds, once its chunk landed (or was given up)."""
 
 
 @dataclass(frozen=True)
@@ -100,15 +74,6 @@ class SnapshotTable:
     @property
     def name(self) -> str:
         return f"{self.schema}.{self.table}"
-
-
-@dataclass(frozen=True)
-class SnapshotSource:
-    """Where a job's snapshot reads: connections to the source database (keys, plans, signals) and the chunk
-    reader (the rows). The daemon makes it from the job's ``[job.snapshot]``."""
-
-    connect: Callable[[], SourceDb]
-    reader: ChunkReader
 
 
 class SnapshotRunner(Worker):
@@ -223,8 +188,8 @@ class SnapshotRunner(Worker):
                 self._log.warning("snapshot.cancel_unmarked", table=table.name, error=str(exc))
                 continue
             cancelled.append(table.name)
-            self._status[table.name] = replace(before, phase="cancelled", done=_text(progress.done),
-                                               last=_text(progress.last), seconds_left=None)
+            self._status[table.name] = replace(before, phase="cancelled", done=key_text(progress.done),
+                                               last=key_text(progress.last), seconds_left=None)
         self._log.warning("snapshot.cancelled", tables=cancelled)
 
     def _land_mark(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
@@ -256,7 +221,7 @@ class SnapshotRunner(Worker):
                 progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names, where=where)
             self._progress[table.name] = progress
             if progress.finished:
-                self._status[table.name] = SnapshotStatus("finished", last=_text(progress.last))
+                self._status[table.name] = SnapshotStatus("finished", last=key_text(progress.last))
                 self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
                 return
             if first:
@@ -265,8 +230,8 @@ class SnapshotRunner(Worker):
                 self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
                                resumed=progress.done is not None, where=where, rows_estimate=tally.estimate)
                 first = False
-            self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, _text(progress.done),
-                                                      _text(progress.last), rows_done=progress.rows,
+            self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, key_text(progress.done),
+                                                      key_text(progress.last), rows_done=progress.rows,
                                                       rows_estimate=tally.estimate)
             spoiled = self._chunks(db, signals, table, key, planner, progress, tally)
             if spoiled is None:
@@ -289,7 +254,7 @@ class SnapshotRunner(Worker):
         held: list[_Read] = []  # read and not dropped yet, in key order: the last one's close signal is not written
         landed = progress
         try:
-            for ranges in _groups(planner.ranges(progress.done, progress.last), self.settings.parallelism):
+            for ranges in groups(planner.ranges(progress.done, progress.last), self.settings.parallelism):
                 through = ranges[-1].through
                 assert through is not None  # (the planner bounds every range by the last key)
                 progress = progress.advanced(through)
@@ -322,11 +287,11 @@ class SnapshotRunner(Worker):
         try:
             signals.write(Signal(window.id, OPEN, {"table": table.name}))
             # The columns as of the open signal: a DDL before it is in them, one after it spoils the window.
-            columns = _columns(table_columns(db, key.schema, key.table), key)
+            columns = source_columns(table_columns(db, key.schema, key.table), key)
             try:
                 read.rows = self._reader.read(key, columns, ranges, progress.where)
             except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
-                raise SnapshotError(table.name, f"reading keys {_span(ranges)} failed: {_first_line(exc)}") from exc
+                raise SnapshotError(table.name, f"reading keys {span(ranges)} failed: {first_line(exc)}") from exc
         except BaseException:
             self._drop(read)
             raise
@@ -360,8 +325,8 @@ class SnapshotRunner(Worker):
         rate = tally.rows / max(time.monotonic() - tally.started, 1e-3)
         left = None if progress.finished or tally.estimate is None else max(tally.estimate - progress.rows, 0) / rate
         self._status[table.name] = SnapshotStatus(
-            "finished" if progress.finished else "reading", tally.chunks, tally.rows, _text(progress.done),
-            _text(progress.last), round(rate, 1), progress.rows, tally.estimate,
+            "finished" if progress.finished else "reading", tally.chunks, tally.rows, key_text(progress.done),
+            key_text(progress.last), round(rate, 1), progress.rows, tally.estimate,
             None if left is None else round(left, 1))
         return True
 
@@ -375,22 +340,11 @@ class SnapshotRunner(Worker):
 
     def _wait(self, window: ChunkWindow) -> bool:
         """Until ``window``'s chunk landed (True) or a DDL spoiled it (False); :class:`SnapshotError` past
-        ``land_timeout_seconds``."""
-        timeout_s = self.settings.land_timeout_seconds
-        deadline = time.monotonic() + timeout_s
-        while not self._stop.is_set():  # (not a cancel: the chunk's close signal is out)
-            left = deadline - time.monotonic()
-            state = self.windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
-            if state in ENDED:
-                return state is WindowState.LANDED
-            if left <= 0:
-                why = (f"its open signal has not come through the stream: the job is that far behind the binlog, "
-                       f"or {'.'.join(self.windows.signal_table)} is outside what the source sends (Canal's "
-                       f"filter, the Kafka topic)" if state is WindowState.REGISTERED
-                       else "the stream passed its open signal, and its chunk has not landed in the target")
-                raise SnapshotError(window.source, f"window {window.id} waited {timeout_s:g} s "
-                                                   f"(land_timeout_seconds): {why}")
-        raise _Stopped()
+        ``land_timeout_seconds``. Only a stop ends it, not a cancel: the chunk's close signal is out."""
+        landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._stop)
+        if landed is None:
+            raise _Stopped()
+        return landed
 
 
 @dataclass
@@ -415,34 +369,3 @@ class _Tally:
 
 class _Stopped(Exception):
     """The job stopped while a chunk waited: its progress is what the target holds."""
-
-
-def _columns(described: Sequence[tuple[str, str]], key: TableKey) -> tuple[SourceColumn, ...]:
-    keys = {name.lower() for name in key.names}
-    # (Canal's sqlType, the column's java.sql.Types code, is read by no writer: 0.)
-    return tuple(SourceColumn(name, declared, 0, name.lower() in keys) for name, declared in described)
-
-
-def _groups(ranges: Iterator[KeyRange], size: int) -> Iterator[list[KeyRange]]:
-    while group := list(itertools.islice(ranges, size)):
-        yield group
-
-
-def _text(key: KeyValues | None) -> str | None:
-    return None if key is None else ", ".join(str(value) for value in key)
-
-
-def _span(ranges: Sequence[KeyRange]) -> str:
-    return f"after {ranges[0].after!r} through {ranges[-1].through!r}"
-
-
-def _first_line(exc: BaseException) -> str:
-    """What failed, in one line: a Java exception's own message rather than Py4J's "An error occurred while
-    calling ..." above it."""
-    lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
-    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None)
-    return cause or (lines[0] if lines and lines[0] else type(exc).__name__)
-
-
-_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
-

@@ -11,6 +11,12 @@ The window stays open until that transaction *lands*: if it is aborted,
 the replay routes the close signal again, and the keys seen so far still
 count (a replay routes the same changes again). An UPDATE that changes a
 key touches two keys: the old one (now gone) and the new one.
+
+A *verify* window (``applies`` false, :mod:`canalbridge.sync.snapshot.verify`)
+carries no chunk into the target: its close signal only marks the point the
+target must reach before it is compared with the rows read, and it goes on
+noting keys until it is forgotten, so that every change the compared target
+holds since the open signal is noted.
 """
 
 from __future__ import annotations
@@ -90,10 +96,12 @@ class ChunkWindow:
     """The window of one chunk of ``table`` (schema, table), keyed by ``key_columns``. Its state moves on the
     Consumer thread; the snapshot's thread reads :attr:`state` once it is LANDED (see the job's hand-off)."""
 
-    def __init__(self, window_id: str, table: tuple[str, str], key_columns: Sequence[str]) -> None:
+    def __init__(self, window_id: str, table: tuple[str, str], key_columns: Sequence[str], *,
+                 applies: bool = True) -> None:
         self.id = window_id
         self.table = table
         self.key_columns = tuple(key_columns)
+        self.applies = applies  # False: a verify window, whose close signal carries no chunk
         self.state = WindowState.REGISTERED
         self.label: str | None = None
         self.chunk: SnapshotChunk | None = None  # given before the close signal is written (Windows.ready)
@@ -111,8 +119,11 @@ class ChunkWindow:
 
     @property
     def noting(self) -> bool:
-        """Whether changes of the table routed now fall in the window."""
-        return self.state is WindowState.OPEN
+        """Whether changes of the table routed now fall in the window (a verify window's: from its open signal
+        until it is forgotten)."""
+        if self.applies:
+            return self.state is WindowState.OPEN
+        return self.state in (WindowState.OPEN, WindowState.CLOSED, WindowState.LANDED)
 
     def opened(self) -> None:
         """The stream passed the open signal. Met again (a replay), it changes nothing: an open window stays
@@ -134,9 +145,9 @@ class ChunkWindow:
         return True
 
     def spoiled(self) -> bool:
-        """A DDL on the table was routed while the window was open: True if that ends it (the chunk may hold
+        """A DDL on the table was routed while the window was noting: True if that ends it (the chunk may hold
         rows read on either side of the DDL)."""
-        if self.state is WindowState.OPEN:
+        if self.noting:
             self.state = WindowState.SPOILED
             return True
         return False

@@ -11,6 +11,9 @@ it closed open again) or landed (their chunks are in the targets).
 
 Signals of windows not registered here (an earlier process's, met again
 after a restart) are ignored: that process's chunk is planned again.
+
+A verify window's close signal carries no chunk: the window stays among the
+open ones, noting, until its thread forgets it (see :mod:`canalbridge.sync.snapshot.window`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import OPEN
 from canalbridge.sync.errors import SnapshotError
-from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState, signals_in
+from canalbridge.sync.snapshot.window import CanalKey, ChunkWindow, SnapshotChunk, WindowState, signals_in
 
 Table = tuple[str, str]  # (schema, table)
 
@@ -84,9 +87,15 @@ class Windows:
 
     def note(self, table: Table, change: entry_pb.RowChange) -> None:
         """A change of ``table`` routed now: its keys count in the table's open window, if any."""
-        window = self._open.get(_key(table))
-        if window is not None:
-            window.note(change)
+        with self._changed:  # (a verify window's keys are read by its own thread while they are noted)
+            window = self._open.get(_key(table))
+            if window is not None:
+                window.note(change)
+
+    def keys(self, window: ChunkWindow) -> frozenset[CanalKey]:
+        """The keys ``window`` noted so far."""
+        with self._changed:
+            return window.keys
 
     def spoil(self, table: Table) -> None:
         """A DDL on ``table`` was routed: its open window, if any, is spoiled."""
@@ -109,6 +118,8 @@ class Windows:
                     window.opened()
                     if window.noting:
                         self._open[_key(window.table)] = window
+                elif not window.applies:
+                    window.closed(label)  # (it goes on noting: no chunk goes into the target here)
                 elif window.chunk is None:
                     raise SnapshotError(window.source, f"window {window.id}: its close signal was written before "
                                                        "its chunk was read")

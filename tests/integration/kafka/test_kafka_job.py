@@ -26,7 +26,7 @@ from canalbridge.sync.position import EntryPosition, KafkaPosition
 from canalbridge.sync.record import PartitionRecord
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings, SnapshotSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.snapshot.runner import SnapshotSource
+from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.tables import TablePattern
 from tests.helpers import eventually
 from tests.infra.kafka_broker import KafkaBroker

@@ -19,10 +19,13 @@ from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.job import JobState, JobStateError, SyncJob
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
-from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotSource
+from canalbridge.sync.snapshot.runner import SnapshotRunner
+from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.snapshot.verify import TableCheck
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.identifiers import quote, quote_table
 from spark_sink.sink import make_sink
+from spark_sink.verify import SparkComparer
 from tests.configs import VALID, write
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination
@@ -63,7 +66,8 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
                                  for t in TABLES),
                            CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1), snapshot=snapshot)
     source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD),
-                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)))
+                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)),
+                               SparkComparer(lambda: spark))
 
     def new_job() -> SyncJob:
         return SyncJob(settings, lambda channel: make_sink(spark, channel, DB, spark_settings), snapshot=source_db)
@@ -88,6 +92,11 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
         last = EntryPosition(*mariadb.last_event_start("Xid"))
         assert job.acks.wait_through(last, 240), f"{job.state} {job.fail_message} {job.stats}"
         assert job.state is JobState.RUNNING, job.fail_message
+        # verify finds every upsert target equal, every column type compared as a commit writes it.
+        assert set(job.verify_tables()[1]) == {t.qualified for t in TABLES if t.name != CHANGELOG}
+        verify = job.verify
+        assert verify is not None and verify.ended.wait(300)
+        assert all(check.phase == "equal" and check.rows for check in verify.checks().values()), verify.checks()
     finally:
         job.shutdown()
 
@@ -128,7 +137,8 @@ def items_jobs(canal, mariadb, spark, spark_settings, db: str, rows: int, **snap
                            (ChannelSettings(f"{db}.items", f"lake.{db}.items"),),
                            CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1), snapshot=snapshot)
     source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, user, PASSWORD),
-                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, user, PASSWORD)))
+                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, user, PASSWORD)),
+                               SparkComparer(lambda: spark))
 
     def new_job(**changes: object) -> SyncJob:
         return SyncJob(replace(settings, snapshot=replace(snapshot, **changes)),
@@ -222,6 +232,51 @@ def test_a_resync_and_a_back_fill_repair_rows_changed_behind_the_jobs_back(canal
     finally:
         again.shutdown()
     assert target() == source()
+
+
+@pytest.mark.timeout(600)
+def test_verify_finds_rows_changed_behind_the_jobs_back_and_not_those_the_stream_changes_meanwhile(
+        canal, mariadb, spark, spark_settings):
+    db = "verify"
+    behind = (25, 45)  # changed behind the job's back below; the stream changes the others meanwhile
+    streamed = [key for key in range(1, 61) if key not in behind]
+    new_job = items_jobs(canal, mariadb, spark, spark_settings, db, 60, chunk_rows=30)
+    job = new_job()
+    job.start()
+    try:
+        runner = job.snapshot
+        assert runner is not None and eventually(lambda: not runner.alive, 300) and runner.finished.is_set()
+
+        def verified() -> dict[str, TableCheck]:
+            """Verify every table while the stream changes rows of every chunk; each table's check."""
+            assert job.verify_tables()[1] == (f"{db}.items",)
+            with pytest.raises(JobStateError, match=f"the verify of {db}.items is running"):
+                job.snapshot_tables()
+            verify = job.verify
+            assert verify is not None
+            rounds = 0
+            while not verify.ended.wait(0.05):  # (paced by the verify itself: changes land in its windows)
+                rounds += 1
+                mariadb.execute(f"UPDATE items SET name = 'streamed {rounds}' WHERE id = "
+                                f"{streamed[rounds % len(streamed)]}", database=db)
+            assert rounds > 0 and job.state is JobState.RUNNING, job.fail_message
+            return verify.checks()
+
+        # Behind the job's back: changes that never reach the binlog, so never the stream. (An equal verify: the
+        # end-to-end test above, every column type.)
+        mariadb.execute("SET sql_log_bin = 0", f"UPDATE items SET name = 'changed' WHERE id = {behind[0]}",
+                        f"DELETE FROM items WHERE id = {behind[1]}", database=db)
+        differs = verified()[f"{db}.items"]
+        assert (differs.phase, differs.chunks, differs.rows) == ("differs", 3, 59), differs  # (+ keys above 60)
+        assert [(d.after, d.through, d.keys, d.sample) for d in differs.differences] == [
+            (None, "30", 1, ("25",)), ("30", "60", 1, ("45",))]  # (a row the source lacks is found too)
+        # A back-fill of the first chunk repairs it; a back-fill cannot remove the row the source lacks.
+        job.snapshot_tables([f"{db}.items"], differs.differences[0].where)
+        repair = job.snapshot
+        assert repair is not None and eventually(lambda: not repair.alive, 300) and repair.finished.is_set()
+        assert [(d.after, d.keys) for d in verified()[f"{db}.items"].differences] == [("30", 1)]
+    finally:
+        job.shutdown()
 
 
 def folded(spark, table: TableDef, target: str) -> str:

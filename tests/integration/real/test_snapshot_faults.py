@@ -11,6 +11,7 @@ holds the commit back).
 from __future__ import annotations
 
 import random
+import shlex
 import signal
 import threading
 
@@ -47,14 +48,16 @@ def logged(config, event: str) -> int:
 def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_no_row_twice(
         canal, mariadb, spark, spark_settings, tmp_path):
     mariadb.create_database(DB)
-    mariadb.execute(create_sql(ORDERS), create_sql(ACCOUNTS), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
+    mariadb.execute(create_sql(ORDERS), create_sql(ACCOUNTS), SIGNAL_TABLE_DDL.format(table=SIGNALS),
+                    "CREATE TABLE notes (id INT PRIMARY KEY, body VARCHAR(40) NOT NULL)",  # (for verify: small)
+                    "INSERT INTO notes VALUES " + ", ".join(f"({i}, 'note {i}')" for i in range(1, 21)), database=DB)
     source = Source(mariadb, DB, (ORDERS, ACCOUNTS), seed=45)
     for table in (ORDERS, ACCOUNTS):
         source.insert(table, [source.row(table) for _ in range(ROWS_BEFORE)])
     source.commit()
     canal.add_destination(CanalDestination(DB, filter_regex=rf"{DB}\..*"))  # the stream starts after those rows
-    channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.real_{DB}.{t.name}"'
-                         for t in (ORDERS, ACCOUNTS))
+    channels = "\n".join(f'[[job.channel]]\nsource = "{DB}.{name}"\ntarget = "lake.real_{DB}.{name}"'
+                         for name in (ORDERS.name, ACCOUNTS.name, "notes"))
     config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, spark_settings.warehouse, channels)
     mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
                     f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
@@ -99,6 +102,18 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
         assert bad.returncode == 1 and f"table {ORDERS.qualified}: " in bad.stderr and "SQL syntax" in bad.stderr
         idle = cli("snapshot", "-c", str(config), "real", "--cancel")
         assert idle.returncode == 1 and "job real runs no snapshot" in idle.stderr
+        # verify finds a row changed behind the job's back, prints the command that repairs its chunk, and once
+        # that ran, finds the table equal to its source.
+        mariadb.execute("SET sql_log_bin = 0", "UPDATE notes SET body = 'changed behind' WHERE id = 7", database=DB)
+        differs = cli("verify", "-c", str(config), "real", f"{DB}.notes")
+        assert differs.returncode == 1, (differs.stdout, differs.stderr)
+        assert "1 key differs: (7)" in differs.stdout and f"{DB}.notes differ" in differs.stdout
+        repair = next(line.split("repair: ", 1)[1] for line in differs.stdout.splitlines() if "repair: " in line)
+        repaired = cli(*shlex.split(repair)[1:])  # (as printed: canalbridge snapshot -c CONFIG real TABLE --where)
+        assert repaired.returncode == 0 and "snapshot done" in repaired.stdout, (repaired.stdout, repaired.stderr)
+        equal = cli("verify", "-c", str(config), "real", f"{DB}.notes")
+        assert equal.returncode == 0 and "every target equals its source" in equal.stdout, (equal.stdout,
+                                                                                            equal.stderr)
         stop(daemon, config)
 
     for table in (ORDERS, ACCOUNTS):

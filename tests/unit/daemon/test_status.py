@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 
-from canalbridge.daemon.status import job_json, render_text, snapshot_line
+from canalbridge.daemon.status import job_json, render_text, snapshot_line, verify_lines
 from canalbridge.sync.maintenance import MaintenanceReport, MaintenanceRun
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.progress import SnapshotStatus
+from canalbridge.sync.snapshot.verify import Difference, TableCheck
 from canalbridge.sync.tables import TablePattern
 from spark_sink.table import slow_layout_note
 
@@ -95,3 +97,18 @@ def test_a_snapshot_line_says_how_far_the_table_is_against_the_servers_estimate_
     back_fill = SnapshotStatus("reading", chunks=1, rows=10, done="10", last="90", rows_per_second=5.0, rows_done=10)
     assert snapshot_line(dataclasses.asdict(back_fill)) == ("reading, 1 chunks, 10 rows in this run (5 rows/s), "
                                                             "through key (10) of (90)")
+
+
+def test_a_verify_shows_each_chunk_that_differs_with_a_repair_command_a_shell_takes_as_printed():
+    where = "((`name` > _utf8mb4 X'61')) AND ((`name` <= _utf8mb4 X'7a'))"  # (backquotes: not for a shell to run)
+    differs = TableCheck("v1", "differs", 4, 400, (Difference("a", "z", 3, ("b", "c"), where),))
+    record = JobRecord("shop", JobState.RUNNING, (ChannelRecord("shop.users", "lake.shop.users", verify=differs),))
+    lines = render_text({"live": True, "jobs": [job_json(record, None)]}).splitlines()[-3:]
+    assert lines[:2] == ["    verify: differs, 4 chunks, 400 rows compared",
+                         "      keys after (a) through (z): 3 keys differ: (b), (c), ..."]
+    command = lines[2].split("repair: ", 1)[1]
+    assert shlex.split(command) == ["canalbridge", "snapshot", "shop", "shop.users", "--where", where]
+    one = verify_lines("shop", "shop.users", dataclasses.asdict(TableCheck("v2", "differs", 1, 9, (
+        Difference(None, "9", 1, ("4",), "((`id` <= 9))"),))), "/etc/canal bridge.toml")
+    assert one[1] == "  keys through (9): 1 key differs: (4)"
+    assert shlex.split(one[2].split("repair: ", 1)[1])[2:4] == ["-c", "/etc/canal bridge.toml"]

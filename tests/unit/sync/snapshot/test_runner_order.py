@@ -21,7 +21,8 @@ from canalbridge.sync.errors import SyncError
 from canalbridge.sync.settings import SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
-from canalbridge.sync.snapshot.runner import ReadRows, SnapshotRunner, SnapshotSource, SnapshotTable
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
+from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
 from canalbridge.sync.snapshot.window import WindowState
 from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal

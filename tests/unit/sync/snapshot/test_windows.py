@@ -169,3 +169,31 @@ def test_an_abort_while_the_next_chunk_is_read_replays_both_windows_each_noting_
     windows.note(T, insert("3"))
     assert [window.id for window in windows.signal(signal("w2", "close"), "txn-3")] == ["w2"]
     assert (first.keys, second.keys) == ({("1",)}, {("2",), ("3",)})
+
+
+def test_a_verify_window_hands_nothing_over_at_its_close_and_notes_keys_until_it_is_forgotten():
+    windows = Windows(("db", "canalbridge_signal"))
+    window = ChunkWindow("v1", T, ["id"], applies=False)
+    windows.register(window)  # (no chunk: nothing goes into the target)
+    windows.signal(signal("v1", "open"), "txn-1")
+    windows.note(T, insert("1"))
+    assert windows.signal(signal("v1", "close"), "txn-1") == [] and window.state is WindowState.CLOSED
+    windows.note(T, insert("2"))
+    windows.landed("txn-1", set())
+    assert window.state is WindowState.LANDED
+    windows.note(T, insert("3"))  # committed after the close: the target compared may hold it
+    assert windows.keys(window) == {("1",), ("2",), ("3",)}
+    windows.forget(window)
+    windows.note(T, insert("4"))
+    assert windows.keys(window) == {("1",), ("2",), ("3",)} and not windows.concerns(T)
+
+
+def test_a_ddl_spoils_a_verify_window_even_after_it_landed():
+    windows = Windows(("db", "canalbridge_signal"))
+    window = ChunkWindow("v1", T, ["id"], applies=False)
+    windows.register(window)
+    windows.signal(signal("v1", "open"), "txn-1")
+    windows.signal(signal("v1", "close"), "txn-1")
+    windows.landed("txn-1", set())
+    windows.spoil(T)  # its columns changed while the target was compared: compare again
+    assert window.state is WindowState.SPOILED and not windows.concerns(T)

@@ -1,8 +1,8 @@
-"""The snapshot runner's own reporting: a failed read names its Java cause, not Py4J's call."""
+"""A failed chunk read names its Java cause, not Py4J's call."""
 
 from __future__ import annotations
 
-from canalbridge.sync.snapshot.runner import _first_line
+from canalbridge.sync.snapshot.chunking import first_line
 
 
 class Py4JLike(Exception):
@@ -13,7 +13,7 @@ def test_a_failed_read_is_named_by_the_java_exception_under_py4js_line():
     failure = Py4JLike("An error occurred while calling o123.localCheckpoint.\n"
                        ": java.sql.SQLSyntaxErrorException: (conn=12) SELECT command denied to user 'u'@'localhost'\n"
                        "\tat org.mariadb.jdbc.export.ExceptionFactory.createException(ExceptionFactory.java:289)")
-    assert _first_line(failure) == ("java.sql.SQLSyntaxErrorException: (conn=12) SELECT command denied to user "
+    assert first_line(failure) == ("java.sql.SQLSyntaxErrorException: (conn=12) SELECT command denied to user "
                                     "'u'@'localhost'")
-    assert _first_line(ValueError("plain\nsecond")) == "plain"
-    assert _first_line(ValueError()) == "ValueError"
+    assert first_line(ValueError("plain\nsecond")) == "plain"
+    assert first_line(ValueError()) == "ValueError"

@@ -1,0 +1,90 @@
+"""``canalbridge verify``: ask the daemon to compare a running job's targets with their source, chunk by chunk,
+then show each table's check until all ended; exits 0 when every target equals its source, 1 when a chunk
+differs (each printed with the ``canalbridge snapshot --where`` that repairs it), 2 when it could not tell."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from canalbridge.daemon.commands import EXIT_CONFIG, daemon_job, load, not_running, post_action
+from canalbridge.daemon.config import Config
+from canalbridge.daemon.status import verify_lines
+
+POLL_S = 1.0  # how often the checks are asked for
+EXIT_DIFFERS, EXIT_UNKNOWN = 1, 2
+ENDED = ("equal", "differs", "failed", "stopped")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job")
+    parser.add_argument("tables", nargs="*", metavar="TABLE",
+                        help="schema.table of an upsert channel of the job (several: one after the other); "
+                             "default: every upsert channel named for one table")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="start it and return; `canalbridge status` shows the checks")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the verify through the daemon's control endpoint, then follow it."""
+    config = load(args, secrets=False)  # the daemon holds the source's password
+    if config is None:
+        return EXIT_CONFIG
+    result = post_action(config, args.job, "verify", [("table", table) for table in args.tables],
+                         "a verify is run by the daemon: start it")
+    if result is None:
+        return EXIT_UNKNOWN
+    tables = result["tables"]
+    print(f"job {args.job}: verify of {', '.join(tables)} started")
+    if args.no_wait:
+        return 0
+    try:
+        return _follow(config, str(args.config), args.job, tables, result["verify_id"])
+    except KeyboardInterrupt:
+        print("stopped following; the verify goes on (`canalbridge status` shows it)")
+        return 130
+
+
+def _follow(config: Config, path: str, job: str, tables: list[str], verify_id: str) -> int:
+    """Print each table's check when it changes, until every one ended."""
+    shown: dict[str, list[str]] = {}
+    tick = threading.Event()  # (never set: the wait between two looks)
+    while True:
+        status = daemon_job(config, job)
+        if status is None:
+            return EXIT_UNKNOWN
+        stopped = not_running(status)
+        if stopped is not None:
+            print(f"error: {stopped}; the verify stopped with it", file=sys.stderr)
+            return EXIT_UNKNOWN
+        checks = _checks(status, tables)
+        if len(checks) < len(tables) or any(check["verify_id"] != verify_id for check in checks.values()):
+            print(f"error: job {job} holds this verify no more: it was restarted, or another verify began",
+                  file=sys.stderr)
+            return EXIT_UNKNOWN
+        for table, check in checks.items():
+            lines = verify_lines(job, table, check, path)
+            if shown.get(table) != lines:
+                print(f"  {table}: " + "\n    ".join(lines), flush=True)
+                shown[table] = lines
+        if all(check["phase"] in ENDED for check in checks.values()):
+            phases = {table: check["phase"] for table, check in checks.items()}
+            differ = [table for table, phase in phases.items() if phase == "differs"]
+            unknown = [table for table, phase in phases.items() if phase in ("failed", "stopped")]
+            if unknown:
+                print(f"job {job}: verify could not finish {', '.join(unknown)}", file=sys.stderr)
+            if differ:
+                print(f"job {job}: {', '.join(differ)} differ from the source")
+            if not differ and not unknown:
+                print(f"job {job}: every target equals its source")
+            return EXIT_UNKNOWN if unknown else EXIT_DIFFERS if differ else 0
+        tick.wait(POLL_S)
+
+
+def _checks(status: dict[str, Any], tables: list[str]) -> dict[str, dict[str, Any]]:
+    """The verify of each of ``tables`` as the job's channels show it (the verify started shows them all)."""
+    wanted = {table.lower() for table in tables}
+    return {channel["source"]: channel["verify"] for channel in status["channels"]
+            if channel["source"].lower() in wanted and channel.get("verify")}

@@ -1,0 +1,73 @@
+"""What a snapshot and a verify share: key ranges grouped into chunks, a table's columns as Canal describes them,
+and the wait for a chunk's window to land."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from canalbridge.source_db import KeyRange, KeyValues, TableKey
+from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.errors import SnapshotError
+from canalbridge.sync.snapshot.window import ChunkWindow, WindowState
+from canalbridge.sync.snapshot.windows import Windows
+
+POLL_S = 0.5  # how often a wait looks at the stop event
+ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
+
+
+def source_columns(described: Sequence[tuple[str, str]], key: TableKey) -> tuple[SourceColumn, ...]:
+    """A table's columns (name, declared type) as Canal describes them, its key's marked."""
+    keys = {name.lower() for name in key.names}
+    # (Canal's sqlType, the column's java.sql.Types code, is read by no writer: 0.)
+    return tuple(SourceColumn(name, declared, 0, name.lower() in keys) for name, declared in described)
+
+
+def groups(ranges: Iterator[KeyRange], size: int) -> Iterator[list[KeyRange]]:
+    """``ranges`` in chunks of ``size`` (read together, one connection each)."""
+    while group := list(itertools.islice(ranges, size)):
+        yield group
+
+
+def key_text(key: KeyValues | None) -> str | None:
+    """A key's values as a person reads them (comma-separated)."""
+    return None if key is None else ", ".join(str(value) for value in key)
+
+
+def span(ranges: Sequence[KeyRange]) -> str:
+    """The keys of a chunk's ranges, for an error."""
+    return f"after {ranges[0].after!r} through {ranges[-1].through!r}"
+
+
+def first_line(exc: BaseException) -> str:
+    """What failed, in one line: a Java exception's own message rather than Py4J's "An error occurred while
+    calling ..." above it."""
+    lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
+    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None)
+    return cause or (lines[0] if lines and lines[0] else type(exc).__name__)
+
+
+_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
+
+
+def wait_landed(windows: Windows, window: ChunkWindow, timeout_s: float, stop: threading.Event) -> bool | None:
+    """Until ``window`` landed (True) or a DDL spoiled it (False); None once ``stop`` is set;
+    :class:`SnapshotError` past ``timeout_s`` (``land_timeout_seconds``), saying whether the stream ever passed
+    the window's open signal."""
+    deadline = time.monotonic() + timeout_s
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        state = windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
+        if state in ENDED:
+            return state is WindowState.LANDED
+        if left <= 0:
+            why = (f"its open signal has not come through the stream: the job is that far behind the binlog, "
+                   f"or {'.'.join(windows.signal_table)} is outside what the source sends (Canal's "
+                   f"filter, the Kafka topic)" if state is WindowState.REGISTERED
+                   else "the stream passed its open signal, and its transaction has not landed in the target")
+            raise SnapshotError(window.source, f"window {window.id} waited {timeout_s:g} s "
+                                               f"(land_timeout_seconds): {why}")
+    return None

@@ -1,0 +1,63 @@
+"""Where a job's snapshot and verify meet the source and the targets: the source database's connections, the
+chunk reader (the rows, read as Canal's text) and the comparer of a target with rows read. The daemon makes
+them from the job's ``[job.snapshot]`` and its Spark session; the tests, from fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from canalbridge.source_db import KeyRange, SourceDb, TableKey
+from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.snapshot.window import CanalKey
+
+
+@dataclass(frozen=True)
+class ReadRows:
+    """A chunk's rows as a reader holds them (read once: its handle never reads the source again), and how many."""
+
+    handle: object
+    count: int
+
+
+class ChunkReader(Protocol):
+    """Reads a chunk of a table as the text Canal would send for its rows."""
+
+    def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
+             where: str | None = None) -> ReadRows:
+        """The rows of ``key``'s table in ``ranges`` that ``where`` takes (None: all), each as its ``columns``'
+        values (Canal's text); no range: none."""
+
+    def release(self, rows: object) -> None:
+        """Drop what :meth:`read` holds, once its chunk landed (or was given up)."""
+
+
+@dataclass(frozen=True)
+class Differing:
+    """What a comparison found in a chunk: how many keys differ, and some of them (each key's values as text)."""
+
+    keys: int
+    sample: tuple[str, ...] = ()
+
+
+class TargetComparer(Protocol):
+    """Compares a target with rows read from its source (the daemon's is Spark's, over the Iceberg table)."""
+
+    def differing(self, target: str, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
+                  rows: object, noted: Callable[[], frozenset[CanalKey]], sample: int) -> Differing:
+        """The keys in ``ranges`` whose row in ``target`` differs from its row in ``rows`` (a reader's handle:
+        ``columns``' values as Canal's text), or is in one and not the other, leaving out the keys ``noted()``
+        gives. ``noted`` is called once the target's state to compare is fixed (every change that state holds
+        since the window opened is noted by then)."""
+
+
+@dataclass(frozen=True)
+class SnapshotSource:
+    """Where a job's snapshot reads: connections to the source database (keys, plans, signals) and the chunk
+    reader (the rows); and, for ``canalbridge verify``, what compares a target with rows read (None: no verify).
+    The daemon makes it from the job's ``[job.snapshot]``."""
+
+    connect: Callable[[], SourceDb]
+    reader: ChunkReader
+    comparer: TargetComparer | None = None

@@ -1,0 +1,63 @@
+"""``canalbridge verify`` follows the daemon's checks to their end and says by its exit status what it found."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from canalbridge.daemon import verify_command
+from canalbridge.sync.snapshot.verify import Difference, TableCheck
+
+TABLES = ["shop.orders", "shop.users"]
+
+
+def job(state: str = "RUNNING", **checks: TableCheck) -> dict[str, Any]:
+    return {"name": "shop", "state": state, "fail_message": None,
+            "channels": [{"source": table, "verify": dataclasses.asdict(checks[table.split(".")[1]])
+                          if table.split(".")[1] in checks else None} for table in TABLES]}
+
+
+def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]]) -> int:
+    seen: Iterator[dict[str, Any]] = iter(statuses)
+    monkeypatch.setattr(verify_command, "POLL_S", 0)
+    monkeypatch.setattr(verify_command, "load", lambda args, secrets: object())
+    monkeypatch.setattr(verify_command, "post_action", lambda config, name, action, query, hint: {
+        "tables": TABLES, "verify_id": "v1"})
+    monkeypatch.setattr(verify_command, "daemon_job", lambda config, name: next(seen))
+    return verify_command.run(argparse.Namespace(config=Path("c.toml"), job="shop", tables=[], no_wait=False))
+
+
+def test_every_table_equal_exits_0_once_all_ended(monkeypatch, capsys):
+    checking = TableCheck("v1", "checking", 1, 50)
+    assert run(monkeypatch, [job(orders=checking, users=TableCheck("v1", "waiting")),
+                             job(orders=TableCheck("v1", "equal", 2, 80), users=checking),
+                             job(orders=TableCheck("v1", "equal", 2, 80), users=TableCheck("v1", "equal", 1, 9))]) == 0
+    out = capsys.readouterr().out
+    assert "  shop.orders: verify: equal, 2 chunks, 80 rows compared" in out
+    assert out.endswith("job shop: every target equals its source\n")
+
+
+def test_a_chunk_that_differs_exits_1_with_the_command_that_repairs_it(monkeypatch, capsys):
+    differs = TableCheck("v1", "differs", 2, 80, (Difference("50", "100", 1, ("77",), "((`id` > 50))"),))
+    assert run(monkeypatch, [job(orders=differs, users=TableCheck("v1", "equal", 1, 9))]) == 1
+    out = capsys.readouterr().out
+    assert "repair: canalbridge snapshot -c c.toml shop shop.orders --where '((`id` > 50))'" in out
+    assert "job shop: shop.orders differ from the source" in out
+
+
+@pytest.mark.parametrize("status, says", [
+    (job(orders=TableCheck("v1", "equal"), users=TableCheck("v1", "failed", error="source gone")),
+     "job shop: verify could not finish shop.users"),
+    (job(orders=TableCheck("v2", "checking"), users=TableCheck("v2", "waiting")),
+     "holds this verify no more: it was restarted, or another verify began"),
+    (job(), "holds this verify no more"),  # (a restarted job shows no verify)
+    (job("PAUSED"), "error: job shop is PAUSED; the verify stopped with it"),
+])
+def test_a_verify_that_cannot_tell_exits_2_saying_why(monkeypatch, capsys, status, says):
+    assert run(monkeypatch, [status]) == 2
+    assert says in capsys.readouterr().err
