@@ -142,12 +142,7 @@ class SyncJob:
         """A new snapshot of ``tables`` (``schema.table``; none named: every table of a channel named for one)
         while the job streams: a re-sync, or with ``where`` a back-fill of the rows that condition takes.
         Returns the tables. Refused while a snapshot runs; the filter is checked by the source first."""
-        named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
-        unknown = [repr(t) for t in tables if t.lower() not in named]
-        if unknown:
-            raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
-                           f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
-        chosen = [named[t] for t in dict.fromkeys(t.lower() for t in tables)] if tables else list(named.values())
+        chosen = self._named_channels(tables)
         condition = None if where is None else checked_filter(where)
         parts = [channel.source.split(".", 1) for channel in chosen]
         self._snapshot_run()  # (refused now, before the source is asked anything)
@@ -164,6 +159,16 @@ class SyncJob:
         self._log.info("job.snapshot_started", tables=list(names), where=condition)
         return names
 
+    def _named_channels(self, tables: Sequence[str]) -> list[ChannelSettings]:
+        """The channels named for ``tables`` (``schema.table``, without case, once each; none: every channel named
+        for one table); :class:`KeyError` naming those the job has none for."""
+        named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
+        unknown = [repr(t) for t in tables if t.lower() not in named]
+        if unknown:
+            raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
+                           f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
+        return [named[t] for t in dict.fromkeys(t.lower() for t in tables)] if tables else list(named.values())
+
     def _snapshot_run(self) -> JobRun:
         """The run a new snapshot starts in; :class:`JobStateError` if none may."""
         with self._lock:
@@ -179,22 +184,16 @@ class SyncJob:
                 raise JobStateError(f"job {self.name}: {refusal}")
             busy = run.windows_busy()
             if busy is not None:
-                cancel = " (canalbridge snapshot --cancel)" if busy.startswith("the snapshot") else ""
-                raise JobStateError(f"job {self.name}: {busy}; wait for it, or cancel it{cancel}"
-                                    if cancel else f"job {self.name}: {busy}; wait for it")
+                raise JobStateError(f"job {self.name}: {busy}")
             return run
 
     def verify_tables(self, tables: Sequence[str] = ()) -> tuple[str, tuple[str, ...]]:
         """Compare the targets of ``tables`` (``schema.table``; none named: every upsert channel named for one
         table) with their source while the job streams (:mod:`canalbridge.sync.snapshot.verify`). Returns the
         verify's id and its tables; :meth:`record` shows each one's check."""
-        named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
-        unknown = [repr(t) for t in tables if t.lower() not in named]
-        if unknown:
-            raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
-                           f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
-        chosen = ([named[t] for t in dict.fromkeys(t.lower() for t in tables)] if tables
-                  else [c for c in named.values() if not c.keeps_every_change])
+        chosen = self._named_channels(tables)
+        if not tables:
+            chosen = [c for c in chosen if not c.keeps_every_change]
         changelogs = [c.source for c in chosen if c.keeps_every_change]
         if changelogs or not chosen:
             raise JobStateError(f"job {self.name}: verify compares upsert targets, one row per key; "
@@ -347,7 +346,8 @@ class SyncJob:
         maintenance = {channel.source: channel.last_maintenance for channel in live}
         runner = self.snapshot
         snapshot = runner.status() if runner is not None else {}
-        verify = self.verify.checks() if self.verify is not None else {}
+        verifier = self.verify
+        verify = verifier.checks() if verifier is not None else {}
         known = {c.source: c for c in self._record.channels}
         for channel in live:
             if channel.source not in known:

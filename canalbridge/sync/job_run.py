@@ -137,11 +137,12 @@ class JobRun:
         return runner
 
     def windows_busy(self) -> str | None:
-        """What holds the job's windows now (a snapshot or a verify of its tables), if anything."""
+        """What holds the job's windows now (a snapshot or a verify of its tables) and what to do, if anything."""
         if self.snapshot is not None and self.snapshot.alive:
-            return f"the snapshot of {', '.join(t.name for t in self.snapshot.tables)} is running"
+            return (f"the snapshot of {', '.join(t.name for t in self.snapshot.tables)} is running; wait for it, "
+                    f"or cancel it (canalbridge snapshot --cancel)")
         if self.verify is not None and not self.verify.ended.is_set():  # (set once its windows are forgotten)
-            return f"the verify of {', '.join(t.name for t in self.verify.tables)} is running"
+            return f"the verify of {', '.join(t.name for t in self.verify.tables)} is running; wait for it"
         return None
 
     def snapshot_refusal(self) -> str | None:
