@@ -32,7 +32,7 @@ def test_decode_bench_drains_exactly_and_compares_with_both_references():
 
 @pytest.mark.spark
 def test_end_to_end_bench_reports_throughput_and_lag():
-    backlog, live, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1")
+    backlog, live, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1", "--rate", "3000")
     assert backlog["rows_committed"] == live["rows_committed"] > 0
     assert backlog["table_rows"] == live["table_rows"]
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
@@ -80,7 +80,7 @@ def test_target_size_bench_commits_exactly_into_each_size():
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_kafka_bench_reports_both_formats_backlog_and_lag():
-    *runs, summary = run_bench("bench.kafka", "--rows", "3000", "--interval", "1")
+    *runs, summary = run_bench("bench.kafka", "--rows", "3000", "--interval", "1", "--rate", "3000")
     assert [run["run"] for run in runs] == ["protobuf_backlog", "protobuf_live", "flat_backlog", "flat_live"]
     assert all(run["rows_committed"] > 0 for run in runs)
     assert summary["protobuf_exact"] is True and summary["flat_exact"] is True
