@@ -108,7 +108,8 @@ class JobRun:
         if tables:
             assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
             self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
-                                           self._stop, self._on_failure, self._on_snapshot_finished)
+                                           self._stop, self._on_failure, self._on_snapshot_finished,
+                                           reconnect=settings.commit.reconnect_retry)
             # First: alive before the Receiver opens the link, which asks whether a snapshot runs.
             self._workers.insert(0, self.snapshot)
         for worker in self._workers:
@@ -120,7 +121,8 @@ class JobRun:
         assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
         assert self.snapshot is None or not self.snapshot.alive
         runner = SnapshotRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
-                                self._stop, self._on_failure, self._on_snapshot_finished, announce=True)
+                                self._stop, self._on_failure, self._on_snapshot_finished, announce=True,
+                                reconnect=self.settings.commit.reconnect_retry)
         self.snapshot = runner
         self._workers.append(runner)  # (joined by stop, as the others)
         runner.start()

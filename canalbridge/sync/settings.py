@@ -182,7 +182,9 @@ class CommitSettings:
                            check=not_negative)
     retry_initial_seconds: float = setting(1.0, doc="the first back-off of a retry or reconnect", check=positive)
     retry_max_seconds: float = setting(60.0, doc="the longest back-off (it doubles up to this)", check=positive)
-    reconnect_attempts: int = setting(10, doc="connection attempts in a row before the job pauses", check=positive)
+    reconnect_attempts: int = setting(10, check=positive,
+                                      doc="connection attempts in a row (to Canal, Kafka or a snapshot's source) "
+                                          "before the job pauses")
     queue_batches: int = 1024  # receiver -> consumer queue (Doris: 1024)
     # A MERGE into a big table may legitimately take minutes.
     commit_timeout_seconds: float = setting(600.0, check=positive,

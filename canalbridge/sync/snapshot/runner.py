@@ -21,6 +21,12 @@ The open signal is in the binlog once its INSERT returns (autocommit), so
 the read may start at once: every change the read can miss comes after
 the signal in the stream. The progress each chunk lands with is where a
 restart goes on (:mod:`canalbridge.sync.snapshot.progress`).
+
+A source that goes away (a restart, a lost connection) is tried again with
+the job's reconnect back-off: a chunk whose close signal is out still lands
+(the stream carries its signal), the one being read is dropped, and once the
+source answers the snapshot goes on after the last chunk that landed. Only
+when the attempts run out does the job pause.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import structlog
+from tenacity import RetryError
 
 from canalbridge.source_db import (
     CLOSE,
@@ -41,6 +48,7 @@ from canalbridge.source_db import (
     Signal,
     SignalTable,
     SourceDb,
+    SourceDbConnectionError,
     SourceDbError,
     TableKey,
     table_columns,
@@ -48,7 +56,8 @@ from canalbridge.source_db import (
     table_rows_estimate,
 )
 from canalbridge.sync.errors import SnapshotError, SyncError
-from canalbridge.sync.settings import SnapshotSettings
+from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.settings import RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
@@ -83,11 +92,14 @@ class SnapshotRunner(Worker):
     With ``announce`` (a snapshot asked for while the job runs, of tables
     whose targets hold a finished one), each table's new progress lands
     first, as an empty chunk: from then on a restart goes on with it.
+    ``reconnect``: how a source that went away is tried again (None: not at
+    all, the job pauses at once).
     """
 
     def __init__(self, job: str, tables: Sequence[SnapshotTable], windows: Windows, source: SnapshotSource,
                  settings: SnapshotSettings, stop: threading.Event, on_failure: Callable[[SyncError], None],
-                 on_finished: Callable[[SnapshotRunner], None] | None = None, *, announce: bool = False) -> None:
+                 on_finished: Callable[[SnapshotRunner], None] | None = None, *, announce: bool = False,
+                 reconnect: RetrySettings | None = None) -> None:
         super().__init__(f"snapshot-{job}", stop)
         self.job = job
         self.tables = tuple(tables)
@@ -98,6 +110,9 @@ class SnapshotRunner(Worker):
         self._on_failure = on_failure
         self._on_finished = on_finished
         self._announce = announce
+        self._reconnect = reconnect or RetrySettings(1, 0.0, 0.0)
+        self._current = ""  # the table being read (for errors that do not name it)
+        self._landed = 0  # chunks landed in this run: a source lost after some is tried again from the first attempt
         self._log = log.bind(job=job)
         self.snapshot_id = uuid.uuid4().hex[:12]  # of the tables whose snapshot begins in this run
         self.finished = threading.Event()  # every table is done
@@ -122,38 +137,56 @@ class SnapshotRunner(Worker):
         return self._stop.is_set() or self._cancelled.is_set()
 
     def _run(self) -> None:
-        table = ""
         try:
-            with self._connect() as db:
-                signals = SignalTable(db, *self.windows.signal_table)
-                signals.check()
-                signals.clear()
+            while True:
+                landed = self._landed
                 try:
-                    if self._announce:
-                        self._announce_all(db, signals)
-                    for each in self.tables:
-                        if self._halted():
-                            raise _Stopped()
-                        table = each.name
-                        self._table(db, signals, each)
-                except _Stopped:
-                    if self._stop.is_set():
-                        raise
-                    self._mark_cancelled(db, signals)
-                    self._ended()
+                    retrying(self._reconnect, SourceDbConnectionError, self._stop, self._log,
+                             "snapshot.source_lost")(self._connected)
                     return
-            self.finished.set()
-            self._log.info("snapshot.finished", tables=len(self.tables))
-            self._ended()
-        except _Stopped:
+                except RetryError as exc:
+                    if self._landed > landed:
+                        continue  # (chunks landed between the attempts: the source comes and goes, count anew)
+                    cause = exc.last_attempt.exception()
+                    assert isinstance(cause, SourceDbConnectionError)
+                    tried = self._reconnect.attempts
+                    said = str(cause) if tried == 1 else f"{cause} (tried {tried} times: resume once it answers)"
+                    raise SnapshotError(cause.table or self._current, said) from cause
+        except (_Stopped, Stopping):
             pass
         except SourceDbError as exc:
-            self._fail(SnapshotError(exc.table or table, str(exc)))
+            self._fail(SnapshotError(exc.table or self._current, str(exc)))
         except SnapshotError as exc:
             self._fail(exc)
         except Exception as exc:  # never a thread that ends unseen: the job pauses, naming it
-            self._log.exception("snapshot.unexpected_error", table=table)
-            self._fail(SnapshotError(table, f"unexpected {type(exc).__name__}: {exc}"))
+            self._log.exception("snapshot.unexpected_error", table=self._current)
+            self._fail(SnapshotError(self._current, f"unexpected {type(exc).__name__}: {exc}"))
+
+    def _connected(self) -> None:
+        """One connection's worth of the snapshot: on from each table's last landed chunk to the end (or a
+        cancel), or until the source goes away (:class:`SourceDbConnectionError`)."""
+        with self._connect() as db:
+            signals = SignalTable(db, *self.windows.signal_table)
+            signals.check()
+            signals.clear()  # (a lost connection's: the windows they opened are dropped)
+            try:
+                if self._announce:
+                    self._announce_all(db, signals)
+                    self._announce = False  # (landed: a reconnect goes on with it)
+                for each in self.tables:
+                    if self._halted():
+                        raise _Stopped()
+                    self._current = each.name
+                    self._table(db, signals, each)
+            except _Stopped:
+                if self._stop.is_set():
+                    raise
+                self._mark_cancelled(db, signals)
+                self._ended()
+                return
+        self.finished.set()
+        self._log.info("snapshot.finished", tables=len(self.tables))
+        self._ended()
 
     def _ended(self) -> None:
         if self._on_finished is not None:
@@ -207,7 +240,8 @@ class SnapshotRunner(Worker):
         self._on_failure(error)
 
     def _table(self, db: SourceDb, signals: SignalTable, table: SnapshotTable) -> None:
-        progress = table.progress if table.progress is not None else self._progress.get(table.name)
+        # What landed in this run first (a reconnect goes on after it), else what the target held at the start.
+        progress = self._progress.get(table.name, table.progress)
         tally, first = _Tally(), True
         where = progress.where if progress is not None else table.where
         while True:
@@ -272,6 +306,12 @@ class SnapshotRunner(Worker):
             if held and not self._land(signals, table, held.pop(0), tally):
                 return landed
             return None
+        except SourceDbConnectionError:
+            # The source went away: a chunk whose close signal is out lands still (the stream carries the
+            # signal), so that a reconnect goes on after it rather than reading it twice.
+            while held and held[0].closed:
+                self._settle(table, held.pop(0), tally)
+            raise
         finally:
             for read in held:  # (a stop, a failure, a spoiled window: what the target holds is where to go on)
                 self._drop(read)
@@ -291,7 +331,10 @@ class SnapshotRunner(Worker):
             try:
                 read.rows = self._reader.read(key, columns, ranges, progress.where)
             except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
-                raise SnapshotError(table.name, f"reading keys {span(ranges)} failed: {first_line(exc)}") from exc
+                said = f"reading keys {span(ranges)} failed: {first_line(exc)}"
+                if _gone(db):  # (the source went away under the read: tried again, as a lost connection is)
+                    raise SourceDbConnectionError(said, address=db.address, table=table.name) from exc
+                raise SnapshotError(table.name, said) from exc
         except BaseException:
             self._drop(read)
             raise
@@ -303,16 +346,24 @@ class SnapshotRunner(Worker):
     def _close(self, signals: SignalTable, read: _Read) -> None:
         """Write ``read``'s close signal: the Consumer hands its chunk to the table's channel there."""
         signals.write(Signal(read.window.id, CLOSE, {}))
+        read.closed = True
 
     def _land(self, signals: SignalTable, table: SnapshotTable, read: _Read, tally: _Tally) -> bool:
-        """Wait until ``read``'s chunk landed (True) or a DDL spoiled its window (False), then drop it."""
+        """Wait until ``read``'s chunk landed (True) or a DDL spoiled its window (False), then drop it and its
+        signal rows."""
+        landed = self._settle(table, read, tally)
+        signals.remove(read.window.id)
+        return landed
+
+    def _settle(self, table: SnapshotTable, read: _Read, tally: _Tally) -> bool:
+        """Wait until ``read``'s chunk landed (True: the table's progress is its) or a DDL spoiled its window
+        (False), then drop it."""
         assert read.rows is not None
         count, started = read.rows.count, time.monotonic()
         try:
             landed = self._wait(read.window)
         finally:
             self._drop(read)
-        signals.remove(read.window.id)
         if not landed:
             self._log.info("snapshot.chunk_spoiled", table=table.name, window=read.window.id)
             return False
@@ -321,6 +372,7 @@ class SnapshotRunner(Worker):
                        waited_s=round(time.monotonic() - started, 2))
         tally.chunks += 1
         tally.rows += count
+        self._landed += 1
         progress = self._progress[table.name] = read.progress
         rate = tally.rows / max(time.monotonic() - tally.started, 1e-3)
         left = None if progress.finished or tally.estimate is None else max(tally.estimate - progress.rows, 0) / rate
@@ -355,6 +407,7 @@ class _Read:
     progress: TableProgress  # the table's once the chunk landed
     rows: ReadRows | None = None
     read_s: float = 0.0  # how long the read took
+    closed: bool = False  # its close signal is written: the chunk lands unless a DDL spoils it
 
 
 @dataclass
@@ -365,6 +418,17 @@ class _Tally:
     chunks: int = 0
     rows: int = 0
     estimate: int | None = None  # the server's estimate of the table's rows
+
+
+def _gone(db: SourceDb) -> bool:
+    """Whether the source went away (a read's failure is then a lost connection, not the read's own)."""
+    try:
+        db.query("SELECT 1")
+    except SourceDbConnectionError:
+        return True
+    except SourceDbError:
+        return False
+    return False
 
 
 class _Stopped(Exception):

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, TableKey
+from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, SourceDbConnectionError, TableKey
 from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.errors import SyncError
-from canalbridge.sync.settings import SnapshotSettings
+from canalbridge.sync.settings import RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
@@ -40,6 +40,9 @@ class Played:
     windows: Windows
     spoil_at_read: int | None = None  # the read (counted from 1) during which a DDL on the table is routed
     cancel_at_read: int | None = None  # the read during which the snapshot is cancelled
+    lose_at_read: int | None = None  # the read that fails because the source went away (before the one ahead lands)
+    gone_connects: int = 0  # connections refused once the source went away, before it answers again
+    gone: bool = False
     cancel: Callable[[], None] = lambda: None
     runner: SnapshotRunner | None = None
     statuses: list[SnapshotStatus] = field(default_factory=list)  # the table's, as each read began
@@ -68,6 +71,9 @@ class Played:
         if self.runner is not None:
             self.statuses.append(self.runner.status()["db.t"])
         self.events.append(("read", (ranges[0].through, len(before)) if ranges else None))
+        if len(self.handles) + 1 == self.lose_at_read and not self.gone:
+            self.gone, self.lose_at_read = True, None
+            raise RuntimeError("Connection reset")  # (as the driver says it; the chunk before has not landed)
         self.land()  # the chunk before commits while this one is read
         self.handles.append(object())
         if len(self.handles) == self.spoil_at_read:
@@ -119,6 +125,24 @@ class FakeReader:
 
 
 class FakeDb:
+    address = "h:3306"
+
+    def __init__(self, played: Played) -> None:
+        self.played = played
+        if played.gone:
+            if played.gone_connects == 0:
+                played.gone = False  # (back)
+            else:
+                played.gone_connects -= 1
+                played.events.append(("refused", None))
+                raise SourceDbConnectionError("connection failed or lost: refused", address=self.address)
+
+    def query(self, sql: str, *args: object, **kwargs: object) -> list[tuple]:
+        if self.played.gone:
+            self.played.land()  # (the stream goes on meanwhile: the chunk closed before the loss lands)
+            raise SourceDbConnectionError("connection failed or lost: gone", address=self.address)
+        return [(1,)]
+
     def __enter__(self) -> FakeDb:
         return self
 
@@ -143,8 +167,8 @@ def run(played: Played, *, finishes: bool = True, announce: bool = False,
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
     runner = SnapshotRunner("job", tables or [SnapshotTable(*TABLE)], played.windows,
-                            SnapshotSource(FakeDb, FakeReader(played)), settings, threading.Event(), failures.append,
-                            announce=announce)
+                            SnapshotSource(lambda: FakeDb(played), FakeReader(played)), settings, threading.Event(),
+                            failures.append, announce=announce, reconnect=RetrySettings(3, 0.01, 0.01))
     played.cancel, played.runner = runner.cancel, runner
     runner.start()
     assert runner.join(30)
@@ -210,3 +234,35 @@ def test_a_snapshot_asked_for_while_the_job_runs_lands_its_progress_before_any_c
     assert next(event for kind, event in played.events if kind == "read") is None  # (the mark reads nothing)
     assert [done for kind, done in played.events if kind == "landed"] == [None, (2,), (4,), (6,), (8,), (10,)]
 
+
+
+def test_a_source_that_goes_away_mid_read_is_tried_again_after_the_closed_chunk_landed(played):
+    # Keys 5-6 are being read, 3-4 closed and committing, when the source goes away; it refuses one connection,
+    # then answers. 3-4 lands still (the stream carries its close signal), 5-6 is dropped and read again.
+    played.lose_at_read, played.gone_connects = 3, 1
+    assert run(played) == []
+    assert [event[0] for kind, event in played.events if kind == "read"] == [(2,), (4,), (6,), (6,), (8,), (10,)]
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
+    assert ("refused", None) in played.events
+    assert sorted(map(id, played.released)) == sorted(map(id, played.handles))
+    assert played.runner.status()["db.t"].rows_done == 10 and not played.windows.concerns(TABLE)
+
+
+def test_a_source_gone_for_longer_than_the_reconnect_attempts_pauses_the_job_naming_the_table(played):
+    played.lose_at_read, played.gone_connects = 3, 99
+    (failure,) = run(played, finishes=False)
+    assert "snapshot of table db.t" in str(failure) and "tried 3 times" in str(failure), failure
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,)]  # what a resume goes on from
+    assert not played.windows.concerns(TABLE)
+
+
+def test_a_read_that_fails_while_the_source_answers_is_not_tried_again(played):
+    played.lose_at_read = 3
+
+    def answers(db: FakeDb, sql: str, *args: object, **kwargs: object) -> list[tuple]:
+        return [(1,)]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FakeDb, "query", answers)
+        (failure,) = run(played, finishes=False)
+    assert "reading keys" in str(failure) and "Connection reset" in str(failure) and "tried" not in str(failure)
