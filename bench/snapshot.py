@@ -9,7 +9,11 @@ snapshot brings them); then, in the same run:
 2. the snapshot: a job with ``[job.snapshot]`` (``--chunk-rows``,
    ``--parallelism``) starts on the idle stream; the figure is rows/s from job
    start until the table's snapshot finished, beside the client's;
-3. with ``--write-rate``, a second table of the same size is snapshotted while
+3. Spark's own ceiling on this machine: the same table copied by Spark alone
+   (JDBC with one predicate per ``--chunk-rows`` keys, Spark's own types,
+   into a new Iceberg table in one ``INSERT``), on the Spark the snapshot
+   warmed; beside the snapshot's warm rate (from its first chunk landed on);
+4. with ``--write-rate``, a second table of the same size is snapshotted while
    a process writes that many row changes/s into it (the stream busy).
 
 Each target is checked against MariaDB (rows and two column sums). Prints
@@ -39,7 +43,7 @@ from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
-from spark_sink.chunk_read import JdbcSource, SparkChunkReader
+from spark_sink.chunk_read import DRIVER, JdbcSource, SparkChunkReader
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.sink import make_sink
 from tests.infra.canal_server import CanalDestination, CanalServer
@@ -99,20 +103,25 @@ def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespac
     started = time.perf_counter()
     job.start()
     peak_rss, last_print = rss_mb(), started
+    first: tuple[float, int] | None = None  # (when, rows) the first chunk was seen landed: Spark warm from there
     try:
         runner = job.snapshot
         assert runner is not None
-        while not runner.finished.wait(0.5):
+        while not runner.finished.wait(0.2):
             if job.state.value != "RUNNING":
                 raise SystemExit(f"the job stopped: {job.fail_message}")
             peak_rss = max(peak_rss, rss_mb())
+            status = runner.status().get(f"{DB}.{table}")
+            done = status.rows if status else 0
+            if first is None and done:
+                first = (time.perf_counter(), done)
             if time.perf_counter() - last_print >= 5:
                 last_print = time.perf_counter()
-                status = runner.status().get(f"{DB}.{table}")
-                done = status.rows if status else 0
                 print(f"snapshot {table}: {done:,} of {rows:,} rows, {done / (last_print - started):,.0f} rows/s, "
                       f"Python RSS {peak_rss:.0f} MB", flush=True)
-        seconds = time.perf_counter() - started
+        ended = time.perf_counter()
+        seconds = ended - started
+        warm = (rows - first[1]) / (ended - first[0]) if first and ended > first[0] and rows > first[1] else None
     finally:
         if writer is not None:
             writer.terminate()
@@ -122,9 +131,32 @@ def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespac
     source_count, source_total = mariadb.execute(f"SELECT COUNT(*), SUM(c5) FROM {table}", database=DB)[0]
     matches = (count, int(total or 0)) == (source_count, int(source_total or 0))
     return {"run": f"snapshot{'_under_writes' if write_rate else ''}", "rows": rows, "seconds": round(seconds, 1),
-            "rows_per_second": round(rows / seconds), "chunk_rows": args.chunk_rows,
+            "rows_per_second": round(rows / seconds),
+            "warm_rows_per_second": round(warm) if warm is not None else None, "chunk_rows": args.chunk_rows,
             "parallelism": args.parallelism, "write_rate": write_rate, "peak_python_rss_mb": round(peak_rss),
             "target_matches_mariadb": matches if not write_rate else None}
+
+
+def spark_copy(mariadb: MariaDBServer, args: argparse.Namespace, table: str, rows: int) -> dict[str, Any]:
+    """Spark alone copying ``table`` into a new Iceberg table: the JDBC read split as a snapshot's chunks split
+    it (one predicate per ``chunk_rows`` keys, ``parallelism`` at a time on ``local[2]``), Spark's own types,
+    one ``INSERT``. No watermark, no conversion from Canal's text, one commit."""
+    spark = get_spark(local_spark_settings(args.root))
+    source = JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)
+    bounds = range(0, rows, args.chunk_rows)
+    predicates = [f"id > {low} AND id <= {low + args.chunk_rows}" for low in bounds]
+    frame = spark.read.jdbc(source.url, f"{DB}.{table}", predicates=predicates,
+                            properties={"user": source.user, "password": source.password, "driver": DRIVER})
+    target = f"lake.{DB}.{table}_copy"
+    spark.sql(f"DROP TABLE IF EXISTS {target}")
+    frame.limit(0).writeTo(target).using("iceberg").create()
+    print(f"spark copy {table}: {len(predicates)} reads of {args.chunk_rows:,} keys", flush=True)
+    started = time.perf_counter()
+    frame.writeTo(target).append()
+    seconds = time.perf_counter() - started
+    count = spark.table(target).count()
+    return {"run": "spark_jdbc_copy", "rows": rows, "seconds": round(seconds, 1),
+            "rows_per_second": round(rows / seconds), "target_matches_mariadb": count == rows}
 
 
 def _start_writer(mariadb: MariaDBServer, table: str, rows: int, rate: float) -> Any:
@@ -189,11 +221,16 @@ def main() -> None:
                 for table, rate in zip(tables, (0, args.write_rate)):
                     results.append(snapshot(mariadb, canal, args, table, args.rows, rate))
                     print(json.dumps(results[-1]), flush=True)
+            results.append(spark_copy(mariadb, args, "events", args.rows))
+            print(json.dumps(results[-1]), flush=True)
         stop_spark()
     idle = next(r for r in results if r["run"] == "snapshot")
+    copy = results[-1]["rows_per_second"]
     print(json.dumps({"summary": "snapshot", "rows": args.rows, "snapshot_rows_per_second": idle["rows_per_second"],
-                      "client_rows_per_second": round(limit),
+                      "snapshot_warm_rows_per_second": idle["warm_rows_per_second"],
+                      "client_rows_per_second": round(limit), "spark_copy_rows_per_second": copy,
                       "share_of_client": round(idle["rows_per_second"] / limit, 3),
+                      "warm_share_of_spark_copy": round((idle["warm_rows_per_second"] or 0) / copy, 3),
                       "under_writes_rows_per_second": next((r["rows_per_second"] for r in results
                                                             if r["run"] == "snapshot_under_writes"), None)}),
           flush=True)

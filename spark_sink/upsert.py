@@ -22,6 +22,7 @@ from spark_sink.writer import IcebergWriter, Layout, Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
 
 log = structlog.get_logger("canalbridge.spark")
 # An upsert commit broadcasts its changed keys to every executor up to this many staged rows;
@@ -142,26 +143,102 @@ class IcebergUpsertWriter(IcebergWriter):
             else:
                 self._held_write(lambda target: self._merge(target, names, keys, properties), publish)
             return
+        broadcast = txn.staged_rows <= BROADCAST_ROWS
+        stale = self._stale(txn, frame)
+        if txn.chunks and not txn.raw_staging.count and not txn.staging.count:
+            bound = _key_bound(frame, _leading_key(txn))
+            self._held_write(lambda target: self._chunks_into(target, frame, names, keys, broadcast, bound, stale,
+                                                              properties), publish)
+            return
         with _computed_once(frame) as changes:
             changes.createOrReplaceTempView(self._view)
-            broadcast = txn.staged_rows <= BROADCAST_ROWS
             bound = _key_bound(changes, _leading_key(txn)) if txn.chunks else ""
-            # Two statements: always on the branch, so that main moves once.
-            self._held_write(
-                lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, properties), publish)
+            # Two or three statements: always on the branch, so that main moves once.
+            self._held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, stale,
+                                                                    properties), publish)
+
+    def _chunks_into(self, target: str, frame: DataFrame, names: list[str], keys: list[str], broadcast: bool,
+                     bound: str, stale: str, properties: dict[str, str]) -> None:
+        """A transaction of snapshot chunks alone. While an initial load runs, a chunk's key range mostly holds
+        no target row yet (only rows the stream upserted before the chunk's window): then the DELETE would
+        remove nothing, and the chunk's rows are inserted without it, read once and never held twice
+        (``make bench-snapshot``: the warm rate went from 0.36 of Spark's own copy of the table to 0.42 to
+        0.49). When the chunk took its span whole
+        (``stale``), deleting the span but the keys its window noted also deletes every row the chunk
+        replaces."""
+        probe = stale or bound
+        if probe and not self.spark.sql(f"SELECT 1 FROM {target} WHERE {probe} LIMIT 1").take(1):
+            statements = [self._insert(target, names)]
+        elif stale:
+            statements = [f"DELETE FROM {target} WHERE {stale}", self._insert(target, names)]
+        else:
+            with _computed_once(frame) as changes:
+                changes.createOrReplaceTempView(self._view)
+                self._delete_and_insert(target, names, keys, broadcast, bound, "", properties)
+            return
+        frame.createOrReplaceTempView(self._view)
+        self._run_stamped(statements, properties)
 
     def _delete_and_insert(self, target: str, names: list[str], keys: list[str], broadcast: bool, bound: str,
-                           properties: dict[str, str]) -> None:
-        columns, key_list = ", ".join(names), ", ".join(keys)
+                           stale: str, properties: dict[str, str]) -> None:
+        key_list = ", ".join(keys)
         hint = f"/*+ BROADCAST({self._view}) */ " if broadcast else ""
-        delete = f"DELETE FROM {target} WHERE {bound}({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
-        insert = f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
+        within = f"{bound} AND " if bound else ""
+        delete = f"DELETE FROM {target} WHERE {within}({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
+        # (The stale rows apart: an IN subquery under an OR is not a condition a row-level DELETE plans well.)
+        statements = ([f"DELETE FROM {target} WHERE {stale}"] if stale else []) + [delete]
+        # The insert is always a snapshot, even of no rows: the position's.
+        self._run_stamped([*statements, self._insert(target, names)], properties)
 
-        def delete_and_insert() -> None:
-            self.spark.sql(delete)
-            self.spark.sql(insert)  # always a snapshot, even of no rows: the position's
+    def _run_stamped(self, statements: list[str], properties: dict[str, str]) -> None:
+        """``statements`` in order, each Iceberg snapshot they make stamped with ``properties`` (on the branch:
+        main moves to the last of them at once)."""
 
-        with_commit_properties(self.spark, properties, delete_and_insert)
+        def run() -> None:
+            for statement in statements:
+                self.spark.sql(statement)
+
+        with_commit_properties(self.spark, properties, run)
+
+    def _insert(self, target: str, names: list[str]) -> str:
+        columns = ", ".join(names)
+        return f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
+
+    def _stale(self, txn: Transaction, frame: DataFrame) -> str:
+        """A condition for the target rows the source lacks, as the transaction's chunks show it ("" if none
+        can tell): a chunk whose read took its span whole (no filter) holds every key in it the source held,
+        but those its window noted (their changes stand). So a re-sync also removes rows deleted behind the
+        job's back. Only for a channel of one named table keyed by one integer column: MySQL orders text by
+        collation and Spark by bytes, and a merged target holds other tables' rows in the same keys."""
+        if self.channel.pattern is not None or self.channel.rule is not None:
+            return ""
+        conditions = []
+        for _, chunk in txn.chunks:
+            if chunk.span is None or chunk.progress.where is not None or chunk.origin or len(chunk.key_indexes) != 1:
+                continue
+            index = chunk.key_indexes[0]
+            if index >= len(chunk.columns) or [k.lower() for k in chunk.progress.key] != [
+                    chunk.columns[index].name.lower()]:
+                continue  # (keyed otherwise than the snapshot's chunks were cut)
+            column = chunk.target_columns[index]
+            if column not in frame.columns:
+                continue
+            suffix = _literal_suffix(frame.schema[column].dataType)
+            try:
+                span = chunk.span
+                after, through = (None if at is None else int(str(at[0])) for at in (span.after, span.through))
+                noted = sorted({int(str(key[0])) for key in chunk.dropped})
+            except (TypeError, ValueError):
+                continue  # (not integers after all: leave the rows)
+            if suffix is None or (after is None and through is None):
+                continue
+            name = quote(column)
+            parts = ([] if after is None else [f"{name} > {after}{suffix}"]) + (
+                [] if through is None else [f"{name} <= {through}{suffix}"])
+            if noted:
+                parts.append(f"{name} NOT IN ({', '.join(f'{key}{suffix}' for key in noted)})")
+            conditions.append(f"({' AND '.join(parts)})")
+        return f"({' OR '.join(conditions)})" if conditions else ""
 
     def _merge(self, target: str, names: list[str], keys: list[str], properties: dict[str, str]) -> None:
         on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
@@ -191,7 +268,7 @@ def _leading_key(txn: Transaction) -> str:
 
 
 def _key_bound(changes: DataFrame, column: str) -> str:
-    """A condition that holds for every key of ``changes``, as SQL to put before the DELETE's own: ``column``
+    """A condition that holds for every key of ``changes``, as SQL to put beside the DELETE's own: ``column``
     between its least and greatest value among the chunks' rows, or among the stream's ("" if ``column`` is
     not a number).
 
@@ -202,17 +279,27 @@ def _key_bound(changes: DataFrame, column: str) -> str:
     top of the key would otherwise stretch the chunk's range over the whole table.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType, IntegralType
 
-    kind = changes.schema[column].dataType
-    if not isinstance(kind, IntegralType) and not (isinstance(kind, DecimalType) and kind.scale == 0):
+    suffix = _literal_suffix(changes.schema[column].dataType)
+    if suffix is None:
         return ""  # (text, dates: their literals are not worth the risk; those chunks scan the target)
     key = F.col(quote(column))
-    suffix = "BD" if isinstance(kind, DecimalType) else ""  # (an integer literal widens to the column's type)
     bounds = sorted((int(low), int(high)) for _, low, high in
                     changes.groupBy("_chunk").agg(F.min(key), F.max(key)).collect() if low is not None)
     ranges = [f"{quote(column)} BETWEEN {low}{suffix} AND {high}{suffix}" for low, high in bounds]
-    return f"({' OR '.join(ranges)}) AND " if ranges else ""
+    return f"({' OR '.join(ranges)})" if ranges else ""
+
+
+def _literal_suffix(kind: DataType) -> str | None:
+    """What follows an integer literal of a column of ``kind`` (None: not an integer column). An integer
+    literal widens to the column's type; a DECIMAL(n, 0) one (an unsigned BIGINT) is written ``...BD``."""
+    from pyspark.sql.types import DecimalType, IntegralType
+
+    if isinstance(kind, IntegralType):
+        return ""
+    if isinstance(kind, DecimalType) and kind.scale == 0:
+        return "BD"
+    return None
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from canalbridge.source_db.chunks import KeyRange
 from canalbridge.sync.ddl import SchemaChange
 from canalbridge.sync.position import Position
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -113,6 +114,9 @@ class ChunkBatch:
     row of its key, except the keys in ``dropped`` (Canal's text, in the
     order of ``key_indexes``): the stream changed them while the chunk was
     read, and its changes stand. ``progress`` is committed with the chunk.
+    ``span``: the keys the chunk's read took whole (None: a mark, which read
+    nothing); unless ``progress`` has a filter, a target row in it that the
+    chunk lacks and the window did not note is one the source lacks.
     """
 
     table: str
@@ -125,6 +129,7 @@ class ChunkBatch:
     dropped: frozenset[tuple[str | None, ...]]
     position: Position
     progress: TableProgress
+    span: KeyRange | None = None
 
 
 @dataclass(frozen=True)

@@ -280,7 +280,7 @@ class RowMapper:
         origin = self._origin_values
         keys = frozenset(tuple(key[at] if at >= 0 else origin[-1 - at] for at in order) for key in dropped)
         return ChunkBatch(self.table, self.output_columns(), self._columns, self._key_indexes, chunk.rows,
-                          chunk.count, origin, keys, position, chunk.progress)
+                          chunk.count, origin, keys, position, chunk.progress, chunk.span)
 
     def raw_batch(self, changes: list[RawChange]) -> RawBatch:
         """Wrap undecoded row changes with the column facts learnt so far (a row must have been mapped)."""

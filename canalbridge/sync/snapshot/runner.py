@@ -340,7 +340,8 @@ class SnapshotRunner(Worker):
             raise
         read.read_s = time.monotonic() - started
         read.progress = replace(progress, rows=progress.rows + read.rows.count)
-        self.windows.ready(window, SnapshotChunk(columns, read.rows.handle, read.rows.count, read.progress))
+        whole = KeyRange(ranges[0].after, ranges[-1].through) if ranges else None
+        self.windows.ready(window, SnapshotChunk(columns, read.rows.handle, read.rows.count, read.progress, whole))
         return read
 
     def _close(self, signals: SignalTable, read: _Read) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db.chunks import KeyRange
 from canalbridge.source_db.signals import Signal
 from canalbridge.sync.changes import SourceColumn
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -76,12 +77,15 @@ class SnapshotChunk:
     Iceberg writers): each row's values as Canal's text, in the order of
     ``columns``, the source table's columns as the read found them.
     ``progress`` is the table's once this chunk lands: it is committed with it.
+    ``span``: the keys the read took whole, its ranges end to end (None: a
+    mark of progress, which read nothing).
     """
 
     columns: tuple[SourceColumn, ...]
     rows: object
     count: int
     progress: TableProgress
+    span: KeyRange | None = None
 
 
 class WindowState(enum.Enum):

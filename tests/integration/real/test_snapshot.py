@@ -225,7 +225,8 @@ def test_a_resync_and_a_back_fill_repair_rows_changed_behind_the_jobs_back(canal
         assert ended(job).finished.is_set()
         # Behind the job's back: changes that never reach the binlog, so never the stream.
         mariadb.execute("SET sql_log_bin = 0", "UPDATE items SET name = 'changed' WHERE id IN (5, 40)",
-                        "INSERT INTO items VALUES (100, 'unseen')", database=db)
+                        "INSERT INTO items VALUES (100, 'unseen')", "DELETE FROM items WHERE id IN (8, 30)",
+                        database=db)
         mariadb.execute("UPDATE items SET name = 'streamed' WHERE id = 6", database=db)
         with pytest.raises(FilterError, match="closes more than was opened"):
             job.snapshot_tables([f"{db}.items"], "1 = 1) OR (1 = 1")
@@ -241,10 +242,11 @@ def test_a_resync_and_a_back_fill_repair_rows_changed_behind_the_jobs_back(canal
         assert eventually(lambda: target()[6] == "streamed", 60)
         held = target()
         assert held[5] == "changed" and held[40] == "item 40" and 100 not in held  # only the rows id <= 10
+        assert 8 in held and 30 in held  # (a back-fill cannot tell a row the source lacks from one it skips)
 
         assert job.snapshot_tables() == (f"{db}.items",)  # a re-sync: every table of the job
         assert ended(job).finished.is_set()
-        assert target() == source()
+        assert target() == source()  # 8 and 30, which the source lacks, are gone too
 
         job.snapshot_tables()
         assert job.cancel_snapshot() == (f"{db}.items",)

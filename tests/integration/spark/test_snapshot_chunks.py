@@ -1,6 +1,7 @@
 """A snapshot chunk in an Iceberg target: applied at its place among the transaction's changes, without the keys
 its window noted, compared as typed keys, and its progress stamped with the commit and every later one; in a
-changelog, as snapshot rows (``+S``) at its close signal.
+changelog, as snapshot rows (``+S``) at its close signal. A chunk that read its key span whole removes the
+target's rows in it that the source lacks.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db.chunks import KeyRange
 from canalbridge.sync.changes import RawChange, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import RowMapper, rows_count
@@ -132,9 +134,9 @@ def test_a_commit_with_chunks_bounds_its_delete_by_the_key_ranges_of_the_chunks_
     changes = spark.createDataFrame([(7, True), (3, True), (900, False), (950, False)],
                                     "`order.id` bigint, _chunk boolean")
     assert _key_bound(changes, "order.id") == (
-        "(`order.id` BETWEEN 3 AND 7 OR `order.id` BETWEEN 900 AND 950) AND ")
+        "(`order.id` BETWEEN 3 AND 7 OR `order.id` BETWEEN 900 AND 950)")
     unsigned = spark.createDataFrame([(D(18446744073709551615), True)], "k decimal(20,0), _chunk boolean")
-    assert _key_bound(unsigned, "k") == "(`k` BETWEEN 18446744073709551615BD AND 18446744073709551615BD) AND "
+    assert _key_bound(unsigned, "k") == "(`k` BETWEEN 18446744073709551615BD AND 18446744073709551615BD)"
     for kind in ("string", "decimal(6,2)", "date"):  # no literal of these: the delete scans as before
         assert _key_bound(spark.createDataFrame([], f"k {kind}, _chunk boolean"), "k") == ""
 
@@ -153,3 +155,47 @@ def test_an_empty_chunk_alone_stamps_its_progress_as_a_cancels_mark_does(spark, 
     state = make_sink(spark, ChannelSettings("db.t", target, mode=mode), JOB, spark_settings).state.read_state()
     assert state.position == EntryPosition("mysql-bin.000001", 200) and state.snapshot == {"db.t": finished}
     assert spark.table(quote_table(target)).count() == 1
+
+
+N = TableDef("db", "n", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))
+N_COLUMNS = (SourceColumn("id", "int(11)", 4, True), SourceColumn("name", "varchar(8)", 12, False))
+
+
+def test_a_chunk_that_read_its_span_whole_removes_the_rows_the_source_lacks_but_not_those_its_window_noted(
+        spark, spark_settings):
+    target = "lake.snapshot_chunks.stale"
+    sink = make_sink(spark, ChannelSettings("db.n", target), JOB, spark_settings)
+    writer = sink.writer
+    mapper = RowMapper("db.n", None, before_images=writer.before_images())
+    binlog = BinlogWriter()
+
+    def land(after: int | None, through: int, values: list[tuple[str, str]], noted: list[tuple[str]],
+             where: str | None = None, then: tuple[dict, dict] | None = None) -> dict[int, str]:
+        frame = spark.createDataFrame(values, "c0 string, c1 string")
+        progress = TableProgress("snap-2", "db.n", (8,), (through,), key=("id",), where=where)
+        span = KeyRange(None if after is None else (after,), (through,))
+        binlog.offset += 100
+        close = EntryPosition(binlog.journal, binlog.offset)
+        writer.begin()
+        writer.send_chunk(mapper.chunk_batch(SnapshotChunk(N_COLUMNS, frame, len(values), progress, span), ["id"],
+                                             noted, close))
+        end = close
+        if then is not None:  # an UPDATE the stream routed after the chunk's close signal, in its transaction
+            binlog.offset += 100
+            update = binlog.rows(N, EventType.UPDATE, [then])
+            end = EntryPosition.of(update)
+            writer.send(mapper.batch(mapper.map(entry_pb.RowChange.FromString(update.storeValue), end)))
+        writer.commit(end, f"l{binlog.offset}")
+        return {row.id: row.name for row in spark.table(quote_table(target)).collect()}
+
+    assert land(None, 8, [(str(key), "old") for key in range(1, 9)], []) == dict.fromkeys(range(1, 9), "old")
+    # A re-sync's chunk of keys 2 to 6: the source lacks 3 and 5 (deleted behind the job's back); the stream
+    # changed 4 while the chunk was read (its change stands, landed or to come). 1, 7 and 8 are outside it.
+    assert land(1, 6, [("2", "new"), ("6", "new")], [("4",)]) == {1: "old", 2: "new", 4: "old", 6: "new",
+                                                                  7: "old", 8: "old"}
+    # Keys 7 and 8 with a change in the same transaction, after the close signal: the source lacks 8.
+    streamed = ({"id": 7, "name": "chunk"}, {"id": 7, "name": "streamed"})
+    assert land(6, 8, [("7", "chunk")], [], then=streamed) == {1: "old", 2: "new", 4: "old", 6: "new", 7: "streamed"}
+    # A back-fill's chunk (a filter) took only some rows of its span: it removes none.
+    assert land(None, 8, [("1", "fill")], [], where="id = 1") == {1: "fill", 2: "new", 4: "old", 6: "new",
+                                                                  7: "streamed"}
