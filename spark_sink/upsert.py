@@ -210,7 +210,7 @@ class IcebergUpsertWriter(IcebergWriter):
         but those its window noted (their changes stand). So a re-sync also removes rows deleted behind the
         job's back. Only for a channel of one named table keyed by one integer column: MySQL orders text by
         collation and Spark by bytes, and a merged target holds other tables' rows in the same keys."""
-        if self.channel.pattern is not None or self.channel.rule is not None:
+        if self.channel.pattern is not None or self.channel.rule is not None or self.channel.merged:
             return ""
         conditions = []
         for _, chunk in txn.chunks:

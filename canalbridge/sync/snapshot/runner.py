@@ -139,19 +139,23 @@ class SnapshotRunner(Worker):
     def _run(self) -> None:
         try:
             while True:
-                landed = self._landed
                 try:
                     retrying(self._reconnect, SourceDbConnectionError, self._stop, self._log,
-                             "snapshot.source_lost")(self._connected)
+                             "snapshot.source_lost")(self._attempt)
                     return
+                except _Progressed as exc:
+                    # Lost after chunks landed: the attempts count anew (they are in a row, with nothing landed).
+                    wait = self._reconnect.initial_seconds
+                    self._log.warning("snapshot.source_lost", attempt=1, retry_in_s=wait, error=str(exc.cause))
+                    if self._stop.wait(wait):
+                        raise _Stopped() from None
                 except RetryError as exc:
-                    if self._landed > landed:
-                        continue  # (chunks landed between the attempts: the source comes and goes, count anew)
                     cause = exc.last_attempt.exception()
                     assert isinstance(cause, SourceDbConnectionError)
                     tried = self._reconnect.attempts
-                    said = str(cause) if tried == 1 else f"{cause} (tried {tried} times: resume once it answers)"
-                    raise SnapshotError(cause.table or self._current, said) from cause
+                    said = f"source database {cause.address}: {cause.reason}" + (
+                        f" (tried {tried} times in a row: resume once it answers)" if tried > 1 else "")
+                    raise SnapshotError(self._current or cause.table or "", said) from cause
         except (_Stopped, Stopping):
             pass
         except SourceDbError as exc:
@@ -161,6 +165,16 @@ class SnapshotRunner(Worker):
         except Exception as exc:  # never a thread that ends unseen: the job pauses, naming it
             self._log.exception("snapshot.unexpected_error", table=self._current)
             self._fail(SnapshotError(self._current, f"unexpected {type(exc).__name__}: {exc}"))
+
+    def _attempt(self) -> None:
+        """:meth:`_connected`, its loss after a chunk landed raised as :class:`_Progressed`."""
+        landed = self._landed
+        try:
+            self._connected()
+        except SourceDbConnectionError as exc:
+            if self._landed > landed and self._reconnect.attempts > 1:
+                raise _Progressed(exc) from exc
+            raise
 
     def _connected(self) -> None:
         """One connection's worth of the snapshot: on from each table's last landed chunk to the end (or a
@@ -230,7 +244,11 @@ class SnapshotRunner(Worker):
         """Land ``progress`` in the table's target with no row (read nothing between its signals)."""
         for _ in range(2):  # (a DDL spoiled it: once more, as the table is now)
             read = self._read(db, signals, table, key, [], progress)
-            self._close(signals, read)
+            try:
+                self._close(signals, read)
+            except BaseException:
+                self._drop(read)  # (a mark landed twice, were its signal out after all, says the same)
+                raise
             if self._land(signals, table, read, _Tally()):
                 return
         raise SnapshotError(table.name, "a mark of its snapshot's progress was spoiled twice by DDL on the table")
@@ -308,9 +326,12 @@ class SnapshotRunner(Worker):
             return None
         except SourceDbConnectionError:
             # The source went away: a chunk whose close signal is out lands still (the stream carries the
-            # signal), so that a reconnect goes on after it rather than reading it twice.
-            while held and held[0].closed:
-                self._settle(table, held.pop(0), tally)
+            # signal), so that a reconnect goes on after it rather than reading it twice. A close whose write
+            # failed may have reached the server all the same: the chunk is withdrawn unless the stream met it.
+            for read in list(held):
+                if read.closed or (read.closing and not self.windows.withdraw(read.window)):
+                    held.remove(read)
+                    self._settle(table, read, tally)
             raise
         finally:
             for read in held:  # (a stop, a failure, a spoiled window: what the target holds is where to go on)
@@ -346,6 +367,7 @@ class SnapshotRunner(Worker):
 
     def _close(self, signals: SignalTable, read: _Read) -> None:
         """Write ``read``'s close signal: the Consumer hands its chunk to the table's channel there."""
+        read.closing = True
         signals.write(Signal(read.window.id, CLOSE, {}))
         read.closed = True
 
@@ -408,6 +430,7 @@ class _Read:
     progress: TableProgress  # the table's once the chunk landed
     rows: ReadRows | None = None
     read_s: float = 0.0  # how long the read took
+    closing: bool = False  # its close signal's write began (the server may have it, whatever the write says)
     closed: bool = False  # its close signal is written: the chunk lands unless a DDL spoils it
 
 
@@ -430,6 +453,14 @@ def _gone(db: SourceDb) -> bool:
     except SourceDbError:
         return False
     return False
+
+
+class _Progressed(Exception):
+    """The source went away after chunks landed in the attempt: its attempts begin anew."""
+
+    def __init__(self, cause: SourceDbConnectionError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class _Stopped(Exception):

@@ -66,6 +66,16 @@ class Windows:
                 self._changed.wait(left)
             return window.state
 
+    def withdraw(self, window: ChunkWindow) -> bool:
+        """Forget ``window`` unless the stream met its close signal (its chunk is then in a transaction, and
+        lands unless a DDL spoils it): whether it was forgotten. For a close signal whose write failed, which
+        the server may have taken all the same: forgotten, its signal met later is ignored."""
+        with self._changed:  # (re-entrant: forgotten before the Consumer can close it)
+            if window.state in (WindowState.CLOSED, WindowState.LANDED):
+                return False
+            self.forget(window)
+            return True
+
     def forget(self, window: ChunkWindow) -> None:
         """Drop ``window`` (landed, or given up): its signals met again are ignored."""
         with self._changed:

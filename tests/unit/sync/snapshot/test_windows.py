@@ -118,6 +118,19 @@ def test_a_forgotten_window_is_no_longer_noted_and_its_signals_are_ignored():
     assert windows.signal(signal("w1", "close"), "txn-1") == []
 
 
+def test_a_window_whose_close_signal_may_be_out_is_withdrawn_only_if_the_stream_has_not_met_it():
+    # (A close signal's write that failed: the server may have taken it.) Not met yet: withdrawn, and the
+    # signal met later hands nothing over. Met: the chunk is in a transaction, and the window stays.
+    windows, window = registered()
+    windows.signal(signal("w1", "open"), "txn-1")
+    assert windows.withdraw(window)
+    assert windows.signal(signal("w1", "close"), "txn-1") == []
+    windows, window = registered()
+    windows.signal(signal("w1", "open"), "txn-1")
+    assert windows.signal(signal("w1", "close"), "txn-1") == [window]
+    assert not windows.withdraw(window) and window.state is WindowState.CLOSED
+
+
 def test_a_ddl_on_the_table_spoils_its_open_window_and_its_close_signal_then_hands_nothing_over():
     windows, window = registered()
     windows.spoil(T)  # before the open signal: the chunk is read after the DDL
