@@ -146,7 +146,8 @@ class IcebergUpsertWriter(IcebergWriter):
         broadcast = txn.staged_rows <= BROADCAST_ROWS
         stale = self._stale(txn, frame)
         if txn.chunks and not txn.raw_staging.count and not txn.staging.count:
-            bound = _key_bound(frame, _leading_key(txn))
+            # A span is the probe when there is one: no Spark job to find the rows' least and greatest key.
+            bound = "" if stale else _key_bound(frame, _leading_key(txn))
             self._held_write(lambda target: self._chunks_into(target, frame, names, keys, broadcast, bound, stale,
                                                               properties), publish)
             return
@@ -163,9 +164,8 @@ class IcebergUpsertWriter(IcebergWriter):
         no target row yet (only rows the stream upserted before the chunk's window): then the DELETE would
         remove nothing, and the chunk's rows are inserted without it, read once and never held twice
         (``make bench-snapshot``: the warm rate went from 0.36 of Spark's own copy of the table to 0.42 to
-        0.49). When the chunk took its span whole
-        (``stale``), deleting the span but the keys its window noted also deletes every row the chunk
-        replaces."""
+        0.49). When the chunk took its span whole (``stale``), deleting the span but the keys its window noted
+        also deletes every row the chunk replaces."""
         probe = stale or bound
         if probe and not self.spark.sql(f"SELECT 1 FROM {target} WHERE {probe} LIMIT 1").take(1):
             statements = [self._insert(target, names)]
