@@ -43,7 +43,7 @@ from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
-from spark_sink.chunk_read import DRIVER, JdbcSource, SparkChunkReader
+from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.sink import make_sink
 from tests.infra.canal_server import CanalDestination, CanalServer
@@ -146,7 +146,7 @@ def spark_copy(mariadb: MariaDBServer, args: argparse.Namespace, table: str, row
     bounds = range(0, rows, args.chunk_rows)
     predicates = [f"id > {low} AND id <= {low + args.chunk_rows}" for low in bounds]
     frame = spark.read.jdbc(source.url, f"{DB}.{table}", predicates=predicates,
-                            properties={"user": source.user, "password": source.password, "driver": DRIVER})
+                            properties=source.properties())
     target = f"lake.{DB}.{table}_copy"
     spark.sql(f"DROP TABLE IF EXISTS {target}")
     frame.limit(0).writeTo(target).using("iceberg").create()

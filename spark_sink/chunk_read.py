@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicate, quote
 from canalbridge.source_db.keys import TableKey
+from canalbridge.source_db.tls import NO_TLS, SourceTls
 from canalbridge.sync.changes import SourceColumn
 from canalbridge.sync.snapshot.source import ReadRows
 from spark_sink.session import release_checkpoint
@@ -38,12 +39,20 @@ class JdbcSource:
     port: int
     user: str
     password: str = field(repr=False)
+    tls: SourceTls = NO_TLS
 
     @property
     def url(self) -> str:
         # jdbc:mysql picks Spark's MySQL dialect (backquoted names); permitMysqlScheme lets MariaDB's driver
         # take it. Server-side prepared statements: the binary protocol carries FLOAT and DOUBLE as values.
         return f"jdbc:mysql://{self.host}:{self.port}/?permitMysqlScheme&useServerPrepStmts=true"
+
+    def properties(self) -> dict[str, str]:
+        """The driver's connection properties: the login, and TLS (the modes are Connector/J's own names)."""
+        properties = {"user": self.user, "password": self.password, "driver": DRIVER, "sslMode": self.tls.mode}
+        if self.tls.verifies and self.tls.ca:
+            properties["serverSslCert"] = self.tls.ca  # (without it: the JVM's trusted CAs)
+        return properties
 
 
 def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: Sequence[tuple[str, str]],
@@ -59,9 +68,8 @@ def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: 
     query = f"(SELECT {texts}, {keys} FROM {key.sql_table}{filtered}) AS canalbridge_chunk"
     frame = spark.read.jdbc(
         source.url, query, predicates=[chunk_predicate(key.columns, keys_) for keys_ in ranges],
-        properties={"user": source.user, "password": source.password, "driver": DRIVER,
-                    "sessionInitStatement": SESSION_SETUP, "connectTimeout": str(CONNECT_TIMEOUT_MS),
-                    "socketTimeout": str(READ_TIMEOUT_MS)})
+        properties={**source.properties(), "sessionInitStatement": SESSION_SETUP,
+                    "connectTimeout": str(CONNECT_TIMEOUT_MS), "socketTimeout": str(READ_TIMEOUT_MS)})
     return frame.select(*[canal_text(frame[f"{prefix}{index}"], mysql_type).alias(f"c{index}")
                           for index, (_, mysql_type) in enumerate(columns)])
 

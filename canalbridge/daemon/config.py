@@ -171,7 +171,7 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
     if "control_token_env" in daemon_values:  # the token itself replaces the variable's name
         daemon_values["control_token_env"] = secret.read(daemon_values["control_token_env"],
                                                          "daemon.control_token_env", empty_is_unset=True) or None
-    jobs = [_job(raw_job, index, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
+    jobs = [_job(raw_job, index, path.parent, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
     _check_across_jobs(jobs, problems)
     if _has_password(raw) and _world_readable(path):
         warnings.append(f"{path} holds a password and is readable by every user: chmod 600 it or use password_env")
@@ -211,7 +211,8 @@ class _Secrets:
         return value
 
 
-def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: list[str]) -> JobSettings | None:
+def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str],
+         warnings: list[str]) -> JobSettings | None:
     where = f"job[{index}]"
     count = len(problems)
     values = _walk(raw, "job", where, problems)
@@ -237,8 +238,7 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
         problems.append(f"{where}.canal: set password or password_env, not both")
     elif "password_env" in canal:
         canal["password"] = secret.read(canal["password_env"], f"{where}.canal.password_env")
-    snapshot = _snapshot(values, channels, where, secret, problems) \
-        if "snapshot" in values else None
+    snapshot = _snapshot(values, channels, where, base, secret, problems) if "snapshot" in values else None
 
     commit_settings = CommitSettings(**_attributes(CommitSettings, {"job.commit": commit, "job.canal": canal}))
     store_capacity = commit_settings.store_capacity
@@ -284,15 +284,23 @@ def _job(raw: Any, index: int, secret: _Secrets, problems: list[str], warnings: 
     )
 
 
-def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], where: str, secret: _Secrets,
+def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], where: str, base: Path, secret: _Secrets,
               problems: list[str]) -> dict[str, Any]:
-    """``[job.snapshot]``: the source database's connection, and what a snapshot cannot do yet."""
+    """``[job.snapshot]``: the source database's connection (``tls_ca`` relative to the file's folder), and what a
+    snapshot cannot do yet."""
     where = f"{where}.snapshot"
     snapshot = _walk(values["snapshot"], "job.snapshot", where, problems)
     if "password" in snapshot and "password_env" in snapshot:
         problems.append(f"{where}: set password or password_env, not both")
     elif "password_env" in snapshot:
         snapshot["password"] = secret.read(snapshot["password_env"], f"{where}.password_env")
+    if isinstance(snapshot.get("tls_ca"), str) and snapshot["tls_ca"]:
+        ca = snapshot["tls_ca"] = str((base / snapshot["tls_ca"]).resolve())
+        if snapshot.get("tls") not in ("verify-ca", "verify-full"):
+            problems.append(f"{where}.tls_ca: only `tls = \"verify-ca\"` or `\"verify-full\"` checks the "
+                            f"server's certificate; set one of them, or remove tls_ca")
+        elif not os.access(ca, os.R_OK) or not os.path.isfile(ca):
+            problems.append(f"{where}.tls_ca: {ca} is not a file this user can read")
     if snapshot.get("mode", "initial") == "never":
         return snapshot
     for position, channel in enumerate(channels):

@@ -161,9 +161,11 @@ class Daemon:
         if snapshot is None:
             return None
         host, port, user, password = snapshot.host, snapshot.port, snapshot.user, snapshot.password
+        tls = snapshot.source_tls
         spark = functools.partial(get_spark, self.config.spark)
-        return SnapshotSource(lambda: SourceDb(host, port, user, password),
-                              SparkChunkReader(spark, JdbcSource(host, port, user, password)), SparkComparer(spark))
+        return SnapshotSource(lambda: SourceDb(host, port, user, password, tls=tls),
+                              SparkChunkReader(spark, JdbcSource(host, port, user, password, tls)),
+                              SparkComparer(spark))
 
     def _shutdown(self) -> dict[str, list[str]]:
         """Stop everything; the threads, per job, that did not stop within the bound."""

@@ -13,16 +13,19 @@ from canalbridge.source_db.errors import (
     SourceDbAuthError,
     SourceDbConnectionError,
     SourceDbError,
+    SourceDbTlsError,
     TableKeyError,
 )
 from canalbridge.source_db.filters import FilterError, check_filter, checked_filter
 from canalbridge.source_db.keys import TableKey, table_columns, table_key, table_rows_estimate
 from canalbridge.source_db.planner import ChunkPlanner
 from canalbridge.source_db.signals import CLOSE, OPEN, Signal, SignalTable
+from canalbridge.source_db.tls import TLS_MODES, SourceTls
 
 __all__ = [
     "CLOSE",
     "OPEN",
+    "TLS_MODES",
     "ChunkPlanner",
     "FilterError",
     "KeyColumn",
@@ -36,6 +39,8 @@ __all__ = [
     "SourceDbAuthError",
     "SourceDbConnectionError",
     "SourceDbError",
+    "SourceDbTlsError",
+    "SourceTls",
     "TableKey",
     "TableKeyError",
     "check_filter",

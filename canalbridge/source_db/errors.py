@@ -26,6 +26,10 @@ class SourceDbAuthError(SourceDbError):
     """The server refused the user or its password."""
 
 
+class SourceDbTlsError(SourceDbError):
+    """TLS with the server failed: it offers none, its certificate is not the one expected, or no common protocol."""
+
+
 class SourceDbAccessError(SourceDbError):
     """The user lacks a privilege a snapshot needs, or the table does not exist."""
 

@@ -17,6 +17,7 @@ from canalbridge.canal.server_defaults import (
     STORE_MEMUNIT,
     TRANSACTION_SIZE,
 )
+from canalbridge.source_db.tls import TLS_MODES, SourceTls
 from canalbridge.sync.options import (
     Option,
     java_short,
@@ -279,6 +280,14 @@ class SnapshotSettings:
     # The variable's name (no secret): the loader reads the password from it.
     password_env: str | None = setting(None, check=non_empty, secret=True,
                                        doc="the environment variable that holds the password, instead of `password`")
+    tls: str = setting("disable", check=one_of(*TLS_MODES),
+                       doc="TLS of every connection to the source (the runner's and Spark's): `disable`, `trust` "
+                           "(encrypted, any certificate), `verify-ca` (a certificate signed by `tls_ca`, or by a CA "
+                           "the system trusts), `verify-full` (that, issued for `host`); any but `disable` refuses "
+                           "a server without TLS")
+    tls_ca: str | None = setting(None, check=non_empty,
+                                 doc="a PEM file (relative to the config file) of the CA that signed the "
+                                     "source's certificate, for `verify-ca` and `verify-full`")
     mode: str = setting("initial", check=one_of("initial", "never", "only"),
                         doc="`initial`: snapshot each table of the channels whose target does not hold a finished "
                             "snapshot of it, while the stream runs; `only`: the same, then the job stops as "
@@ -296,6 +305,11 @@ class SnapshotSettings:
         """The signal table as (schema, table)."""
         schema, _, table = self.signal_table.partition(".")
         return schema, table
+
+    @property
+    def source_tls(self) -> SourceTls:
+        """How the snapshot's connections to the source use TLS."""
+        return SourceTls(self.tls, self.tls_ca)
 
     @property
     def active(self) -> bool:

@@ -3,8 +3,8 @@
 It starts a private MariaDB whose tables already hold rows and a real Canal
 server that starts after them (both on loopback, from ``make real-stack``),
 runs the daemon with a snapshot (``[job.snapshot]``: those rows are read from
-MariaDB while the stream runs) with Spark local and a local Iceberg
-warehouse, writes a mixed workload with SQL meanwhile (every type, several
+MariaDB, over verified TLS, while the stream runs) with Spark local and a
+local Iceberg warehouse, writes a mixed workload with SQL meanwhile (every type, several
 tables per transaction, key changes, rollbacks, a table no channel reads),
 waits until the snapshot finished and the last transaction is acked, prints
 the status, and compares every target table with ``SELECT *`` of its
@@ -36,6 +36,7 @@ from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.processes import ServiceProcess
 from tests.infra.sql_source import Source, expected_target, mixed_setup, mixed_tables, mixed_workload
+from tests.infra.tls import make_certificates
 
 DB = "demo"
 SIGNALS = "canalbridge_signal"
@@ -57,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"starting MariaDB and Canal in {workdir}", flush=True)
     snapshot_password = "snap-" + os.urandom(4).hex()
     os.environ[SNAPSHOT_PASSWORD_ENV] = snapshot_password
-    with MariaDBServer(workdir / "mariadb") as mariadb:
+    tls = make_certificates(workdir / "tls")  # the snapshot's user connects over verified TLS
+    with MariaDBServer(workdir / "mariadb", tls=tls) as mariadb:
         mariadb.create_database(DB)
         mariadb.execute(*mixed_setup(tables), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
-        mariadb.execute(f"CREATE USER '{SNAPSHOT_USER}'@'%' IDENTIFIED BY '{snapshot_password}'",
+        mariadb.execute(f"CREATE USER '{SNAPSHOT_USER}'@'%' IDENTIFIED BY '{snapshot_password}' REQUIRE SSL",
                         f"GRANT SELECT ON {DB}.* TO '{SNAPSHOT_USER}'@'%'",
                         f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{SNAPSHOT_USER}'@'%'")
         source = Source(mariadb, DB, tables, seed=args.seed)
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             config_path = workdir / "canalbridge.toml"
             snapshot = (f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{SNAPSHOT_USER}"\n'
                         f'password_env = "{SNAPSHOT_PASSWORD_ENV}"\nsignal_table = "{DB}.{SIGNALS}"\n'
-                        f'chunk_rows = 50\nparallelism = 2\n\n')
+                        f'tls = "verify-full"\ntls_ca = "{tls.ca}"\nchunk_rows = 50\nparallelism = 2\n\n')
             config_path.write_text(demo_config(host=canal.host, port=canal.port, destination=DB, user=canal.user,
                                                batch_size=1024, channels=snapshot + channels,
                                                written_by="make demo-real"))

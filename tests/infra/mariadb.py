@@ -31,6 +31,7 @@ from tests.infra.processes import (
     tail,
     wait_for,
 )
+from tests.infra.tls import TlsFiles
 
 # The grants Canal needs at connect time and for the binlog dump (MariaDB
 # stores REPLICATION CLIENT as BINLOG MONITOR).
@@ -56,6 +57,7 @@ class MariaDBServer(ServiceProcess):
         canal_password: str = "canal-db-secret",
         start_timeout_s: float = 90.0,
         extra_options: Sequence[str] = (),
+        tls: TlsFiles | None = None,
     ) -> None:
         self.root_dir = Path(root_dir).resolve()
         self.port = port or free_port()
@@ -65,6 +67,7 @@ class MariaDBServer(ServiceProcess):
         self.canal_password = canal_password
         self.start_timeout_s = start_timeout_s
         self.extra_options = tuple(extra_options)
+        self.tls = tls  # offered to clients that ask; plain connections stay allowed
         self._root_password = secrets.token_hex(16)
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -148,8 +151,8 @@ class MariaDBServer(ServiceProcess):
             "connect_timeout": 10,
             "read_timeout": 120,
             "write_timeout": 120,
-            # This server has no TLS, and PyMySQL's default (TLS if offered) builds an SSL context for every
-            # connection: 50 ms of CPU, which tests that poll the binlog every 50 ms paid over and over.
+            # PyMySQL's default (TLS if offered) builds an SSL context for every connection: 50 ms of CPU,
+            # which tests that poll the binlog every 50 ms paid over and over.
             "ssl_disabled": True,
         }
 
@@ -217,6 +220,7 @@ class MariaDBServer(ServiceProcess):
             "innodb_buffer_pool_size=64M",
             "innodb_log_file_size=48M",
             "max_connections=100",
+            *([f"ssl-ca={self.tls.ca}", f"ssl-cert={self.tls.cert}", f"ssl-key={self.tls.key}"] if self.tls else []),
             *self.extra_options,
         ]
         text = "# written by tests.infra.mariadb; a private test instance\n[mysqld]\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from canalbridge.daemon.config import ConfigError, load_config
+from canalbridge.source_db import SourceTls
 from tests.configs import VALID, write
 
 REPO = Path(__file__).resolve().parents[3]
@@ -333,10 +334,26 @@ def test_a_snapshot_reads_its_password_from_the_environment_and_subscribes_to_it
      "job[0].snapshot.signal_table: 'canalbridge_signal' must name schema.table"),
     (('user = "snapshotter"\n', ""), "job[0].snapshot.user: missing required key"),
     (('host = "127.0.0.1"\nuser', 'host = "127.0.0.1"\nmode = "sometimes"\nuser'), "job[0].snapshot.mode: "),
+    (('host = "127.0.0.1"\nuser', 'host = "127.0.0.1"\ntls = "required"\nuser'), "job[0].snapshot.tls: "),
+    (('host = "127.0.0.1"\nuser', 'host = "127.0.0.1"\ntls_ca = "ca.pem"\nuser'),
+     'job[0].snapshot.tls_ca: only `tls = "verify-ca"` or `"verify-full"` checks the server\'s certificate'),
+    (('host = "127.0.0.1"\nuser', 'host = "127.0.0.1"\ntls = "verify-full"\ntls_ca = "missing.pem"\nuser'),
+     "job[0].snapshot.tls_ca: "),
 ])
 def test_a_broken_snapshot_section_is_named(tmp_path, change, says):
     found = problems(tmp_path, with_snapshot(VALID, SNAPSHOT.replace(*change)), {})
     assert any(problem.startswith(says) for problem in found), found
+
+
+def test_a_snapshots_tls_ca_is_relative_to_the_config_file_and_both_its_connections_take_it(tmp_path):
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "ca.pem").write_text("(a CA)", encoding="utf-8")
+    text = with_snapshot(VALID, SNAPSHOT + 'tls = "verify-full"\ntls_ca = "certs/ca.pem"\n')
+    snapshot = load_config(write(tmp_path, text), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot
+    assert snapshot is not None and snapshot.tls_ca == str(tmp_path / "certs" / "ca.pem")
+    assert snapshot.source_tls == SourceTls("verify-full", str(tmp_path / "certs" / "ca.pem"))
+    plain = load_config(write(tmp_path, with_snapshot(VALID)), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot
+    assert plain is not None and plain.source_tls == SourceTls("disable"), "no TLS unless asked"
 
 
 def test_a_job_reading_kafka_takes_a_snapshot_too(tmp_path):

@@ -14,12 +14,15 @@ import pytest
 from tests.infra.canal_server import CanalDestination, CanalServer, KafkaMode
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.mariadb import MariaDBServer
+from tests.infra.tls import make_certificates
 
 
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory) -> Iterator[MariaDBServer]:
-    """A private MariaDB 10.11 on a free loopback port, binlog in ROW format."""
-    server = MariaDBServer(tmp_path_factory.mktemp("mariadb")).start()
+    """A private MariaDB 10.11 on a free loopback port, binlog in ROW format, offering TLS with a certificate
+    its own CA signed (``server.tls.ca``) to clients that ask for it."""
+    root = tmp_path_factory.mktemp("mariadb")
+    server = MariaDBServer(root, tls=make_certificates(root / "tls")).start()
     yield server
     server.stop()
 

@@ -1,7 +1,7 @@
 """A snapshot brings the rows a table held before the stream began, and meets the stream exactly: with MariaDB,
 the real Canal server, Spark over JDBC and Iceberg targets, while a workload inserts, updates, deletes and
 changes keys in the very tables being read, every target ends equal to ``SELECT *`` of its source (a
-changelog target played in order, each change in it once)."""
+changelog target played in order, each change in it once), its source read over verified TLS."""
 
 from __future__ import annotations
 
@@ -47,7 +47,9 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
         canal, mariadb, spark, spark_settings):
     mariadb.create_database(DB)
     mariadb.execute(*mixed_setup(TABLES), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
-    mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
+    # A user that must connect over TLS: every read and every signal of the snapshot goes through it.
+    mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'",
+                    f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}' REQUIRE SSL",
                     f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
                     f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
     source = Source(mariadb, DB, TABLES, seed=35)
@@ -59,14 +61,16 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
 
     snapshot = SnapshotSettings(host=mariadb.host, port=mariadb.port, user=USER, password=PASSWORD,
                                 signal_table=f"{DB}.{SIGNALS}", chunk_rows=25, parallelism=2,
-                                land_timeout_seconds=300)
+                                land_timeout_seconds=300, tls="verify-full", tls_ca=str(mariadb.tls.ca))
     settings = JobSettings(DB, canal.canal_settings(DB, poll_timeout_ms=50),
                            tuple(ChannelSettings(t.qualified, f"lake.{DB}.{t.name}",
                                                  mode="changelog" if t.name == CHANGELOG else "upsert")
                                  for t in TABLES),
                            CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1), snapshot=snapshot)
-    source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD),
-                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)),
+    tls = snapshot.source_tls
+    source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD, tls=tls),
+                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD,
+                                                                          tls)),
                                SparkComparer(lambda: spark))
 
     def new_job() -> SyncJob:
@@ -175,11 +179,13 @@ def test_a_snapshot_only_job_brings_its_tables_then_ends_finished(canal, mariadb
 
 
 @pytest.mark.timeout(600)
-def test_a_mariadb_restart_during_a_snapshot_is_ridden_out_and_the_target_ends_equal(canal, mariadb, spark,
-                                                                                      spark_settings):
-    # The runner's connection and the read in flight break; the chunk closed before lands, the one being read
-    # is read again once MariaDB answers. The job never pauses (it would, were the source not tried again).
-    db = "snaprestart"
+@pytest.mark.parametrize("server", ["mariadb", "canal"])
+def test_a_server_restart_during_a_snapshot_is_ridden_out_and_the_target_ends_equal(canal, mariadb, spark,
+                                                                                     spark_settings, server):
+    # MariaDB: the runner's connection and the read in flight break; the chunk closed before lands, the one
+    # being read is read again once MariaDB answers. Canal: the stream breaks, and what it sent that was not
+    # acked comes again, signals and the changes in their windows with it. The job never pauses.
+    db = f"snaprestart_{server}"
     new_job = items_jobs(canal, mariadb, spark, spark_settings, db, 120, chunk_rows=20)
     job = new_job()
     job.start()
@@ -188,11 +194,18 @@ def test_a_mariadb_restart_during_a_snapshot_is_ridden_out_and_the_target_ends_e
         assert runner is not None
         assert eventually(lambda: runner.status()[f"{db}.items"].rows_done >= 40 or not runner.alive, 300)
         assert runner.alive, "the snapshot ended before the restart"
-        mariadb.restart()
+        if server == "mariadb":
+            mariadb.restart()
+        else:
+            # Changes inside the chunks still to come, then Canal gone before the job could ack them all. (Not
+            # before a MariaDB restart: Canal's parser can lose a rows event there, docs/guide/limits.md.)
+            mariadb.execute("UPDATE items SET name = CONCAT(name, ' changed') WHERE id % 7 = 0",
+                            "DELETE FROM items WHERE id % 11 = 0", database=db)
+            canal.restart()
         assert eventually(lambda: not runner.alive or job.state is not JobState.RUNNING, 300)
         assert job.state is JobState.RUNNING and runner.finished.is_set(), job.fail_message
-        mariadb.execute("UPDATE items SET name = 'streamed on' WHERE id = 7", database=db)
-        assert eventually(lambda: spark.table(f"lake.{db}.items").where("id = 7").first().name == "streamed on",
+        mariadb.execute("UPDATE items SET name = 'streamed on' WHERE id = 8", database=db)
+        assert eventually(lambda: spark.table(f"lake.{db}.items").where("id = 8").first().name == "streamed on",
                           120)
     finally:
         job.shutdown()
@@ -329,11 +342,14 @@ def assert_changelog_once(spark, table: TableDef, target: str) -> None:
     assert {"+S", "+I", "+U", "-U", "-D"} <= ops, ops
 
 
-def validate(tmp_path, mariadb, user: str, password: str, table: str = "keyed") -> subprocess.CompletedProcess:
-    """``canalbridge validate`` of a job on table ``table`` of database ``checks`` with a snapshot as ``user``."""
+def validate(tmp_path, mariadb, user: str, password: str, table: str = "keyed",
+             tls: str = "") -> subprocess.CompletedProcess:
+    """``canalbridge validate`` of a job on table ``table`` of database ``checks`` with a snapshot as ``user``
+    (``tls``: the section's TLS lines)."""
     text = VALID.replace('source = "db.t"', f'source = "checks.{table}"').replace(
         "[[job.channel]]", f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{user}"\n'
-                           f'password_env = "SNAPSHOT_PASSWORD"\nsignal_table = "checks.{SIGNALS}"\n[[job.channel]]')
+                           f'password_env = "SNAPSHOT_PASSWORD"\nsignal_table = "checks.{SIGNALS}"\n{tls}'
+                           f'[[job.channel]]')
     return subprocess.run([sys.executable, "-m", "canalbridge", "validate", "-c", str(write(tmp_path, text))],
                           capture_output=True, text=True, timeout=60, env={**os.environ, "SNAPSHOT_PASSWORD": password})
 
@@ -358,5 +374,14 @@ def test_validate_checks_the_snapshots_source_and_names_what_to_fix(mariadb, tmp
     unkeyed = validate(tmp_path, mariadb, "writer", "writer-secret", table="unkeyed")
     assert unkeyed.returncode == 2 and "checks.unkeyed" in unkeyed.stderr and "`key`" in unkeyed.stderr, (
         unkeyed.stderr)
+    mariadb.execute("DROP USER IF EXISTS 'sealed'@'%'",
+                    "CREATE USER 'sealed'@'%' IDENTIFIED BY 'sealed-secret' REQUIRE SSL",
+                    "GRANT SELECT ON checks.* TO 'sealed'@'%'",
+                    f"GRANT INSERT, DELETE ON checks.{SIGNALS} TO 'sealed'@'%'")
+    verified = f'tls = "verify-full"\ntls_ca = "{mariadb.tls.ca}"\n'
+    over_tls = validate(tmp_path, mariadb, "sealed", "sealed-secret", tls=verified)
+    assert over_tls.returncode == 0 and "valid" in over_tls.stdout, over_tls.stderr
+    plain = validate(tmp_path, mariadb, "sealed", "sealed-secret")
+    assert plain.returncode == 2 and "and `tls` if the user must connect over TLS" in plain.stderr, plain.stderr
     assert mariadb.execute(f"SELECT COUNT(*) FROM {SIGNALS}", database="checks") == [(0,)], "the check left no row"
 
