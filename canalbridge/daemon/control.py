@@ -5,8 +5,8 @@
 repeated, resets those channels only); ``/snapshot`` starts a snapshot of the
 job's tables (``?table=<schema.table>``, repeated: those only;
 ``&where=<condition>``: the rows it takes), ``/cancel-snapshot`` cancels
-it, and ``/verify`` compares the targets with their source (``?table=``, as
-a snapshot's). When a token is configured every request must carry
+it, ``/verify`` compares the targets with their source (``?table=``, as a
+snapshot's) and ``/cancel-verify`` cancels that. When a token is configured every request must carry
 ``Authorization: Bearer <token>``.
 """
 
@@ -38,7 +38,7 @@ class ControlUnreachable(ControlError):
 Action = Callable[[str, str, Mapping[str, Sequence[str]]], dict[str, Any]]
 
 
-ACTIONS = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot", "verify")
+ACTIONS = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot", "verify", "cancel-verify")
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -223,8 +223,8 @@ class Daemon:
         if action == "verify":
             verify_id, tables = job.verify_tables(tuple(params.get("table", ())))
             return {**job_json(job.record(), job.settings), "tables": list(tables), "verify_id": verify_id}
-        if action == "cancel-snapshot":
-            tables = job.cancel_snapshot()
+        if action in ("cancel-snapshot", "cancel-verify"):
+            tables = job.cancel_snapshot() if action == "cancel-snapshot" else job.cancel_verify()
             return {**job_json(job.record(), job.settings), "tables": list(tables)}
         if action == "reset":
             store = self._store

@@ -12,10 +12,10 @@ from typing import Any
 from canalbridge.daemon.commands import EXIT_CONFIG, daemon_job, load, not_running, post_action
 from canalbridge.daemon.config import Config
 from canalbridge.daemon.status import verify_lines
+from canalbridge.sync.snapshot.verify import ENDED
 
 POLL_S = 1.0  # how often the checks are asked for
 EXIT_DIFFERS, EXIT_UNKNOWN = 1, 2
-ENDED = ("equal", "differs", "failed", "stopped")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,18 +25,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: every upsert channel named for one table")
     parser.add_argument("--no-wait", action="store_true",
                         help="start it and return; `canalbridge status` shows the checks")
+    parser.add_argument("--cancel", action="store_true",
+                        help="cancel the verify that runs: the tables not done end cancelled (nothing was written)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the verify through the daemon's control endpoint, then follow it."""
+    """Start (or cancel) the verify through the daemon's control endpoint, then follow it."""
     config = load(args, secrets=False)  # the daemon holds the source's password
     if config is None:
         return EXIT_CONFIG
-    result = post_action(config, args.job, "verify", [("table", table) for table in args.tables],
-                         "a verify is run by the daemon: start it")
+    if args.cancel and args.tables:
+        print("error: --cancel cancels the verify that runs, whatever its tables: name none", file=sys.stderr)
+        return EXIT_CONFIG
+    result = post_action(config, args.job, "cancel-verify" if args.cancel else "verify",
+                         [("table", table) for table in args.tables], "a verify is run by the daemon: start it")
     if result is None:
         return EXIT_UNKNOWN
     tables = result["tables"]
+    if args.cancel:
+        print(f"job {args.job}: the verify of {', '.join(tables)} is cancelled")
+        return 0
     print(f"job {args.job}: verify of {', '.join(tables)} started")
     if args.no_wait:
         return 0
@@ -72,7 +80,7 @@ def _follow(config: Config, path: str, job: str, tables: list[str], verify_id: s
         if all(check["phase"] in ENDED for check in checks.values()):
             phases = {table: check["phase"] for table, check in checks.items()}
             differ = [table for table, phase in phases.items() if phase == "differs"]
-            unknown = [table for table, phase in phases.items() if phase in ("failed", "stopped")]
+            unknown = [table for table, phase in phases.items() if phase in ("failed", "stopped", "cancelled")]
             if unknown:
                 print(f"job {job}: verify could not finish {', '.join(unknown)}", file=sys.stderr)
             if differ:

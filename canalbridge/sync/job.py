@@ -224,6 +224,16 @@ class SyncJob:
             self._log.warning("job.snapshot_cancel", tables=[t.name for t in runner.tables])
             return tuple(t.name for t in runner.tables)
 
+    def cancel_verify(self) -> tuple[str, ...]:
+        """Cancel the verify that runs (see :meth:`VerifyRunner.cancel`); returns its tables."""
+        with self._lock:
+            runner = self._run.verify if self._run is not None else None
+            if runner is None or runner.ended.is_set():
+                raise JobStateError(f"job {self.name} runs no verify")
+            runner.cancel()
+            self._log.warning("job.verify_cancel", tables=[t.name for t in runner.tables], verify=runner.verify_id)
+            return tuple(t.name for t in runner.tables)
+
     def reset(self, targets: Sequence[str] = (),
               forget: Callable[[tuple[ChannelRecord, ...]], None] | None = None) -> tuple[ChannelRecord, ...]:
         """PAUSED -> PAUSED: forget where the channels writing ``targets`` stood (none named: every channel), and

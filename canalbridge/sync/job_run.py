@@ -144,7 +144,8 @@ class JobRun:
             return (f"the snapshot of {', '.join(t.name for t in self.snapshot.tables)} is running; wait for it, "
                     f"or cancel it (canalbridge snapshot --cancel)")
         if self.verify is not None and not self.verify.ended.is_set():  # (set once its windows are forgotten)
-            return f"the verify of {', '.join(t.name for t in self.verify.tables)} is running; wait for it"
+            return (f"the verify of {', '.join(t.name for t in self.verify.tables)} is running; wait for it, or "
+                    f"cancel it (canalbridge verify --cancel)")
         return None
 
     def snapshot_refusal(self) -> str | None:

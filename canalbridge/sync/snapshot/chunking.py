@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import itertools
 import re
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from canalbridge.source_db import KeyRange, KeyValues, TableKey
 from canalbridge.sync.changes import SourceColumn
@@ -15,7 +14,7 @@ from canalbridge.sync.errors import SnapshotError
 from canalbridge.sync.snapshot.window import ChunkWindow, WindowState
 from canalbridge.sync.snapshot.windows import Windows
 
-POLL_S = 0.5  # how often a wait looks at the stop event
+POLL_S = 0.5  # how often a wait asks whether to stop
 ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
 
 
@@ -53,12 +52,14 @@ def first_line(exc: BaseException) -> str:
 _JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
 
 
-def wait_landed(windows: Windows, window: ChunkWindow, timeout_s: float, stop: threading.Event) -> bool | None:
-    """Until ``window`` landed (True) or a DDL spoiled it (False); None once ``stop`` is set;
+def wait_landed(windows: Windows, window: ChunkWindow, timeout_s: float,
+                stop: Callable[[], bool]) -> bool | None:
+    """Until ``window`` landed (True) or a DDL spoiled it (False); None once ``stop()`` says so (asked every
+    ``POLL_S``);
     :class:`SnapshotError` past ``timeout_s`` (``land_timeout_seconds``), saying whether the stream ever passed
     the window's open signal."""
     deadline = time.monotonic() + timeout_s
-    while not stop.is_set():
+    while not stop():
         left = deadline - time.monotonic()
         state = windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
         if state in ENDED:

@@ -416,7 +416,7 @@ class SnapshotRunner(Worker):
     def _wait(self, window: ChunkWindow) -> bool:
         """Until ``window``'s chunk landed (True) or a DDL spoiled it (False); :class:`SnapshotError` past
         ``land_timeout_seconds``. Only a stop ends it, not a cancel: the chunk's close signal is out."""
-        landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._stop)
+        landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._stop.is_set)
         if landed is None:
             raise _Stopped()
         return landed

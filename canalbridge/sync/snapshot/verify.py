@@ -60,6 +60,7 @@ log = structlog.get_logger("canalbridge.verify")
 
 SPOILED_TRIES = 3  # a chunk whose window DDL spoils this often in a row fails its table
 SAMPLE_KEYS = 10  # differing keys shown per chunk
+ENDED = ("equal", "differs", "failed", "stopped", "cancelled")  # a table's check's last phases
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,8 @@ class Difference:
 @dataclass(frozen=True)
 class TableCheck:
     """A table's check in the verify ``verify_id`` as it stands: ``phase`` is ``waiting``, ``checking``,
-    ``equal``, ``differs``, ``failed`` (``error`` says why) or ``stopped`` (the job stopped first); ``chunks``
-    and ``rows`` compared."""
+    ``equal``, ``differs``, ``failed`` (``error`` says why), ``stopped`` (the job stopped first) or
+    ``cancelled``; ``chunks`` and ``rows`` compared (the differences found before a stop or a cancel stay)."""
 
     verify_id: str
     phase: str
@@ -89,7 +90,7 @@ class TableCheck:
 
     @property
     def ended(self) -> bool:
-        return self.phase in ("equal", "differs", "failed", "stopped")
+        return self.phase in ENDED
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class VerifyRunner(Worker):
         self._comparer: TargetComparer = source.comparer
         self._log = log.bind(job=job)
         self.ended = threading.Event()  # every table's check ended (set before the thread itself ends)
+        self._cancelled = threading.Event()
         self.verify_id = uuid.uuid4().hex[:12]
         # Written by this thread, read by status (each value replaced whole).
         self._checks: dict[str, TableCheck] = {table.name: TableCheck(self.verify_id, "waiting")
@@ -132,13 +134,22 @@ class VerifyRunner(Worker):
         """Each table's check as it stands, by ``schema.table``."""
         return dict(self._checks)
 
+    def cancel(self) -> None:
+        """Compare no more: the chunk being read or waited for is dropped (nothing was written for it), and
+        every table not done ends ``cancelled``. The thread ends once a read in flight returns."""
+        self._cancelled.set()
+
+    def _halted(self) -> bool:
+        """Whether to compare no more: a cancel, or the job stops."""
+        return self._stop.is_set() or self._cancelled.is_set()
+
     def _run(self) -> None:
         try:
             with self._connect() as db:
                 signals = SignalTable(db, *self.windows.signal_table)
                 signals.check()
                 for table in self.tables:
-                    if self._stop.is_set():
+                    if self._halted():
                         break
                     self._table(db, signals, table)
         except SourceDbError as exc:  # (the connection itself: every table not checked fails with it)
@@ -146,9 +157,10 @@ class VerifyRunner(Worker):
                 if not self._checks[table.name].ended:
                     self._checks[table.name] = replace(self._checks[table.name], phase="failed", error=str(exc))
         finally:
+            halt = "cancelled" if self._cancelled.is_set() else "stopped"
             for table in self.tables:
                 if not self._checks[table.name].ended:
-                    self._checks[table.name] = replace(self._checks[table.name], phase="stopped")
+                    self._checks[table.name] = replace(self._checks[table.name], phase=halt)
             self._log.info("verify.ended", tables={name: check.phase for name, check in self._checks.items()})
             self.ended.set()
 
@@ -166,7 +178,7 @@ class VerifyRunner(Worker):
                 whole = KeyRange(ranges[0].after, ranges[-1].through)
                 found, rows = self._chunk(db, signals, table, key, ranges)
                 if found is None:
-                    return  # (the job stops)
+                    return  # (the job stops, or the verify is cancelled)
                 differences = check.differences
                 if found.keys:
                     differences += (Difference(key_text(whole.after), key_text(whole.through), found.keys,
@@ -190,9 +202,9 @@ class VerifyRunner(Worker):
 
     def _chunk(self, db: SourceDb, signals: SignalTable, table: VerifyTable, key: TableKey,
                ranges: Sequence[KeyRange]) -> tuple[Differing | None, int]:
-        """Compare the chunk of ``ranges``: what differs and the rows read (None: the job stops)."""
+        """Compare the chunk of ``ranges``: what differs and the rows read (None: the job stops, or a cancel)."""
         for _ in range(SPOILED_TRIES):
-            if self._stop.is_set():  # (the job pauses or stops: not one more read)
+            if self._halted():  # (not one more read)
                 return None, 0
             window = ChunkWindow(f"{self.verify_id}-{uuid.uuid4().hex[:8]}", (key.schema, key.table), key.names,
                                  applies=False)
@@ -206,7 +218,7 @@ class VerifyRunner(Worker):
                 except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
                     raise SnapshotError(table.name, f"reading keys {span(ranges)} failed: {first_line(exc)}") from exc
                 signals.write(Signal(window.id, CLOSE, {}))
-                landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._stop)
+                landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._halted)
                 if landed is None:
                     return None, 0
                 if landed:

@@ -317,6 +317,17 @@ def test_verify_finds_rows_changed_behind_the_jobs_back_and_not_those_the_stream
         repair = job.snapshot
         assert repair is not None and eventually(lambda: not repair.alive, 300) and repair.finished.is_set()
         assert [(d.after, d.keys) for d in verified()[f"{db}.items"].differences] == [("30", 1)]
+        # A cancel, given before the verify could write its first signal (the signal table is locked meanwhile).
+        with mariadb.connection(db) as locking, locking.cursor() as cursor:
+            cursor.execute(f"LOCK TABLES {SIGNALS} WRITE")
+            job.verify_tables()
+            assert job.cancel_verify() == (f"{db}.items",)
+            cursor.execute("UNLOCK TABLES")
+        cancelled = job.verify
+        assert cancelled is not None and cancelled.ended.wait(120)
+        assert cancelled.checks()[f"{db}.items"].phase == "cancelled" and job.state is JobState.RUNNING
+        with pytest.raises(JobStateError, match="runs no verify"):
+            job.cancel_verify()
     finally:
         job.shutdown()
 

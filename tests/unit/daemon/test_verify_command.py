@@ -22,14 +22,18 @@ def job(state: str = "RUNNING", **checks: TableCheck) -> dict[str, Any]:
                           if table.split(".")[1] in checks else None} for table in TABLES]}
 
 
-def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]]) -> int:
+def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], *, cancel: bool = False,
+        actions: list[str] | None = None) -> int:
+    """The command's exit status, the daemon showing ``statuses`` in turn (``actions``: what was asked of it)."""
     seen: Iterator[dict[str, Any]] = iter(statuses)
+    asked = actions if actions is not None else []
     monkeypatch.setattr(verify_command, "POLL_S", 0)
     monkeypatch.setattr(verify_command, "load", lambda args, secrets: object())
-    monkeypatch.setattr(verify_command, "post_action", lambda config, name, action, query, hint: {
-        "tables": TABLES, "verify_id": "v1"})
+    monkeypatch.setattr(verify_command, "post_action", lambda config, name, action, query, hint: (
+        asked.append(action), {"tables": TABLES, "verify_id": "v1"})[1])
     monkeypatch.setattr(verify_command, "daemon_job", lambda config, name: next(seen))
-    return verify_command.run(argparse.Namespace(config=Path("c.toml"), job="shop", tables=[], no_wait=False))
+    return verify_command.run(argparse.Namespace(config=Path("c.toml"), job="shop", tables=[], no_wait=False,
+                                                 cancel=cancel))
 
 
 def test_every_table_equal_exits_0_once_all_ended(monkeypatch, capsys):
@@ -57,7 +61,16 @@ def test_a_chunk_that_differs_exits_1_with_the_command_that_repairs_it(monkeypat
      "holds this verify no more: it was restarted, or another verify began"),
     (job(), "holds this verify no more"),  # (a restarted job shows no verify)
     (job("PAUSED"), "error: job shop is PAUSED; the verify stopped with it"),
+    (job(orders=TableCheck("v1", "equal"), users=TableCheck("v1", "cancelled")),
+     "job shop: verify could not finish shop.users"),
 ])
 def test_a_verify_that_cannot_tell_exits_2_saying_why(monkeypatch, capsys, status, says):
     assert run(monkeypatch, [status]) == 2
     assert says in capsys.readouterr().err
+
+
+def test_cancel_asks_the_daemon_to_cancel_the_verify_and_follows_nothing(monkeypatch, capsys):
+    actions: list[str] = []
+    assert run(monkeypatch, [], cancel=True, actions=actions) == 0
+    assert actions == ["cancel-verify"]
+    assert capsys.readouterr().out == "job shop: the verify of shop.orders, shop.users is cancelled\n"

@@ -44,14 +44,20 @@ class Stream:
         self.changed_during_read: dict[int, int] = {}  # a chunk's last key -> a key the stream changes meanwhile
         self.spoil_once_at: int | None = None  # a chunk's last key: a DDL lands during its comparison, once
         self.compared: list[tuple[int | None, frozenset[CanalKey]]] = []
+        self.hold_at: int | None = None  # a chunk's last key: the transaction of its close signal never lands
+        self.held = threading.Event()  # (set once it did not)
+        self._last_read: int | None = None
 
     def route(self, written: Signal) -> None:
         self.windows.signal(signal(written.window, written.kind), label=f"txn-{written.window}")
         if written.kind == "close":
-            self.windows.landed(f"txn-{written.window}", set())
+            if self.hold_at is not None and self._last_read == self.hold_at:
+                self.held.set()
+            else:
+                self.windows.landed(f"txn-{written.window}", set())
 
     def read(self, ranges: Sequence[KeyRange]) -> ReadRows:
-        through = _through(ranges)
+        through = self._last_read = _through(ranges)
         if through in self.changed_during_read:
             self.windows.note(TABLE, update(self.changed_during_read[through]))
         return ReadRows(("rows", through), 0 if through is None else CHUNK_ROWS)
@@ -139,12 +145,17 @@ def stream(monkeypatch: pytest.MonkeyPatch) -> Stream:
     return stream
 
 
-def verified(stream: Stream, connect: Callable[[], object] = FakeDb) -> tuple[TableCheck, FakeReader]:
+def verify_runner(stream: Stream, connect: Callable[[], object] = FakeDb) -> tuple[VerifyRunner, FakeReader]:
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
-                                parallelism=1, land_timeout_seconds=5)
+                                parallelism=1, land_timeout_seconds=60)
     reader = FakeReader(stream)
     runner = VerifyRunner("job", [VerifyTable("db", "t", "lake.db.t")], stream.windows,
                           SnapshotSource(connect, reader, FakeComparer(stream)), settings, threading.Event())
+    return runner, reader
+
+
+def verified(stream: Stream, connect: Callable[[], object] = FakeDb) -> tuple[TableCheck, FakeReader]:
+    runner, reader = verify_runner(stream, connect)
     runner.start()
     assert runner.join(30) and runner.ended.is_set()
     return runner.checks()["db.t"], reader
@@ -179,3 +190,17 @@ def test_a_source_that_fails_fails_the_tables_check_and_says_why(stream):
 
     check, _ = verified(stream, gone)
     assert check.phase == "failed" and check.error == "source database 127.0.0.1:3306: cannot connect"
+
+
+def test_a_cancelled_verify_drops_the_chunk_it_waits_for_and_keeps_what_it_found(stream):
+    stream.differing = {2: {1}}
+    stream.hold_at = 4  # the job is far behind: that chunk's close signal does not land
+    runner, reader = verify_runner(stream)
+    runner.start()
+    assert stream.held.wait(30)
+    runner.cancel()
+    assert runner.join(30) and runner.ended.is_set(), "a cancel ends the wait for the stream"
+    check = runner.checks()["db.t"]
+    assert (check.phase, check.chunks) == ("cancelled", 1) and [d.through for d in check.differences] == ["2"]
+    assert reader.released == [("rows", 2), ("rows", 4)]  # the chunk waited for is dropped too
+    assert not stream.windows.concerns(TABLE)
