@@ -207,9 +207,7 @@ def main() -> None:
             tables = ["events"] + (["busy"] if args.write_rate else [])
             mariadb.execute(*(sql_workload.create_table_sql(DB, table) for table in tables),
                             SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
-            mariadb.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
-                            f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
-                            f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
+            mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)
             for table in tables:
                 load(mariadb, table, args.rows)
             limit = client_limit(mariadb, "events", args.rows)

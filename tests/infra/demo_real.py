@@ -62,9 +62,7 @@ def run(args: argparse.Namespace) -> int:
     with MariaDBServer(workdir / "mariadb", tls=tls) as mariadb:
         mariadb.create_database(DB)
         mariadb.execute(*mixed_setup(tables), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
-        mariadb.execute(f"CREATE USER '{SNAPSHOT_USER}'@'%' IDENTIFIED BY '{snapshot_password}' REQUIRE SSL",
-                        f"GRANT SELECT ON {DB}.* TO '{SNAPSHOT_USER}'@'%'",
-                        f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{SNAPSHOT_USER}'@'%'")
+        mariadb.snapshot_user(SNAPSHOT_USER, snapshot_password, DB, SIGNALS, require_tls=True)
         source = Source(mariadb, DB, tables, seed=args.seed)
         for table in tables:  # before Canal's start: only the snapshot brings these
             source.insert(table, [source.row(table) for _ in range(args.rows_before)])

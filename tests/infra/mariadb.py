@@ -194,6 +194,15 @@ class MariaDBServer(ServiceProcess):
             raise LookupError(f"no {event_type} event in {journal}")
         return journal, int(starts[-1])
 
+    def snapshot_user(self, user: str, password: str, database: str, signal_table: str, *,
+                      require_tls: bool = False) -> None:
+        """(Re)create ``user`` with the grants docs/guide/snapshot.md asks for: SELECT on ``database``, INSERT and
+        DELETE on its ``signal_table``; ``require_tls``: it may log in over TLS only (``REQUIRE SSL``)."""
+        self.execute(f"DROP USER IF EXISTS '{user}'@'%'",
+                     f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'" + (" REQUIRE SSL" if require_tls else ""),
+                     f"GRANT SELECT ON `{database}`.* TO '{user}'@'%'",
+                     f"GRANT INSERT, DELETE ON `{database}`.`{signal_table}` TO '{user}'@'%'")
+
     def create_database(self, name: str) -> None:
         """A utf8mb4 database (dropped first if it exists)."""
         self.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")

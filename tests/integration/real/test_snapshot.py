@@ -48,10 +48,7 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
     mariadb.create_database(DB)
     mariadb.execute(*mixed_setup(TABLES), SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
     # A user that must connect over TLS: every read and every signal of the snapshot goes through it.
-    mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'",
-                    f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}' REQUIRE SSL",
-                    f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
-                    f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
+    mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS, require_tls=True)
     source = Source(mariadb, DB, TABLES, seed=35)
     for table in TABLES:
         for _ in range(ROWS_BEFORE // 30):
@@ -131,9 +128,7 @@ def items_jobs(canal, mariadb, spark, spark_settings, db: str, rows: int, **snap
                     "INSERT INTO items VALUES " + ", ".join(f"({i}, 'item {i}')" for i in range(1, rows + 1)),
                     SIGNAL_TABLE_DDL.format(table=SIGNALS), database=db)
     user = f"{db}_user"
-    mariadb.execute(f"DROP USER IF EXISTS '{user}'@'%'", f"CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'",
-                    f"GRANT SELECT ON {db}.* TO '{user}'@'%'",
-                    f"GRANT INSERT, DELETE ON {db}.{SIGNALS} TO '{user}'@'%'")
+    mariadb.snapshot_user(user, PASSWORD, db, SIGNALS)
     canal.add_destination(CanalDestination(db, filter_regex=rf"{db}\..*"))
     snapshot = SnapshotSettings(host=mariadb.host, port=mariadb.port, user=user, password=PASSWORD,
                                 signal_table=f"{db}.{SIGNALS}", parallelism=1, **snapshot_settings)
@@ -370,10 +365,8 @@ def test_validate_checks_the_snapshots_source_and_names_what_to_fix(mariadb, tmp
     mariadb.execute("CREATE TABLE keyed (id INT PRIMARY KEY, v INT)", "CREATE TABLE unkeyed (v INT)",
                     SIGNAL_TABLE_DDL.format(table=SIGNALS), database="checks")
     mariadb.execute("DROP USER IF EXISTS 'reader'@'%'", "CREATE USER 'reader'@'%' IDENTIFIED BY 'reader-secret'",
-                    "GRANT SELECT ON checks.* TO 'reader'@'%'",
-                    "DROP USER IF EXISTS 'writer'@'%'", "CREATE USER 'writer'@'%' IDENTIFIED BY 'writer-secret'",
-                    "GRANT SELECT ON checks.* TO 'writer'@'%'",
-                    f"GRANT INSERT, DELETE ON checks.{SIGNALS} TO 'writer'@'%'")
+                    "GRANT SELECT ON checks.* TO 'reader'@'%'")  # (no grant on the signal table)
+    mariadb.snapshot_user("writer", "writer-secret", "checks", SIGNALS)
     ready = validate(tmp_path, mariadb, "writer", "writer-secret")
     assert ready.returncode == 0 and "valid" in ready.stdout, ready.stderr
     wrong = validate(tmp_path, mariadb, "writer", "not-the-password")
@@ -385,10 +378,7 @@ def test_validate_checks_the_snapshots_source_and_names_what_to_fix(mariadb, tmp
     unkeyed = validate(tmp_path, mariadb, "writer", "writer-secret", table="unkeyed")
     assert unkeyed.returncode == 2 and "checks.unkeyed" in unkeyed.stderr and "`key`" in unkeyed.stderr, (
         unkeyed.stderr)
-    mariadb.execute("DROP USER IF EXISTS 'sealed'@'%'",
-                    "CREATE USER 'sealed'@'%' IDENTIFIED BY 'sealed-secret' REQUIRE SSL",
-                    "GRANT SELECT ON checks.* TO 'sealed'@'%'",
-                    f"GRANT INSERT, DELETE ON checks.{SIGNALS} TO 'sealed'@'%'")
+    mariadb.snapshot_user("sealed", "sealed-secret", "checks", SIGNALS, require_tls=True)
     verified = f'tls = "verify-full"\ntls_ca = "{mariadb.tls.ca}"\n'
     over_tls = validate(tmp_path, mariadb, "sealed", "sealed-secret", tls=verified)
     assert over_tls.returncode == 0 and "valid" in over_tls.stdout, over_tls.stderr

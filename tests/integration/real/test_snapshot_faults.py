@@ -59,9 +59,7 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
     channels = "\n".join(f'[[job.channel]]\nsource = "{DB}.{name}"\ntarget = "lake.real_{DB}.{name}"'
                          for name in (ORDERS.name, ACCOUNTS.name, "notes"))
     config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, spark_settings.warehouse, channels)
-    mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
-                    f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
-                    f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
+    mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)
     snapshot = (f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{USER}"\n'
                 f'password = "{PASSWORD}"\nsignal_table = "{DB}.{SIGNALS}"\nchunk_rows = 25\nparallelism = 2\n')
     config.write_text(config.read_text().replace("[[job.channel]]", snapshot + "[[job.channel]]", 1))

@@ -41,9 +41,7 @@ def test_a_snapshot_through_protobuf_records_and_flat_messages_leaves_every_targ
         mariadb.execute(*mixed_setup(tables), SIGNAL_TABLE_DDL.format(table=SIGNALS),
                         f"CREATE TABLE {MARKER} (id INT PRIMARY KEY)", database=db)
         user = f"{db}_user"
-        mariadb.execute(f"DROP USER IF EXISTS '{user}'@'%'", f"CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'",
-                        f"GRANT SELECT ON {db}.* TO '{user}'@'%'",
-                        f"GRANT INSERT, DELETE ON {db}.{SIGNALS} TO '{user}'@'%'")
+        mariadb.snapshot_user(user, PASSWORD, db, SIGNALS)
         source = Source(mariadb, db, tables, seed=36)
         for table in tables:
             for _ in range(ROWS_BEFORE // 30):

@@ -29,10 +29,7 @@ def test_a_window_notes_the_keys_changed_between_its_signals_and_the_close_arriv
     real_destination(DB, setup=["CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))",
                                 "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
                                 SIGNAL_TABLE_DDL.format(table=SIGNALS)])
-    # The grants the docs ask for: SELECT on what the snapshot reads, INSERT and DELETE on the signal table.
-    mariadb.execute(f"DROP USER IF EXISTS '{USER}'@'%'", f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
-                    f"GRANT SELECT ON {DB}.* TO '{USER}'@'%'",
-                    f"GRANT INSERT, DELETE ON {DB}.{SIGNALS} TO '{USER}'@'%'")
+    mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)  # (the grants the docs ask for)
     with canal.connector(DB) as connector, SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db:
         connector.subscribe()
         table = SignalTable(db, DB, SIGNALS)
