@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 KeyValues = tuple[object, ...]  # a key's values as the source database returns them, in the key's column order
 
-#: Run first in each session that reads a snapshot: a TIMESTAMP key's text is then one instant.
-SESSION_SETUP = "SET SESSION time_zone = '+00:00'"
+#: Run first in each session that reads a snapshot: a TIMESTAMP key's text is then one instant, and no
+#: ``sql_select_limit`` the server sets for every session cuts a read short without a word (a chunk missing rows,
+#: and a re-sync's delete of its key range removing them from the target).
+SESSION_SETUP = "SET SESSION time_zone = '+00:00', SESSION sql_select_limit = 18446744073709551615"
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 

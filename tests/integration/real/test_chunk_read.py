@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as pb
-from canalbridge.source_db import ChunkPlanner, SourceDb, table_key
+from canalbridge.source_db import ChunkPlanner, KeyRange, SourceDb, table_columns, table_key
 from spark_sink.chunk_read import JdbcSource, read_chunk
 from spark_sink.types import convert
 from tests.infra.canal_server import CanalDestination
@@ -106,3 +106,21 @@ def test_a_chunk_read_lands_the_values_the_stream_lands(spark, mariadb, written,
                    for key_, row in from_stream.items()
                    for (name, _), a, b in zip(columns, from_chunk[key_], row) if a != b]
     assert not differences, "\n".join(differences[:40])
+
+
+def test_a_select_limit_the_server_sets_for_every_session_cuts_no_read_short(spark, mariadb, written):
+    """MariaDB caps each SELECT of a session at ``sql_select_limit`` without an error: a snapshot's session sets
+    its own, so that no chunk misses rows (and no re-sync's delete of its key range removes them)."""
+    with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db:
+        key = table_key(db, DB, "floats")
+        rows = db.query(f"SELECT COUNT(*) FROM {DB}.floats")[0][0]
+    mariadb.execute("SET GLOBAL sql_select_limit = 3")
+    try:
+        with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db:  # (a session opened under the cap)
+            assert len(db.query(f"SELECT id FROM {DB}.floats")) == rows > 3
+            assert len(table_columns(db, DB, "all_types")) == len(ALL_TYPES.columns) > 3
+        chunk = read_chunk(spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD), key, [("id", "int")],
+                           [KeyRange(None, None)])
+        assert chunk.count() == rows
+    finally:
+        mariadb.execute("SET GLOBAL sql_select_limit = DEFAULT")
