@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicate, quote
@@ -51,7 +52,9 @@ class JdbcSource:
         """The driver's connection properties: the login, and TLS (the modes are Connector/J's own names)."""
         properties = {"user": self.user, "password": self.password, "driver": DRIVER, "sslMode": self.tls.mode}
         if self.tls.verifies and self.tls.ca:
-            properties["serverSslCert"] = self.tls.ca  # (without it: the JVM's trusted CAs)
+            # The certificates themselves, not the file's path: a cluster's executors open the connections, and
+            # the file is on the daemon's machine. (Without it: the JVM's trusted CAs.)
+            properties["serverSslCert"] = Path(self.tls.ca).read_text(encoding="ascii")
         return properties
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from canalbridge.daemon.commands import EXIT_CONFIG, daemon_job, load, not_running, post_action
 from canalbridge.daemon.config import Config
 from canalbridge.daemon.status import verify_lines
-from canalbridge.sync.snapshot.verify import ENDED
+from canalbridge.sync.snapshot.verify import ENDED, UNTOLD
 
 POLL_S = 1.0  # how often the checks are asked for
 EXIT_DIFFERS, EXIT_UNKNOWN = 1, 2
@@ -40,10 +40,11 @@ def run(args: argparse.Namespace) -> int:
     result = post_action(config, args.job, "cancel-verify" if args.cancel else "verify",
                          [("table", table) for table in args.tables], "a verify is run by the daemon: start it")
     if result is None:
-        return EXIT_UNKNOWN
+        return 1 if args.cancel else EXIT_UNKNOWN  # (as snapshot --cancel, pause and the others)
     tables = result["tables"]
     if args.cancel:
-        print(f"job {args.job}: the verify of {', '.join(tables)} is cancelled")
+        print(f"job {args.job}: the verify of {', '.join(tables)} is cancelled; it ends once the read in flight "
+              f"returns (`canalbridge status` shows it)")
         return 0
     print(f"job {args.job}: verify of {', '.join(tables)} started")
     if args.no_wait:
@@ -80,7 +81,7 @@ def _follow(config: Config, path: str, job: str, tables: list[str], verify_id: s
         if all(check["phase"] in ENDED for check in checks.values()):
             phases = {table: check["phase"] for table, check in checks.items()}
             differ = [table for table, phase in phases.items() if phase == "differs"]
-            unknown = [table for table, phase in phases.items() if phase in ("failed", "stopped", "cancelled")]
+            unknown = [table for table, phase in phases.items() if phase in UNTOLD]
             if unknown:
                 print(f"job {job}: verify could not finish {', '.join(unknown)}", file=sys.stderr)
             if differ:

@@ -22,7 +22,9 @@ from canalbridge.source_db.tls import NO_TLS, SourceTls
 _AUTH = {1045, 1129, 1130, 1698, 1820, 1862}  # refused: password, blocked or unknown host, plugin, expired
 _ACCESS = {1044, 1142, 1143, 1146, 1227}  # a database, command or column denied; no such table; a privilege
 _GONE = {1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}  # cannot connect, gone, killed, lost
-_NO_TLS = 2026  # PyMySQL's, for a server that offers no TLS to a client that requires it
+# PyMySQL's, for a server that offers no TLS to a client that requires it; the server's, for a client without TLS
+# where it requires TLS of everyone (require_secure_transport).
+_NO_TLS = {2026, 3159}
 # What a lost server looks like mid-handshake (a restart): not a TLS setting to fix.
 _TLS_CUT = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
@@ -106,7 +108,7 @@ class SourceDb:
                                      "and password, and `tls` if the user must connect over TLS",
                                      address=self.address, table=table)
         cause = getattr(exc, "original_exception", None)  # (PyMySQL's: what failed to connect)
-        if code == _NO_TLS or (isinstance(cause, ssl.SSLError) and not isinstance(cause, _TLS_CUT)):
+        if code in _NO_TLS or (isinstance(cause, ssl.SSLError) and not isinstance(cause, _TLS_CUT)):
             return SourceDbTlsError(f"TLS ({self.tls.mode}) failed: {said}; check the snapshot source's `tls` and "
                                     "`tls_ca`", address=self.address, table=table)
         if code in _ACCESS:

@@ -7,6 +7,7 @@ import ssl
 from dataclasses import dataclass
 
 TLS_MODES = ("disable", "trust", "verify-ca", "verify-full")
+VERIFYING = ("verify-ca", "verify-full")  # the modes that check the server's certificate
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class SourceTls:
     @property
     def verifies(self) -> bool:
         """Whether the server's certificate is checked (so that ``ca`` means something)."""
-        return self.mode in ("verify-ca", "verify-full")
+        return self.mode in VERIFYING
 
     def context(self) -> ssl.SSLContext | None:
         """The client side of this mode for Python's ``ssl`` (None: ``disable``)."""

@@ -283,8 +283,8 @@ class SnapshotSettings:
     tls: str = setting("disable", check=one_of(*TLS_MODES),
                        doc="TLS of every connection to the source (the runner's and Spark's): `disable`, `trust` "
                            "(encrypted, any certificate), `verify-ca` (a certificate signed by `tls_ca`, or by a CA "
-                           "the system trusts), `verify-full` (that, issued for `host`); any but `disable` refuses "
-                           "a server without TLS")
+                           "both the system and the JVM trust), `verify-full` (that, issued for `host`); any but "
+                           "`disable` refuses a server without TLS")
     tls_ca: str | None = setting(None, check=non_empty,
                                  doc="a PEM file (relative to the config file) of the CA that signed the "
                                      "source's certificate, for `verify-ca` and `verify-full`")

@@ -47,7 +47,7 @@ if [ -n "$added_policy" ]; then
     rm -f "$policy"
 fi
 if [ "$status" != 0 ]; then
-    echo "error: apt-get install mariadb-server failed (exit $status)" >&2
+    echo "error: apt-get install mariadb-server openssl failed (exit $status)" >&2
     exit "$status"
 fi
 have_binaries || { echo "error: mariadb-server and openssl installed but mariadbd or openssl was not found" >&2; exit 1; }

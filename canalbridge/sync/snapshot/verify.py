@@ -60,7 +60,8 @@ log = structlog.get_logger("canalbridge.verify")
 
 SPOILED_TRIES = 3  # a chunk whose window DDL spoils this often in a row fails its table
 SAMPLE_KEYS = 10  # differing keys shown per chunk
-ENDED = ("equal", "differs", "failed", "stopped", "cancelled")  # a table's check's last phases
+UNTOLD = ("failed", "stopped", "cancelled")  # a table's check ended without telling whether it is equal
+ENDED = ("equal", "differs", *UNTOLD)  # a table's check's last phases
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,15 @@ class VerifyRunner(Worker):
         return dict(self._checks)
 
     def cancel(self) -> None:
-        """Compare no more: the chunk being read or waited for is dropped (nothing was written for it), and
-        every table not done ends ``cancelled``. The thread ends once a read in flight returns."""
+        """Compare no more: a comparison in flight finishes, the chunk being read or waited for is dropped (a
+        verify writes nothing), and every table not done ends ``cancelled``. The thread ends once a read in
+        flight returns."""
         self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether a cancel was asked for (the thread ends once a read in flight returns)."""
+        return self._cancelled.is_set()
 
     def _halted(self) -> bool:
         """Whether to compare no more: a cancel, or the job stops."""
@@ -213,10 +220,14 @@ class VerifyRunner(Worker):
             try:
                 signals.write(Signal(window.id, OPEN, {"table": table.name, "verify": True}))
                 columns = source_columns(table_columns(db, key.schema, key.table), key)
+                if self._halted():  # (a cancel while the signal was written: no read for nothing)
+                    return None, 0
                 try:
                     read = self._reader.read(key, columns, ranges)
                 except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
                     raise SnapshotError(table.name, f"reading keys {span(ranges)} failed: {first_line(exc)}") from exc
+                if self._halted():
+                    return None, 0
                 signals.write(Signal(window.id, CLOSE, {}))
                 landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._halted)
                 if landed is None:

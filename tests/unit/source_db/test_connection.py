@@ -46,6 +46,7 @@ def failed_to_connect(cause: OSError) -> pymysql.err.OperationalError:
 
 @pytest.mark.parametrize(("error", "kind"), [
     (pymysql.err.OperationalError(2026, "SSL is required but the server doesn't support it"), SourceDbTlsError),
+    (pymysql.err.OperationalError(3159, "Connections using insecure transport are prohibited"), SourceDbTlsError),
     (failed_to_connect(ssl.SSLCertVerificationError(1, "certificate verify failed: self-signed certificate")),
      SourceDbTlsError),
     (failed_to_connect(ssl.SSLError(1, "no protocols available")), SourceDbTlsError),
