@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from canalbridge.source_db.tls import VERIFYING
 from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
     CHANNEL_SOURCE_REGEX,
@@ -296,19 +297,21 @@ def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], where: str
         snapshot["password"] = secret.read(snapshot["password_env"], f"{where}.password_env")
     if isinstance(snapshot.get("tls_ca"), str) and snapshot["tls_ca"]:
         ca = snapshot["tls_ca"] = str((base / snapshot["tls_ca"]).resolve())
-        if snapshot.get("tls") not in ("verify-ca", "verify-full"):
+        if snapshot.get("tls") not in VERIFYING:
             problems.append(f"{where}.tls_ca: only `tls = \"verify-ca\"` or `\"verify-full\"` checks the "
                             f"server's certificate; set one of them, or remove tls_ca")
-        elif not os.access(ca, os.R_OK) or not os.path.isfile(ca):
+        elif secret.needed and (not os.access(ca, os.R_OK) or not os.path.isfile(ca)):  # (as the daemon reads it)
             problems.append(f"{where}.tls_ca: {ca} is not a file this user can read")
     if snapshot.get("mode", "initial") == "never":
         return snapshot
     for position, channel in enumerate(channels):
-        if snapshot.get("mode") == "only" and channel.get("pattern") is not None:
+        pattern = channel.get("pattern")
+        merged = pattern is not None and merges(pattern, TargetTemplate(channel["target"]))
+        if snapshot.get("mode") == "only" and merged:
             problems.append(f"{where}: mode = \"only\" ends the job after the snapshot, and channel[{position}] "
-                            f"({channel['source']}) matches tables by a pattern, which are not snapshotted yet: "
-                            f"its targets would hold only what was streamed meanwhile; name its tables one channel "
-                            f"each, or use mode = \"initial\"")
+                            f"({channel['source']}) merges tables into one target, which is not snapshotted yet: "
+                            f"it would hold only what was streamed meanwhile; give each table a target of its own "
+                            f"({{table}} in the target), or use mode = \"initial\"")
     return snapshot
 
 

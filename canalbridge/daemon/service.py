@@ -152,9 +152,10 @@ class Daemon:
 
     def _snapshot_source(self, settings: JobSettings) -> SnapshotSource | None:
         """Where the job's snapshot and verify read, if it has one: its source database, and chunks through
-        Spark, compared with the targets through Spark."""
+        Spark, compared with the targets through Spark; the progress of a rule's tables read from their targets."""
         from spark_sink.chunk_read import JdbcSource, SparkChunkReader
         from spark_sink.session import get_spark
+        from spark_sink.snapshot_progress import SparkProgressReader
         from spark_sink.verify import SparkComparer
 
         snapshot = settings.snapshot
@@ -165,7 +166,7 @@ class Daemon:
         spark = functools.partial(get_spark, self.config.spark)
         return SnapshotSource(lambda: SourceDb(host, port, user, password, tls=tls),
                               SparkChunkReader(spark, JdbcSource(host, port, user, password, tls)),
-                              SparkComparer(spark))
+                              SparkComparer(spark), SparkProgressReader(spark, settings.name))
 
     def _shutdown(self) -> dict[str, list[str]]:
         """Stop everything; the threads, per job, that did not stop within the bound."""

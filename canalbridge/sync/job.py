@@ -359,10 +359,13 @@ class SyncJob:
         verifier = self.verify
         verify = verifier.checks() if verifier is not None else {}
         known = {c.source: c for c in self._record.channels}
-        for channel in live:
-            if channel.source not in known:
-                known[channel.source] = ChannelRecord(channel.source, channel.settings.target,
-                                                      rule=channel.settings.rule)
+        made = [channel.settings for channel in live]
+        # A rule's tables being snapshotted show before the stream (or their first chunk) opens their channels.
+        made += [table.channel for table in (runner.tables if runner is not None else ())
+                 if table.channel is not None]
+        for settings in made:
+            if settings.source not in known:
+                known[settings.source] = ChannelRecord(settings.source, settings.target, rule=settings.rule)
         return replace(
             self._record,
             channels=tuple(

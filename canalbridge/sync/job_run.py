@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from canalbridge.canal import CanalConnector
+from canalbridge.source_db import SourceDb
 from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer
@@ -24,6 +25,7 @@ from canalbridge.sync.position import AckState, CommittedPositions, KafkaPositio
 from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
+from canalbridge.sync.snapshot.discovery import keyed, rule_tables, unfinished
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
@@ -105,11 +107,12 @@ class JobRun:
                      windows=self._windows),
         ]
         tables = self._snapshot_tables()
-        if tables:
+        discover = self._rule_discovery()
+        if tables or discover is not None:
             assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
             self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
                                            self._stop, self._on_failure, self._on_snapshot_finished,
-                                           reconnect=settings.commit.reconnect_retry)
+                                           reconnect=settings.commit.reconnect_retry, discover=discover)
             # First: alive before the Receiver opens the link, which asks whether a snapshot runs.
             self._workers.insert(0, self.snapshot)
         for worker in self._workers:
@@ -141,11 +144,15 @@ class JobRun:
     def windows_busy(self) -> str | None:
         """What holds the job's windows now (a snapshot or a verify of its tables) and what to do, if anything."""
         if self.snapshot is not None and self.snapshot.alive:
-            return (f"the snapshot of {', '.join(t.name for t in self.snapshot.tables)} is running; wait for it, "
-                    f"or cancel it (canalbridge snapshot --cancel)")
+            tables = ", ".join(t.name for t in self.snapshot.tables)
+            if not tables:  # (none named, and those the rules take not found yet)
+                return "the snapshot is looking for the tables the job's patterns take; wait for it"
+            return f"the snapshot of {tables} is running; wait for it, or cancel it (canalbridge snapshot --cancel)"
         if self.verify is not None and not self.verify.ended.is_set():  # (set once its windows are forgotten)
-            return (f"the verify of {', '.join(t.name for t in self.verify.tables)} is running; wait for it, or "
-                    f"cancel it (canalbridge verify --cancel)")
+            tables = ", ".join(t.name for t in self.verify.tables)
+            if self.verify.cancelled:
+                return f"the verify of {tables} is being cancelled; it ends once the read in flight returns"
+            return f"the verify of {tables} is running; wait for it, or cancel it (canalbridge verify --cancel)"
         return None
 
     def snapshot_refusal(self) -> str | None:
@@ -170,6 +177,27 @@ class JobRun:
                 schema, _, table = channel.source.partition(".")
                 tables.append(SnapshotTable(schema, table, channel.settings.key, progress))
         return tables
+
+    def _rule_discovery(self) -> Callable[[SourceDb], list[SnapshotTable]] | None:
+        """How the snapshot finds the tables the job's rules take that hold rows from before the stream (None:
+        the job has no rule, or no snapshot that reads them)."""
+        source = self._snapshot
+        if self._windows is None or source is None or source.progress is None or not self.settings.has_rules:
+            return None
+        progress = source.progress
+
+        def discover(db: SourceDb) -> list[SnapshotTable]:
+            found = rule_tables(db, self.settings)
+            merged = sorted(t.name for t in found if t.channel.merged)
+            if merged:
+                self._log.warning("snapshot.merged_not_snapshotted", tables=merged,
+                                  note="a rule that merges tables into one target is streamed, not snapshotted")
+            tables, left = keyed(db, unfinished(found, progress))
+            for name, why in left:
+                self._log.warning("snapshot.table_not_snapshotted", table=name, error=why)
+            return tables
+
+        return discover
 
     def open_channel(self, channel_settings: ChannelSettings) -> Channel:
         """Start a channel (reading its committed position back from its target) and count it in this run."""

@@ -29,7 +29,7 @@ def _table_problems(db: SourceDb, job: JobSettings) -> Sequence[str]:
     problems = []
     for channel in job.channels:
         if channel.pattern is not None:
-            continue  # (its tables are met in the stream: not snapshotted yet)
+            continue  # (a rule's tables are found when the snapshot starts; one without a key is streamed only)
         schema, _, table = channel.source.partition(".")
         try:
             table_key(db, schema, table, channel.key)

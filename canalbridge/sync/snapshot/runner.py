@@ -57,7 +57,7 @@ from canalbridge.source_db import (
 )
 from canalbridge.sync.errors import SnapshotError, SyncError
 from canalbridge.sync.retry import Stopping, retrying
-from canalbridge.sync.settings import RetrySettings, SnapshotSettings
+from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
@@ -72,13 +72,16 @@ log = structlog.get_logger("canalbridge.snapshot")
 class SnapshotTable:
     """A table to snapshot: ``schema.table``, its channel's ``key`` (None: the primary key), and how far an
     earlier snapshot of it came (None: it never began, or a new one is asked for). ``where``: a checked filter,
-    for a new snapshot of only the rows it takes (one that resumes keeps its progress's)."""
+    for a new snapshot of only the rows it takes (one that resumes keeps its progress's). ``channel``: for a
+    table a rule takes, the channel the rule makes for it (it opens when the stream meets the table, or its
+    first chunk)."""
 
     schema: str
     table: str
     key: tuple[str, ...] | None = None
     progress: TableProgress | None = None
     where: str | None = None
+    channel: ChannelSettings | None = None
 
     @property
     def name(self) -> str:
@@ -93,13 +96,15 @@ class SnapshotRunner(Worker):
     whose targets hold a finished one), each table's new progress lands
     first, as an empty chunk: from then on a restart goes on with it.
     ``reconnect``: how a source that went away is tried again (None: not at
-    all, the job pauses at once).
+    all, the job pauses at once). ``discover``: more tables to snapshot, found
+    in the source at the first connection (the tables rules take).
     """
 
     def __init__(self, job: str, tables: Sequence[SnapshotTable], windows: Windows, source: SnapshotSource,
                  settings: SnapshotSettings, stop: threading.Event, on_failure: Callable[[SyncError], None],
                  on_finished: Callable[[SnapshotRunner], None] | None = None, *, announce: bool = False,
-                 reconnect: RetrySettings | None = None) -> None:
+                 reconnect: RetrySettings | None = None,
+                 discover: Callable[[SourceDb], Sequence[SnapshotTable]] | None = None) -> None:
         super().__init__(f"snapshot-{job}", stop)
         self.job = job
         self.tables = tuple(tables)
@@ -110,6 +115,7 @@ class SnapshotRunner(Worker):
         self._on_failure = on_failure
         self._on_finished = on_finished
         self._announce = announce
+        self._discover = discover
         self._reconnect = reconnect or RetrySettings(1, 0.0, 0.0)
         self._current = ""  # the table being read (for errors that do not name it)
         self._landed = 0  # chunks landed in this run: a source lost after some is tried again from the first attempt
@@ -184,6 +190,9 @@ class SnapshotRunner(Worker):
             signals.check()
             signals.clear()  # (a lost connection's: the windows they opened are dropped)
             try:
+                if self._discover is not None:
+                    self._take(self._discover(db))
+                    self._discover = None  # (a reconnect goes on with the tables taken)
                 if self._announce:
                     self._announce_all(db, signals)
                     self._announce = False  # (landed: a reconnect goes on with it)
@@ -201,6 +210,16 @@ class SnapshotRunner(Worker):
         self.finished.set()
         self._log.info("snapshot.finished", tables=len(self.tables))
         self._ended()
+
+    def _take(self, found: Sequence[SnapshotTable]) -> None:
+        """Snapshot ``found`` too, after the tables given (those given already are left out)."""
+        known = {table.name.lower() for table in self.tables}
+        more = [table for table in found if table.name.lower() not in known]
+        if more:
+            # Replaced whole: status and a cancel read them from other threads.
+            self._status = {**self._status, **{table.name: SnapshotStatus("waiting") for table in more}}
+            self.tables = (*self.tables, *more)
+        self._log.info("snapshot.tables_found", tables=[table.name for table in more])
 
     def _ended(self) -> None:
         if self._on_finished is not None:

@@ -4,12 +4,13 @@ them from the job's ``[job.snapshot]`` and its Spark session; the tests, from fa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from canalbridge.source_db import KeyRange, SourceDb, TableKey
 from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.window import CanalKey
 
 
@@ -61,3 +62,6 @@ class SnapshotSource:
     connect: Callable[[], SourceDb]
     reader: ChunkReader
     comparer: TargetComparer | None = None
+    # What a target's newest commit of the job says of each source table's snapshot (by ``schema.table``), for
+    # the tables rules take, whose channels are not open yet (None: those are not snapshotted).
+    progress: Callable[[str], Mapping[str, TableProgress]] | None = None

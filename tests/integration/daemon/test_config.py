@@ -362,12 +362,14 @@ def test_a_job_reading_kafka_takes_a_snapshot_too(tmp_path):
     assert job.snapshot.signal == ("db", "canalbridge_signal")
 
 
-def test_a_snapshot_only_job_is_refused_with_a_pattern_channel_it_would_not_snapshot(tmp_path):
+def test_a_snapshot_only_job_takes_a_rule_but_not_one_that_merges_tables(tmp_path):
     only = SNAPSHOT + 'mode = "only"\n'
     assert load_config(write(tmp_path, with_snapshot(VALID, only)), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot.only
-    pattern = with_snapshot(VALID, only).replace('source = "db.t"', 'source = "db.t_*"').replace(
+    rule = with_snapshot(VALID, only).replace('source = "db.t"', 'source = "db.t_*"').replace(
         'target = "lake.db.t"', 'target = "lake.db.{table}"')
-    assert problems(tmp_path, pattern, {"SNAPSHOT_PASSWORD": "x"}) == [
-        'job[0].snapshot: mode = "only" ends the job after the snapshot, and channel[0] (db.t_*) matches tables by '
-        'a pattern, which are not snapshotted yet: its targets would hold only what was streamed meanwhile; name '
-        'its tables one channel each, or use mode = "initial"']
+    assert load_config(write(tmp_path, rule), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot.only
+    merging = rule.replace('target = "lake.db.{table}"', 'target = "lake.db.t_all"')
+    assert problems(tmp_path, merging, {"SNAPSHOT_PASSWORD": "x"}) == [
+        'job[0].snapshot: mode = "only" ends the job after the snapshot, and channel[0] (db.t_*) merges tables into '
+        'one target, which is not snapshotted yet: it would hold only what was streamed meanwhile; give each table '
+        'a target of its own ({table} in the target), or use mode = "initial"']

@@ -168,13 +168,15 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
 
 
 def run(played: Played, *, finishes: bool = True, announce: bool = False,
-        tables: list[SnapshotTable] | None = None) -> list[SyncError]:
+        tables: list[SnapshotTable] | None = None,
+        discover: Callable[[object], list[SnapshotTable]] | None = None) -> list[SyncError]:
     failures: list[SyncError] = []
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
-    runner = SnapshotRunner("job", tables or [SnapshotTable(*TABLE)], played.windows,
+    runner = SnapshotRunner("job", [SnapshotTable(*TABLE)] if tables is None else tables, played.windows,
                             SnapshotSource(lambda: FakeDb(played), FakeReader(played)), settings, threading.Event(),
-                            failures.append, announce=announce, reconnect=RetrySettings(3, 0.01, 0.01))
+                            failures.append, announce=announce, reconnect=RetrySettings(3, 0.01, 0.01),
+                            discover=discover)
     played.cancel, played.runner = runner.cancel, runner
     runner.start()
     assert runner.join(30)
@@ -252,6 +254,22 @@ def test_a_source_that_goes_away_mid_read_is_tried_again_after_the_closed_chunk_
     assert ("refused", None) in played.events
     assert sorted(map(id, played.released)) == sorted(map(id, played.handles))
     assert played.runner.status()["db.t"].rows_done == 10 and not played.windows.concerns(TABLE)
+
+
+def test_tables_found_at_the_first_connection_are_snapshotted_and_a_reconnect_does_not_look_again(played):
+    # (A rule's tables: the job gives none, the source holds one.) The source goes away mid-snapshot.
+    played.lose_at_read, played.gone_connects = 3, 1
+    looked: list[object] = []
+
+    def discover(db: object) -> list[SnapshotTable]:
+        looked.append(db)
+        return [SnapshotTable(*TABLE)]
+
+    assert run(played, tables=[], discover=discover) == []
+    assert len(looked) == 1 and ("refused", None) in played.events
+    assert [table.name for table in played.runner.tables] == ["db.t"]
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
+    assert played.runner.status()["db.t"].phase == "finished"
 
 
 def test_a_source_gone_for_longer_than_the_reconnect_attempts_pauses_the_job_naming_the_table(played):

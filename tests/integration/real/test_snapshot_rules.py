@@ -1,0 +1,98 @@
+"""A snapshot brings the tables a rule takes (``source`` with wildcards), found in MariaDB when the job starts,
+each into the target the rule makes for it, while a workload writes into them; a table the rule does not take
+is left alone, and a restart, or a snapshot-only job, finds every table done."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from canalbridge.source_db import SourceDb
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
+from canalbridge.sync.job import JobState, SyncJob
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.tables import TablePattern
+from spark_sink.chunk_read import JdbcSource, SparkChunkReader
+from spark_sink.sink import make_sink
+from spark_sink.snapshot_progress import SparkProgressReader
+from spark_sink.table import TargetTable
+from tests.helpers import eventually
+from tests.infra.canal_server import CanalDestination
+
+pytestmark = [pytest.mark.real, pytest.mark.spark]
+
+DB = "snaprules"
+SIGNALS = "canalbridge_signal"
+USER, PASSWORD = "snaprules_user", "snaprules-secret"
+ROWS = {"t_a": 70, "t_b": 45, "other": 5}  # before Canal's start position: only a snapshot brings them
+
+
+def rows(spark, table: str) -> dict[int, str]:
+    found = spark.table(f"lake.{DB}.{table}").collect()
+    assert len(found) == len({row.id for row in found}), f"{table}: a row landed twice"
+    return {row.id: row.name for row in found}
+
+
+@pytest.mark.timeout(600)
+def test_the_tables_a_rule_takes_are_snapshotted_while_the_stream_runs(canal, mariadb, spark, spark_settings):
+    mariadb.create_database(DB)
+    mariadb.execute(*(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL)" for table in ROWS),
+                    *(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, '{table} {i}')" for i in range(1, n + 1))
+                      for table, n in ROWS.items()),
+                    SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
+    mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)
+    canal.add_destination(CanalDestination(DB, filter_regex=rf"{DB}\..*"))  # its stream starts here
+    snapshot = SnapshotSettings(host=mariadb.host, port=mariadb.port, user=USER, password=PASSWORD,
+                                signal_table=f"{DB}.{SIGNALS}", chunk_rows=20, parallelism=1)
+    rule = ChannelSettings(f"{DB}.t_*", f"lake.{DB}.{{table}}", pattern=TablePattern(f"{DB}.t_*"))
+    settings = JobSettings(DB, canal.canal_settings(DB, poll_timeout_ms=50), (rule,),
+                           CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1), snapshot=snapshot)
+    source = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD),
+                            SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)),
+                            progress=SparkProgressReader(lambda: spark, DB))
+
+    def new_job(**changes: object) -> SyncJob:
+        return SyncJob(replace(settings, snapshot=replace(snapshot, **changes)),
+                       lambda channel: make_sink(spark, channel, DB, spark_settings), snapshot=source)
+
+    job = new_job()
+    job.start()
+    try:
+        runner = job.snapshot
+        assert runner is not None, "a job with rules looks for their tables"
+        rounds = 0
+        while not runner.finished.wait(0.1) and runner.alive:  # (paced by the snapshot: its chunks commit)
+            rounds += 1
+            # (Keys added within a bound: a table that grows all the while would be read all the while.)
+            mariadb.execute(f"UPDATE t_a SET name = 'changed {rounds}' WHERE id = {rounds % 70 + 1}",
+                            f"DELETE FROM t_b WHERE id = {rounds % 15 + 1}",  # (16-45 stay for the snapshot)
+                            f"REPLACE INTO t_b VALUES ({1000 + rounds % 20}, 'new {rounds}')", database=DB)
+        assert runner.finished.is_set() and job.state is JobState.RUNNING, job.fail_message
+        assert rounds > 0 and sorted(runner.status()) == [f"{DB}.t_a", f"{DB}.t_b"]
+        record = {channel.source: channel for channel in job.record().channels}
+        assert record[f"{DB}.t_a"].rule == rule.source and record[f"{DB}.t_a"].snapshot.phase == "finished"
+        mariadb.execute("UPDATE t_b SET name = 'last' WHERE id = 1001", database=DB)  # (written in round 1)
+        assert eventually(lambda: rows(spark, "t_b").get(1001) == "last", 120)
+    finally:
+        job.shutdown()
+    for table in ("t_a", "t_b"):
+        assert rows(spark, table) == dict(mariadb.execute(f"SELECT id, name FROM {table}", database=DB)), table
+    assert TargetTable(spark, f"lake.{DB}.other").columns() is None, "no rule takes it"
+    assert mariadb.execute(f"SELECT COUNT(*) FROM {SIGNALS}", database=DB) == [(0,)]
+
+    again = new_job()  # every table the rule takes holds a finished snapshot: nothing is read again
+    again.start()
+    try:
+        runner = again.snapshot
+        assert runner is not None and eventually(lambda: not runner.alive, 120) and runner.finished.is_set()
+        assert runner.tables == () and again.state is JobState.RUNNING
+    finally:
+        again.shutdown()
+    only = new_job(mode="only")  # a snapshot-only job with a rule: done as it starts, then FINISHED
+    only.start()
+    try:
+        assert only.wait_state(JobState.FINISHED, 120), (only.state, only.fail_message)
+    finally:
+        only.shutdown()
