@@ -21,6 +21,7 @@ from canalbridge.source_db.tls import NO_TLS, SourceTls
 # MySQL's error codes (shared by MariaDB) that name what the user must fix.
 _AUTH = {1045, 1129, 1130, 1698, 1820, 1862}  # refused: password, blocked or unknown host, plugin, expired
 _ACCESS = {1044, 1142, 1143, 1146, 1227}  # a database, command or column denied; no such table; a privilege
+_NO_SUCH_TABLE = 1146
 _GONE = {1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}  # cannot connect, gone, killed, lost
 # PyMySQL's, for a server that offers no TLS to a client that requires it; the server's, for a client without TLS
 # where it requires TLS of everyone (require_secure_transport).
@@ -114,7 +115,7 @@ class SourceDb:
         if code in _ACCESS:
             return SourceDbAccessError(f"{said} (error {code}); a snapshot's user needs SELECT on the tables it "
                                        "reads, and SELECT, INSERT and DELETE on the signal table", address=self.address,
-                                       table=table)
+                                       table=table, missing=code == _NO_SUCH_TABLE)
         # InterfaceError: PyMySQL's own, on a connection it closed (an interrupted read): reconnect on next use.
         if code in _GONE or isinstance(exc, pymysql.err.InterfaceError) or (
                 isinstance(exc, pymysql.err.OperationalError) and code is None):

@@ -31,7 +31,12 @@ class SourceDbTlsError(SourceDbError):
 
 
 class SourceDbAccessError(SourceDbError):
-    """The user lacks a privilege a snapshot needs, or the table does not exist."""
+    """The user lacks a privilege a snapshot needs, or the table does not exist (``missing``: the table is not
+    there for this user, which cannot tell a dropped table from one it may not see)."""
+
+    def __init__(self, message: str, *, address: str, table: str | None = None, missing: bool = False) -> None:
+        super().__init__(message, address=address, table=table)
+        self.missing = missing
 
 
 class TableKeyError(SourceDbError):

@@ -53,7 +53,7 @@ def table_key(db: SourceDb, schema: str, table: str, configured: Sequence[str] |
         "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (schema, table), table=name)
     if not rows:
         raise SourceDbAccessError(f"no such table, or user {db.user!r} has no privilege on it", address=db.address,
-                                  table=name)
+                                  table=name, missing=True)
     described = {str(row[0]).lower(): row for row in rows}
     indexes: dict[str, list[str]] = {}
     for index, column in db.query(
@@ -108,6 +108,6 @@ def table_columns(db: SourceDb, schema: str, table: str) -> tuple[tuple[str, str
                     "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (schema, table), table=name)
     if not rows:
         raise SourceDbAccessError(f"no such table, or user {db.user!r} has no privilege on it", address=db.address,
-                                  table=name)
+                                  table=name, missing=True)
     return tuple((str(column), str(declared)) for column, declared in rows)
 

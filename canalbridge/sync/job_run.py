@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
@@ -19,13 +19,15 @@ from canalbridge.source_db import SourceDb
 from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer
-from canalbridge.sync.errors import ChannelOpenError, SyncError, TargetSourceMismatchError
+from canalbridge.sync.errors import ChannelOpenError, SnapshotError, SyncError, TargetSourceMismatchError
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
 from canalbridge.sync.receiver import Receiver
+from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.snapshot.discovery import keyed, rule_tables, unfinished
+from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
@@ -180,21 +182,35 @@ class JobRun:
 
     def _rule_discovery(self) -> Callable[[SourceDb], list[SnapshotTable]] | None:
         """How the snapshot finds the tables the job's rules take that hold rows from before the stream (None:
-        the job has no rule, or no snapshot that reads them)."""
+        the job has no rule, or no snapshot that reads them). Not over Kafka: a runner at every start would
+        refuse the topics of several partitions that rules stream from today."""
         source = self._snapshot
-        if self._windows is None or source is None or source.progress is None or not self.settings.has_rules:
+        settings = self.settings
+        if (self._windows is None or source is None or source.progress is None or not settings.has_rules
+                or settings.kafka is not None):
             return None
         progress = source.progress
 
+        def progress_of(target: str) -> Mapping[str, TableProgress]:
+            if self._stop.is_set():  # (a target's read takes a while: a stop does not wait for them all)
+                raise Stopping()
+            return progress(target)
+
         def discover(db: SourceDb) -> list[SnapshotTable]:
-            found = rule_tables(db, self.settings)
+            # A table a named channel follows under its new name is that channel's, as the router routes it.
+            followed = {channel.source_table.lower() for channel in list(self.channels)
+                        if channel.source_table is not None and channel.settings.rule is None}
+            found = [table for table in rule_tables(db, settings) if table.name.lower() not in followed]
             merged = sorted(t.name for t in found if t.channel.merged)
             if merged:
                 self._log.warning("snapshot.merged_not_snapshotted", tables=merged,
                                   note="a rule that merges tables into one target is streamed, not snapshotted")
-            tables, left = keyed(db, unfinished(found, progress))
+            tables, left = keyed(db, unfinished(found, progress_of))
             for name, why in left:
                 self._log.warning("snapshot.table_not_snapshotted", table=name, error=why)
+            if left and settings.snapshot is not None and settings.snapshot.only:  # (the job would end without it)
+                raise SnapshotError(left[0][0], f"{left[0][1]}: mode = \"only\" ends the job once the snapshot is "
+                                                f"done, and this table a pattern takes cannot be snapshotted")
             return tables
 
         return discover

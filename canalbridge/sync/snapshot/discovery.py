@@ -45,8 +45,10 @@ def rule_tables(db: SourceDb, settings: JobSettings) -> list[RuleTable]:
     if not settings.has_rules:
         return []
     marks = ", ".join(["%s"] * len(_SYSTEM))
-    rows = db.query(f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
-                    f"AND TABLE_SCHEMA NOT IN ({marks}) ORDER BY TABLE_SCHEMA, TABLE_NAME", _SYSTEM)
+    # (MariaDB's system-versioned tables are tables too; views are not.)
+    rows = db.query(f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN "
+                    f"('BASE TABLE', 'SYSTEM VERSIONED') AND TABLE_SCHEMA NOT IN ({marks}) "
+                    f"ORDER BY TABLE_SCHEMA, TABLE_NAME", _SYSTEM)
     signal = tuple(part.lower() for part in settings.snapshot.signal) if settings.snapshot is not None else None
     routes = Routes(settings.name, settings.channels)  # (its own: resolving records the targets it met)
     found = []

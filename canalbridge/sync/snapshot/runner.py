@@ -48,6 +48,7 @@ from canalbridge.source_db import (
     Signal,
     SignalTable,
     SourceDb,
+    SourceDbAccessError,
     SourceDbConnectionError,
     SourceDbError,
     TableKey,
@@ -200,7 +201,14 @@ class SnapshotRunner(Worker):
                     if self._halted():
                         raise _Stopped()
                     self._current = each.name
-                    self._table(db, signals, each)
+                    try:
+                        self._table(db, signals, each)
+                    except SourceDbAccessError as exc:
+                        if each.channel is None or not exc.missing:
+                            raise
+                        # A pattern's tables come and go (a day's log table dropped): its rows went with it.
+                        self._status = {**self._status, each.name: SnapshotStatus("gone")}
+                        self._log.warning("snapshot.table_gone", table=each.name, error=exc.reason)
             except _Stopped:
                 if self._stop.is_set():
                     raise
@@ -243,6 +251,8 @@ class SnapshotRunner(Worker):
             progress = self._progress.get(table.name)
             if progress is not None and progress.finished:
                 continue
+            if table.channel is not None:  # (a pattern's table: no re-sync takes it, so the next start does)
+                continue
             before = self._status[table.name]
             try:
                 key = table_key(db, table.schema, table.table, table.key)
@@ -273,6 +283,12 @@ class SnapshotRunner(Worker):
         raise SnapshotError(table.name, "a mark of its snapshot's progress was spoiled twice by DDL on the table")
 
     def _fail(self, error: SnapshotError) -> None:
+        if self._discover is not None and not self.tables and not self.settings.only:
+            # Only looking for the tables the patterns take, none found yet: the stream goes on as it did before
+            # patterns were snapshotted, and the next start looks again.
+            self._log.warning("snapshot.tables_not_found", error=str(error),
+                              note="the tables the patterns take are looked for again at the next start")
+            return
         self._log.error("snapshot.failed", table=error.table, error=str(error))
         self._on_failure(error)
 

@@ -54,6 +54,14 @@ def test_each_table_goes_to_the_channel_the_stream_would_give_it():
     assert all(t.channel.rule is not None and t.channel.pattern is None for t in found)
 
 
+def test_the_server_is_asked_for_tables_and_system_versioned_tables_outside_its_own_schemas():
+    db = FakeDb(SOURCE)
+    rule_tables(db, job(rule("shop.*", "lake.shop.{table}")))  # type: ignore[arg-type]
+    ((sql, params),) = db.asked
+    assert "TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')" in sql and "TABLE_SCHEMA NOT IN" in sql
+    assert set(params) == {"mysql", "information_schema", "performance_schema", "sys"}
+
+
 def test_a_job_without_rules_asks_nothing():
     db = FakeDb(SOURCE)
     assert rule_tables(db, job(ChannelSettings("shop.orders", "lake.shop.orders"))) == []  # type: ignore[arg-type]

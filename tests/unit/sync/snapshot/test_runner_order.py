@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
-from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, SourceDbConnectionError, TableKey
+from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, SourceDbAccessError, SourceDbConnectionError, TableKey
 from canalbridge.source_db.chunks import KeyColumn
-from canalbridge.sync.errors import SyncError
-from canalbridge.sync.settings import RetrySettings, SnapshotSettings
+from canalbridge.sync.errors import SnapshotError, SyncError
+from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
 from canalbridge.sync.snapshot.window import WindowState
 from canalbridge.sync.snapshot.windows import Windows
+from canalbridge.sync.tables import TablePattern
 from tests.unit.sync.snapshot.signal_rows import signal
 
 TABLE = ("db", "t")
@@ -270,6 +271,29 @@ def test_tables_found_at_the_first_connection_are_snapshotted_and_a_reconnect_do
     assert [table.name for table in played.runner.tables] == ["db.t"]
     assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
     assert played.runner.status()["db.t"].phase == "finished"
+
+
+def test_a_snapshot_that_only_looks_for_a_patterns_tables_and_fails_to_leaves_the_stream_alone(played):
+    def discover(db: object) -> list[SnapshotTable]:
+        raise SnapshotError("db.t", "two tables into one target")
+
+    assert run(played, tables=[], discover=discover, finishes=False) == [], "the job does not pause"
+    assert played.events == []
+
+
+def test_a_patterns_table_dropped_before_its_turn_is_left_and_the_others_go_on(played, monkeypatch):
+    def table_key(db: object, schema: str, table: str, key: object) -> TableKey:
+        if table == "gone":
+            raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
+        return KEY
+
+    monkeypatch.setattr(runner_module, "table_key", table_key)
+    rule = ChannelSettings("db.*", "lake.db.{table}", pattern=TablePattern("db.*"))
+    made = replace(rule, source="db.gone", target="lake.db.gone", pattern=None, rule="db.*")
+    assert run(played, tables=[], discover=lambda db: [SnapshotTable("db", "gone", channel=made),
+                                                       SnapshotTable(*TABLE)]) == []
+    status = played.runner.status()
+    assert status["db.gone"].phase == "gone" and status["db.t"].phase == "finished"
 
 
 def test_a_source_gone_for_longer_than_the_reconnect_attempts_pauses_the_job_naming_the_table(played):
