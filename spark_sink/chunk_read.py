@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -20,6 +21,7 @@ from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicat
 from canalbridge.source_db.keys import TableKey
 from canalbridge.source_db.tls import NO_TLS, SourceTls
 from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.settings import SnapshotSettings
 from canalbridge.sync.snapshot.source import ReadRows
 from spark_sink.session import release_checkpoint
 from spark_sink.source_text import canal_text, source_select
@@ -42,6 +44,11 @@ class JdbcSource:
     password: str = field(repr=False)
     tls: SourceTls = NO_TLS
 
+    @classmethod
+    def of(cls, settings: SnapshotSettings) -> JdbcSource:
+        """The source a job's ``[job.snapshot]`` names."""
+        return cls(settings.host, settings.port, settings.user, settings.password, settings.source_tls)
+
     @property
     def url(self) -> str:
         # jdbc:mysql picks Spark's MySQL dialect (backquoted names); permitMysqlScheme lets MariaDB's driver
@@ -51,11 +58,18 @@ class JdbcSource:
     def properties(self) -> dict[str, str]:
         """The driver's connection properties: the login, and TLS (the modes are Connector/J's own names)."""
         properties = {"user": self.user, "password": self.password, "driver": DRIVER, "sslMode": self.tls.mode}
-        if self.tls.verifies and self.tls.ca:
-            # The certificates themselves, not the file's path: a cluster's executors open the connections, and
-            # the file is on the daemon's machine. (Without it: the JVM's trusted CAs.)
-            properties["serverSslCert"] = Path(self.tls.ca).read_text(encoding="ascii")
+        if self._server_certificates is not None:
+            properties["serverSslCert"] = self._server_certificates
         return properties
+
+    @cached_property
+    def _server_certificates(self) -> str | None:
+        # The certificates themselves, not the file's path: a cluster's executors open the connections, and the
+        # file is on the daemon's machine (without one: the JVM's trusted CAs). Read once; a failed read is not
+        # kept, so the next chunk's read tries again.
+        if not (self.tls.verifies and self.tls.ca):
+            return None
+        return Path(self.tls.ca).read_text(encoding="ascii")
 
 
 def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: Sequence[tuple[str, str]],

@@ -19,7 +19,6 @@ from canalbridge.daemon.control import ControlServer
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore
 from canalbridge.daemon.status import job_json
-from canalbridge.source_db import SourceDb
 from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
 from canalbridge.sync.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
@@ -161,11 +160,8 @@ class Daemon:
         snapshot = settings.snapshot
         if snapshot is None:
             return None
-        host, port, user, password = snapshot.host, snapshot.port, snapshot.user, snapshot.password
-        tls = snapshot.source_tls
         spark = functools.partial(get_spark, self.config.spark)
-        return SnapshotSource(lambda: SourceDb(host, port, user, password, tls=tls),
-                              SparkChunkReader(spark, JdbcSource(host, port, user, password, tls)),
+        return SnapshotSource(snapshot.connect, SparkChunkReader(spark, JdbcSource.of(snapshot)),
                               SparkComparer(spark), SparkProgressReader(spark, settings.name))
 
     def _shutdown(self) -> dict[str, list[str]]:

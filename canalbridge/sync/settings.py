@@ -17,6 +17,7 @@ from canalbridge.canal.server_defaults import (
     STORE_MEMUNIT,
     TRANSACTION_SIZE,
 )
+from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.tls import TLS_MODES, SourceTls
 from canalbridge.sync.options import (
     Option,
@@ -310,6 +311,10 @@ class SnapshotSettings:
     def source_tls(self) -> SourceTls:
         """How the snapshot's connections to the source use TLS."""
         return SourceTls(self.tls, self.tls_ca)
+
+    def connect(self) -> SourceDb:
+        """A new connection to the source, as the runner, verify and ``validate`` use it (opened on first use)."""
+        return SourceDb(self.host, self.port, self.user, self.password, tls=self.source_tls)
 
     @property
     def active(self) -> bool:

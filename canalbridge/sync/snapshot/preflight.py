@@ -15,8 +15,7 @@ def snapshot_problems(job: JobSettings) -> list[str]:
     if settings is None or not settings.active:
         return []
     try:
-        with SourceDb(settings.host, settings.port, settings.user, settings.password,
-                      tls=settings.source_tls) as db:
+        with settings.connect() as db:
             signals = SignalTable(db, *settings.signal)
             signals.check()
             signals.check_writable()

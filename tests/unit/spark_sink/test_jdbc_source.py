@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from canalbridge.source_db import SourceTls
+from canalbridge.sync.settings import SnapshotSettings
 from spark_sink.chunk_read import DRIVER, JdbcSource
 
 
@@ -17,3 +20,22 @@ def test_the_driver_gets_the_tls_mode_and_the_ca_only_where_it_checks_certificat
     assert "serverSslCert" not in JdbcSource("h", 1, "u", "p", SourceTls("verify-ca")).properties(), (
         "without a CA file: the JVM's trusted CAs")
     assert "secret" not in repr(JdbcSource("127.0.0.1", 3306, "u", "secret"))
+
+
+def test_the_ca_file_is_read_once_and_a_failed_read_is_tried_again(tmp_path):
+    ca = tmp_path / "ca.pem"
+    source = JdbcSource("h", 1, "u", "p", SourceTls("verify-ca", str(ca)))
+    with pytest.raises(FileNotFoundError):
+        source.properties()
+    ca.write_text("(the CA)\n", encoding="ascii")
+    assert source.properties()["serverSslCert"] == "(the CA)\n"
+    ca.unlink()  # each chunk's read gives the same text, without reading the file again
+    assert source.properties()["serverSslCert"] == "(the CA)\n"
+
+
+def test_a_jobs_snapshot_settings_name_the_source():
+    settings = SnapshotSettings(host="db", user="reader", signal_table="s.t", port=3307, password="secret",
+                                tls="trust")
+    assert JdbcSource.of(settings) == JdbcSource("db", 3307, "reader", "secret", SourceTls("trust"))
+    connection = settings.connect()
+    assert (connection.address, connection.user, connection.tls) == ("db:3307", "reader", SourceTls("trust"))
