@@ -208,9 +208,10 @@ class IcebergUpsertWriter(IcebergWriter):
         """A condition for the target rows the source lacks, as the transaction's chunks show it ("" if none
         can tell): a chunk whose read took its span whole (no filter) holds every key in it the source held,
         but those its window noted (their changes stand). So a re-sync also removes rows deleted behind the
-        job's back. Only for a channel of one named table keyed by one integer column: MySQL orders text by
-        collation and Spark by bytes, and a merged target holds other tables' rows in the same keys."""
-        if self.channel.pattern is not None or self.channel.rule is not None or self.channel.merged:
+        job's back. Only for a target of one table (named, or one a pattern takes) keyed by one integer column:
+        MySQL orders text by collation and Spark by bytes, and a merged target holds other tables' rows in the
+        same keys."""
+        if self.channel.pattern is not None or self.channel.merged:
             return ""
         conditions = []
         for _, chunk in txn.chunks:

@@ -239,7 +239,7 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
         problems.append(f"{where}.canal: set password or password_env, not both")
     elif "password_env" in canal:
         canal["password"] = secret.read(canal["password_env"], f"{where}.canal.password_env")
-    snapshot = _snapshot(values, channels, where, base, secret, problems) if "snapshot" in values else None
+    snapshot = _snapshot(values, where, base, secret, problems) if "snapshot" in values else None
 
     commit_settings = CommitSettings(**_attributes(CommitSettings, {"job.commit": commit, "job.canal": canal}))
     store_capacity = commit_settings.store_capacity
@@ -285,10 +285,8 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
     )
 
 
-def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], where: str, base: Path, secret: _Secrets,
-              problems: list[str]) -> dict[str, Any]:
-    """``[job.snapshot]``: the source database's connection (``tls_ca`` relative to the file's folder), and what a
-    snapshot cannot do yet."""
+def _snapshot(values: dict[str, Any], where: str, base: Path, secret: _Secrets, problems: list[str]) -> dict[str, Any]:
+    """``[job.snapshot]``: the source database's connection (``tls_ca`` relative to the file's folder)."""
     where = f"{where}.snapshot"
     snapshot = _walk(values["snapshot"], "job.snapshot", where, problems)
     if "password" in snapshot and "password_env" in snapshot:
@@ -302,16 +300,6 @@ def _snapshot(values: dict[str, Any], channels: list[dict[str, Any]], where: str
                             f"server's certificate; set one of them, or remove tls_ca")
         elif secret.needed and (not os.access(ca, os.R_OK) or not os.path.isfile(ca)):  # (as the daemon reads it)
             problems.append(f"{where}.tls_ca: {ca} is not a file this user can read")
-    if snapshot.get("mode", "initial") == "never":
-        return snapshot
-    for position, channel in enumerate(channels):
-        pattern = channel.get("pattern")
-        merged = pattern is not None and merges(pattern, TargetTemplate(channel["target"]))
-        if snapshot.get("mode") == "only" and merged:
-            problems.append(f"{where}: mode = \"only\" ends the job after the snapshot, and channel[{position}] "
-                            f"({channel['source']}) merges tables into one target, which is not snapshotted yet: "
-                            f"it would hold only what was streamed meanwhile; give each table a target of its own "
-                            f"({{table}} in the target), or use mode = \"initial\"")
     return snapshot
 
 

@@ -215,13 +215,14 @@ class Daemon:
             wheres = params.get("where", ())
             if len(wheres) > 1:
                 raise JobStateError("a snapshot takes one where")
-            tables = job.snapshot_tables(tuple(params.get("table", ())), wheres[0] if wheres else None)
-            return {**job_json(job.record(), job.settings), "tables": list(tables)}
+            shown = job.on_demand.snapshot(tuple(params.get("table", ())), wheres[0] if wheres else None)
+            return {**job_json(job.record(), job.settings), "tables": list(shown),
+                    "snapshot_channels": list(shown.values())}
         if action == "verify":
-            verify_id, tables = job.verify_tables(tuple(params.get("table", ())))
+            verify_id, tables = job.on_demand.verify(tuple(params.get("table", ())))
             return {**job_json(job.record(), job.settings), "tables": list(tables), "verify_id": verify_id}
         if action in ("cancel-snapshot", "cancel-verify"):
-            tables = job.cancel_snapshot() if action == "cancel-snapshot" else job.cancel_verify()
+            tables = job.on_demand.cancel("snapshot" if action == "cancel-snapshot" else "verify")
             return {**job_json(job.record(), job.settings), "tables": list(tables)}
         if action == "reset":
             store = self._store

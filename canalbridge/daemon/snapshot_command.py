@@ -51,14 +51,17 @@ def run(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     try:
-        return _follow(config, args.job, tables)
+        # (Each table's progress shows on its channel: a merged target's, named by its pattern, shows its
+        # shards'. A daemon older than that answer names channels as tables.)
+        return _follow(config, args.job, list(dict.fromkeys(result.get("snapshot_channels", tables))))
     except KeyboardInterrupt:
         print("stopped following; the snapshot goes on (`canalbridge status` shows it)")
         return 130
 
 
 def _follow(config: Config, job: str, tables: list[str]) -> int:
-    """Print each table's line when it changes, until every one ended (0) or the job stopped running (1)."""
+    """Print the line of each channel of ``tables`` when it changes, until every one ended (0) or the job stopped
+    running (1)."""
     shown: dict[str, str] = {}
     tick = threading.Event()  # (never set: the wait between two looks)
     while True:
@@ -86,7 +89,7 @@ def _follow(config: Config, job: str, tables: list[str]) -> int:
 
 
 def _phases(status: dict[str, Any], tables: list[str]) -> dict[str, dict[str, Any]]:
-    """The snapshot of each of ``tables`` as the job's channels show it (those shown yet)."""
+    """The snapshot of each channel of ``tables`` (by source) as the job shows it (those shown yet)."""
     wanted = {table.lower() for table in tables}
     return {channel["source"]: channel["snapshot"] for channel in status["channels"]
             if channel["source"].lower() in wanted and channel.get("snapshot")}

@@ -116,6 +116,7 @@ class Delivery:
             if done is not None and position <= done:
                 windows.held_already(window)  # a commit that reported failure landed with it
             else:
+                window.channel = channel.source  # (what lands with that channel's commit)
                 channel.add_chunk(position, window)
                 self._stats.chunks_routed += 1
 

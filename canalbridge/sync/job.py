@@ -19,30 +19,34 @@ from typing import Any
 
 import structlog
 
-from canalbridge.source_db import check_filter, checked_filter
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.job_run import JobRun
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.maintenance import MaintenanceRun
+from canalbridge.sync.on_demand import OnDemand
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition
-from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
+from canalbridge.sync.record import (
+    ChannelRecord,
+    FailKind,
+    FailMessage,
+    JobRecord,
+    JobState,
+    JobStateError,
+    PartitionRecord,
+)
 from canalbridge.sync.routes import Routes, known_channels
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
+from canalbridge.sync.snapshot.runner import SnapshotRunner
 from canalbridge.sync.snapshot.source import SnapshotSource
-from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
+from canalbridge.sync.snapshot.verify import VerifyRunner
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.stats import ConsumerStats
 
 log = structlog.get_logger("canalbridge.job")
 
 __all__ = ["FailKind", "FailMessage", "JobState", "JobStateError", "SyncJob"]
-
-
-class JobStateError(Exception):
-    """A transition the state machine does not allow (e.g. resuming a cancelled job)."""
 
 
 SinkFactory = Callable[[ChannelSettings], ChannelSink]
@@ -77,6 +81,8 @@ class SyncJob:
         self._state_changed = threading.Condition(self._lock)
         self._handler: threading.Thread | None = None  # what a worker thread asked for, done from outside it
         self._log = log.bind(job=self.name)
+        # The snapshots and verifies a user asks for while the job runs.
+        self.on_demand = OnDemand(settings, self._snapshot, self._lock, lambda: self._run, lambda: self.state)
 
     # -- control ------------------------------------------------------------------------
 
@@ -137,102 +143,6 @@ class SyncJob:
             self._stop_run()
             self._update(finish_time_ms=_now_ms())
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
-
-    def snapshot_tables(self, tables: Sequence[str] = (), where: str | None = None) -> tuple[str, ...]:
-        """A new snapshot of ``tables`` (``schema.table``; none named: every table of a channel named for one)
-        while the job streams: a re-sync, or with ``where`` a back-fill of the rows that condition takes.
-        Returns the tables. Refused while a snapshot runs; the filter is checked by the source first."""
-        chosen = self._named_channels(tables)
-        condition = None if where is None else checked_filter(where)
-        parts = [channel.source.split(".", 1) for channel in chosen]
-        self._snapshot_run()  # (refused now, before the source is asked anything)
-        if condition is not None:
-            assert self._snapshot is not None
-            # Outside the lock: the source may take its time, and a pause or a stop must not wait for it.
-            with self._snapshot.connect() as db:
-                for schema, table in parts:
-                    check_filter(db, schema, table, condition)
-        with self._lock:
-            self._snapshot_run().start_snapshot([SnapshotTable(schema, table, channel.key, None, condition)
-                                                 for (schema, table), channel in zip(parts, chosen)])
-        names = tuple(channel.source for channel in chosen)
-        self._log.info("job.snapshot_started", tables=list(names), where=condition)
-        return names
-
-    def _named_channels(self, tables: Sequence[str]) -> list[ChannelSettings]:
-        """The channels named for ``tables`` (``schema.table``, without case, once each; none: every channel named
-        for one table); :class:`KeyError` naming those the job has none for."""
-        named = {c.source.lower(): c for c in self.settings.channels if c.pattern is None}
-        unknown = [repr(t) for t in tables if t.lower() not in named]
-        if unknown:
-            raise KeyError(f"job {self.name} has no channel named for {', '.join(unknown)} (its tables: "
-                           f"{', '.join(sorted(c.source for c in named.values())) or 'none'})")
-        return [named[t] for t in dict.fromkeys(t.lower() for t in tables)] if tables else list(named.values())
-
-    def _snapshot_run(self) -> JobRun:
-        """The run a new snapshot starts in; :class:`JobStateError` if none may."""
-        with self._lock:
-            if self.windows is None or self._snapshot is None:
-                how = ("its [job.snapshot] says mode = \"never\"" if self.settings.snapshot is not None
-                       else "it has no [job.snapshot]")
-                raise JobStateError(f"job {self.name} takes no snapshot and runs no verify: {how}")
-            run = self._run
-            if self.state is not JobState.RUNNING or run is None:
-                raise JobStateError(f"job {self.name} is {self.state.value}: a snapshot runs while the job runs")
-            refusal = run.snapshot_refusal()
-            if refusal is not None:
-                raise JobStateError(f"job {self.name}: {refusal}")
-            busy = run.windows_busy()
-            if busy is not None:
-                raise JobStateError(f"job {self.name}: {busy}")
-            return run
-
-    def verify_tables(self, tables: Sequence[str] = ()) -> tuple[str, tuple[str, ...]]:
-        """Compare the targets of ``tables`` (``schema.table``; none named: every upsert channel named for one
-        table) with their source while the job streams (:mod:`canalbridge.sync.snapshot.verify`). Returns the
-        verify's id and its tables; :meth:`record` shows each one's check."""
-        chosen = self._named_channels(tables)
-        if not tables:
-            chosen = [c for c in chosen if not c.keeps_every_change]
-        changelogs = [c.source for c in chosen if c.keeps_every_change]
-        if changelogs or not chosen:
-            raise JobStateError(f"job {self.name}: verify compares upsert targets, one row per key; "
-                                + (f"{', '.join(changelogs)} writes a changelog" if changelogs
-                                   else "the job has no upsert channel named for one table"))
-        mapped = [c.source for c in chosen if c.columns is not None]
-        if mapped:
-            raise JobStateError(f"job {self.name}: verify compares columns by name, and the channel of "
-                                f"{', '.join(mapped)} maps them by position (its columns setting)")
-        with self._lock:
-            run = self._snapshot_run()
-            if self._snapshot is None or self._snapshot.comparer is None:
-                raise JobStateError(f"job {self.name}: verify compares targets through Spark, which this job's "
-                                    "sinks do not use")
-            runner = run.start_verify([VerifyTable(schema, table, c.target, c.key)
-                                       for c in chosen for schema, _, table in [c.source.partition(".")]])
-        names = tuple(c.source for c in chosen)
-        self._log.info("job.verify_started", tables=list(names), verify=runner.verify_id)
-        return runner.verify_id, names
-
-    def cancel_snapshot(self) -> tuple[str, ...]:
-        """Cancel the snapshot that runs (see :meth:`SnapshotRunner.cancel`); returns its tables."""
-        with self._lock:
-            runner = self._run.snapshot if self._run is not None else None
-            if runner is None or not runner.alive:
-                raise JobStateError(f"job {self.name} runs no snapshot")
-            runner.cancel()
-            self._log.warning("job.snapshot_cancel", tables=[t.name for t in runner.tables])
-            return tuple(t.name for t in runner.tables)
-
-    def cancel_verify(self) -> tuple[str, ...]:
-        """Cancel the verify that runs (see :meth:`VerifyRunner.cancel`); returns its tables."""
-        with self._lock:
-            runner = self._run.verify if self._run is not None else None
-            if runner is None or runner.ended.is_set():
-                raise JobStateError(f"job {self.name} runs no verify")
-            runner.cancel()
-            self._log.warning("job.verify_cancel", tables=[t.name for t in runner.tables], verify=runner.verify_id)
-            return tuple(t.name for t in runner.tables)
 
     def reset(self, targets: Sequence[str] = (),
               forget: Callable[[tuple[ChannelRecord, ...]], None] | None = None) -> tuple[ChannelRecord, ...]:
@@ -355,7 +265,7 @@ class SyncJob:
         notes = {channel.source: channel.layout_note for channel in live}
         maintenance = {channel.source: channel.last_maintenance for channel in live}
         runner = self.snapshot
-        snapshot = runner.status() if runner is not None else {}
+        snapshot = runner.channel_status() if runner is not None else {}
         verifier = self.verify
         verify = verifier.checks() if verifier is not None else {}
         known = {c.source: c for c in self._record.channels}

@@ -26,7 +26,7 @@ from canalbridge.sync.receiver import Receiver
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.sink import ChannelSink
-from canalbridge.sync.snapshot.discovery import keyed, rule_tables, unfinished
+from canalbridge.sync.snapshot.discovery import RoutedTable, keyed, rule_tables, unfinished
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import SnapshotSource
@@ -145,12 +145,12 @@ class JobRun:
 
     def windows_busy(self) -> str | None:
         """What holds the job's windows now (a snapshot or a verify of its tables) and what to do, if anything."""
-        if self.snapshot is not None and self.snapshot.alive:
+        if self.snapshot is not None and self.snapshot.running:
             tables = ", ".join(t.name for t in self.snapshot.tables)
             if not tables:  # (none named, and those the rules take not found yet)
                 return "the snapshot is looking for the tables the job's patterns take; wait for it"
             return f"the snapshot of {tables} is running; wait for it, or cancel it (canalbridge snapshot --cancel)"
-        if self.verify is not None and not self.verify.ended.is_set():  # (set once its windows are forgotten)
+        if self.verify is not None and self.verify.running:  # (set once its windows are forgotten)
             tables = ", ".join(t.name for t in self.verify.tables)
             if self.verify.cancelled:
                 return f"the verify of {tables} is being cancelled; it ends once the read in flight returns"
@@ -197,15 +197,7 @@ class JobRun:
             return progress(target)
 
         def discover(db: SourceDb) -> list[SnapshotTable]:
-            # A table a named channel follows under its new name is that channel's, as the router routes it.
-            followed = {channel.source_table.lower() for channel in list(self.channels)
-                        if channel.source_table is not None and channel.settings.rule is None}
-            found = [table for table in rule_tables(db, settings) if table.name.lower() not in followed]
-            merged = sorted(t.name for t in found if t.channel.merged)
-            if merged:
-                self._log.warning("snapshot.merged_not_snapshotted", tables=merged,
-                                  note="a rule that merges tables into one target is streamed, not snapshotted")
-            tables, left = keyed(db, unfinished(found, progress_of))
+            tables, left = keyed(db, unfinished(self.pattern_tables(db), progress_of))
             for name, why in left:
                 self._log.warning("snapshot.table_not_snapshotted", table=name, error=why)
             if left and settings.snapshot is not None and settings.snapshot.only:  # (the job would end without it)
@@ -214,6 +206,13 @@ class JobRun:
             return tables
 
         return discover
+
+    def pattern_tables(self, db: SourceDb) -> list[RoutedTable]:
+        """The source's tables the job's rules take now, as the stream routes them (found in ``db``)."""
+        # A table a named channel follows under its new name is that channel's, as the router routes it.
+        followed = {channel.source_table.lower() for channel in list(self.channels)
+                    if channel.source_table is not None and channel.settings.rule is None}
+        return [table for table in rule_tables(db, self.settings) if table.name.lower() not in followed]
 
     def open_channel(self, channel_settings: ChannelSettings) -> Channel:
         """Start a channel (reading its committed position back from its target) and count it in this run."""

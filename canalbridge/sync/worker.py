@@ -1,4 +1,5 @@
-"""A named thread with a bounded join, the shape every worker of the sync core shares."""
+"""A named thread with a bounded join, the shape every worker of the sync core shares; and one a user may
+cancel (a snapshot, a verify)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,30 @@ class Worker:
 
     def _run(self) -> None:
         raise NotImplementedError
+
+
+class CancellableWorker(Worker):
+    """A worker a user may cancel before it is done (a snapshot, a verify): it reads no more once cancelled or
+    stopped; what a cancel leaves behind, each says."""
+
+    def __init__(self, name: str, stop: threading.Event) -> None:
+        super().__init__(name, stop)
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Do no more; the thread ends once what is in flight allows (see the class)."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether a cancel was asked for."""
+        return self._cancelled.is_set()
+
+    @property
+    def running(self) -> bool:
+        """Whether there is still something to cancel."""
+        return self.alive
+
+    def _halted(self) -> bool:
+        """Whether to read no more: a cancel, or the job stops."""
+        return self._stop.is_set() or self._cancelled.is_set()

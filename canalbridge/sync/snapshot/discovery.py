@@ -26,8 +26,9 @@ _SYSTEM = ("mysql", "information_schema", "performance_schema", "sys")
 
 
 @dataclass(frozen=True)
-class RuleTable:
-    """A source table a rule takes, and the channel the rule makes for it."""
+class RoutedTable:
+    """A source table and the channel the stream routes it to (for a table a rule takes: the one the rule makes
+    for it)."""
 
     schema: str
     table: str
@@ -37,8 +38,14 @@ class RuleTable:
     def name(self) -> str:
         return f"{self.schema}.{self.table}"
 
+    @classmethod
+    def of(cls, channel: ChannelSettings) -> RoutedTable:
+        """The table of a channel named for one."""
+        schema, _, table = channel.source.partition(".")
+        return cls(schema, table, channel)
 
-def rule_tables(db: SourceDb, settings: JobSettings) -> list[RuleTable]:
+
+def rule_tables(db: SourceDb, settings: JobSettings) -> list[RoutedTable]:
     """The base tables of the source that ``settings``' rules take, as ``information_schema`` spells them (and so
     as a snapshot's windows name them); the signal table is never one. Only tables the snapshot's user may see
     are listed: it needs SELECT on them anyway."""
@@ -60,20 +67,21 @@ def rule_tables(db: SourceDb, settings: JobSettings) -> list[RuleTable]:
         except RouteConflictError as exc:  # as the stream would, once it met the table
             raise SnapshotError(f"{schema}.{table}", str(exc)) from exc
         if channel is not None and channel.rule is not None:
-            found.append(RuleTable(str(schema), str(table), channel))
+            found.append(RoutedTable(str(schema), str(table), channel))
     return found
 
 
-def unfinished(found: Sequence[RuleTable],
+def unfinished(found: Sequence[RoutedTable],
                progress: Callable[[str], Mapping[str, TableProgress]]) -> list[SnapshotTable]:
     """Those of ``found`` whose targets do not hold a finished snapshot of them (``progress``: what a target's
-    newest commit of the job says of each source table), with the progress they hold. A rule that merges
-    several tables into one target is left out: its targets are not snapshotted yet."""
-    tables = []
+    newest commit of the job says of each source table, read once per target: a merged one holds several
+    tables'), with the progress they hold."""
+    tables, targets = [], dict[str, Mapping[str, TableProgress]]()
     for each in found:
-        if each.channel.merged:
-            continue
-        done = progress(each.channel.target).get(each.name)
+        target = each.channel.target
+        if target not in targets:
+            targets[target] = progress(target)
+        done = targets[target].get(each.name)
         if done is None or not done.finished:
             tables.append(SnapshotTable(each.schema, each.table, each.channel.key, done, channel=each.channel))
     return tables

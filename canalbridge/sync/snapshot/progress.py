@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from canalbridge.source_db.chunks import KeyValues
@@ -152,3 +152,25 @@ class SnapshotStatus:
     rows_done: int = 0
     rows_estimate: int | None = None
     seconds_left: float | None = None
+
+
+def combined(statuses: Sequence[SnapshotStatus]) -> SnapshotStatus:
+    """The snapshot of a target that several tables merge into (shards), as one status: their chunks, rows and
+    rates added up; ``reading`` while any table is left, once one began. Key bounds are the tables' own, so it
+    has none; the rows and time left only when every table left has an estimate."""
+    phases = {status.phase for status in statuses}
+    if len(phases) == 1:
+        phase = phases.pop()
+    elif phases & {"reading", "waiting"}:
+        phase = "reading"
+    else:
+        phase = "cancelled" if "cancelled" in phases else "finished"
+    left = [status for status in statuses if status.phase in ("reading", "waiting")]
+    rates = [status.rows_per_second for status in statuses if status.rows_per_second is not None]
+    estimates = [status.rows_estimate for status in statuses]
+    seconds = [status.seconds_left for status in left]
+    return SnapshotStatus(
+        phase, sum(s.chunks for s in statuses), sum(s.rows for s in statuses), None, None,
+        round(sum(rates), 1) if rates else None, sum(s.rows_done for s in statuses),
+        None if None in estimates else sum(e for e in estimates if e is not None),
+        None if not left or None in seconds else round(sum(s for s in seconds if s is not None), 1))

@@ -38,7 +38,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import structlog
-from tenacity import RetryError
 
 from canalbridge.source_db import (
     CLOSE,
@@ -57,14 +56,15 @@ from canalbridge.source_db import (
     table_rows_estimate,
 )
 from canalbridge.sync.errors import SnapshotError, SyncError
-from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
-from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
+from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress, combined
+from canalbridge.sync.snapshot.reconnect import run_reconnecting
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
 from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.worker import Worker
+from canalbridge.sync.worker import CancellableWorker
 
 log = structlog.get_logger("canalbridge.snapshot")
 
@@ -89,7 +89,7 @@ class SnapshotTable:
         return f"{self.schema}.{self.table}"
 
 
-class SnapshotRunner(Worker):
+class SnapshotRunner(CancellableWorker):
     """Runs one job's snapshot of ``tables`` in its own thread, then ends; a failure is reported to the job, and
     its end (every table done, or cancelled) to ``on_finished``.
 
@@ -99,6 +99,12 @@ class SnapshotRunner(Worker):
     ``reconnect``: how a source that went away is tried again (None: not at
     all, the job pauses at once). ``discover``: more tables to snapshot, found
     in the source at the first connection (the tables rules take).
+
+    A cancel reads no more: a chunk whose close signal is written still
+    lands (only a stop ends the wait for it: its rows are the commit's until
+    it lands), the one read ahead of it is dropped, and each table not
+    finished then lands a mark that says it is (an empty chunk), so that no
+    restart takes the snapshot up again. The thread ends once they landed.
     """
 
     def __init__(self, job: str, tables: Sequence[SnapshotTable], windows: Windows, source: SnapshotSource,
@@ -123,7 +129,6 @@ class SnapshotRunner(Worker):
         self._log = log.bind(job=job)
         self.snapshot_id = uuid.uuid4().hex[:12]  # of the tables whose snapshot begins in this run
         self.finished = threading.Event()  # every table is done
-        self._cancelled = threading.Event()
         # Written by this thread, read by status (each value replaced whole).
         self._status: dict[str, SnapshotStatus] = {table.name: SnapshotStatus("waiting") for table in self.tables}
         self._progress: dict[str, TableProgress] = {}  # each table's, once planned, as its chunks land (this thread's)
@@ -132,37 +137,19 @@ class SnapshotRunner(Worker):
         """Each table's snapshot as it stands, by ``schema.table``."""
         return dict(self._status)
 
-    def cancel(self) -> None:
-        """Read no more: a chunk whose close signal is written still lands, the one read ahead of it is dropped,
-        and each table not finished then lands a mark that says it is (an empty chunk), so that no restart
-        takes the snapshot up again. The thread ends once they landed."""
-        self._cancelled.set()
-
-    def _halted(self) -> bool:
-        """Whether to read no more (a cancel, or the job stops). Only a stop ends a wait for a chunk whose close
-        signal is out: its rows are the commit's until it lands."""
-        return self._stop.is_set() or self._cancelled.is_set()
+    def channel_status(self) -> dict[str, SnapshotStatus]:
+        """Each channel's snapshot as it stands, by the channel's source: the tables a merged target takes,
+        combined."""
+        status, by_channel = dict(self._status), dict[str, list[SnapshotStatus]]()
+        for table in self.tables:  # (both replaced whole when tables are found: a table not in both waits)
+            source = table.channel.source if table.channel is not None else table.name
+            by_channel.setdefault(source, []).append(status.get(table.name, SnapshotStatus("waiting")))
+        return {source: each[0] if len(each) == 1 else combined(each) for source, each in by_channel.items()}
 
     def _run(self) -> None:
         try:
-            while True:
-                try:
-                    retrying(self._reconnect, SourceDbConnectionError, self._stop, self._log,
-                             "snapshot.source_lost")(self._attempt)
-                    return
-                except _Progressed as exc:
-                    # Lost after chunks landed: the attempts count anew (they are in a row, with nothing landed).
-                    wait = self._reconnect.initial_seconds
-                    self._log.warning("snapshot.source_lost", attempt=1, retry_in_s=wait, error=str(exc.cause))
-                    if self._stop.wait(wait):
-                        raise _Stopped() from None
-                except RetryError as exc:
-                    cause = exc.last_attempt.exception()
-                    assert isinstance(cause, SourceDbConnectionError)
-                    tried = self._reconnect.attempts
-                    said = f"source database {cause.address}: {cause.reason}" + (
-                        f" (tried {tried} times in a row: resume once it answers)" if tried > 1 else "")
-                    raise SnapshotError(self._current or cause.table or "", said) from cause
+            run_reconnecting(self._connected, lambda: self._landed, self._reconnect, self._stop, self._log,
+                             lambda: self._current)
         except (_Stopped, Stopping):
             pass
         except SourceDbError as exc:
@@ -172,16 +159,6 @@ class SnapshotRunner(Worker):
         except Exception as exc:  # never a thread that ends unseen: the job pauses, naming it
             self._log.exception("snapshot.unexpected_error", table=self._current)
             self._fail(SnapshotError(self._current, f"unexpected {type(exc).__name__}: {exc}"))
-
-    def _attempt(self) -> None:
-        """:meth:`_connected`, its loss after a chunk landed raised as :class:`_Progressed`."""
-        landed = self._landed
-        try:
-            self._connected()
-        except SourceDbConnectionError as exc:
-            if self._landed > landed and self._reconnect.attempts > 1:
-                raise _Progressed(exc) from exc
-            raise
 
     def _connected(self) -> None:
         """One connection's worth of the snapshot: on from each table's last landed chunk to the end (or a
@@ -250,8 +227,6 @@ class SnapshotRunner(Worker):
         for table in self.tables:
             progress = self._progress.get(table.name)
             if progress is not None and progress.finished:
-                continue
-            if table.channel is not None:  # (a pattern's table: no re-sync takes it, so the next start does)
                 continue
             before = self._status[table.name]
             try:
@@ -488,14 +463,6 @@ def _gone(db: SourceDb) -> bool:
     except SourceDbError:
         return False
     return False
-
-
-class _Progressed(Exception):
-    """The source went away after chunks landed in the attempt: its attempts begin anew."""
-
-    def __init__(self, cause: SourceDbConnectionError) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 class _Stopped(Exception):

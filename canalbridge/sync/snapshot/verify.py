@@ -54,7 +54,7 @@ from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, sou
 from canalbridge.sync.snapshot.source import Differing, ReadRows, SnapshotSource, TargetComparer
 from canalbridge.sync.snapshot.window import ChunkWindow, WindowState
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.worker import Worker
+from canalbridge.sync.worker import CancellableWorker
 
 log = structlog.get_logger("canalbridge.verify")
 
@@ -108,9 +108,11 @@ class VerifyTable:
         return f"{self.schema}.{self.table}"
 
 
-class VerifyRunner(Worker):
+class VerifyRunner(CancellableWorker):
     """Verifies ``tables`` one after the other in its own thread, then ends. A failure fails its table, not the
-    job: nothing was written."""
+    job: nothing was written. A cancel compares no more: a comparison in flight finishes, the chunk being read
+    or waited for is dropped (a verify writes nothing), and every table not done ends ``cancelled``; the thread
+    ends once a read in flight returns."""
 
     def __init__(self, job: str, tables: Sequence[VerifyTable], windows: Windows, source: SnapshotSource,
                  settings: SnapshotSettings, stop: threading.Event) -> None:
@@ -125,7 +127,6 @@ class VerifyRunner(Worker):
         self._comparer: TargetComparer = source.comparer
         self._log = log.bind(job=job)
         self.ended = threading.Event()  # every table's check ended (set before the thread itself ends)
-        self._cancelled = threading.Event()
         self.verify_id = uuid.uuid4().hex[:12]
         # Written by this thread, read by status (each value replaced whole).
         self._checks: dict[str, TableCheck] = {table.name: TableCheck(self.verify_id, "waiting")
@@ -135,20 +136,10 @@ class VerifyRunner(Worker):
         """Each table's check as it stands, by ``schema.table``."""
         return dict(self._checks)
 
-    def cancel(self) -> None:
-        """Compare no more: a comparison in flight finishes, the chunk being read or waited for is dropped (a
-        verify writes nothing), and every table not done ends ``cancelled``. The thread ends once a read in
-        flight returns."""
-        self._cancelled.set()
-
     @property
-    def cancelled(self) -> bool:
-        """Whether a cancel was asked for (the thread ends once a read in flight returns)."""
-        return self._cancelled.is_set()
-
-    def _halted(self) -> bool:
-        """Whether to compare no more: a cancel, or the job stops."""
-        return self._stop.is_set() or self._cancelled.is_set()
+    def running(self) -> bool:
+        """Whether its checks have not all ended (the thread itself ends just after)."""
+        return not self.ended.is_set()
 
     def _run(self) -> None:
         try:
@@ -164,7 +155,7 @@ class VerifyRunner(Worker):
                 if not self._checks[table.name].ended:
                     self._checks[table.name] = replace(self._checks[table.name], phase="failed", error=str(exc))
         finally:
-            halt = "cancelled" if self._cancelled.is_set() else "stopped"
+            halt = "cancelled" if self.cancelled else "stopped"
             for table in self.tables:
                 if not self._checks[table.name].ended:
                     self._checks[table.name] = replace(self._checks[table.name], phase=halt)

@@ -109,6 +109,9 @@ class ChunkWindow:
         self.state = WindowState.REGISTERED
         self.label: str | None = None
         self.chunk: SnapshotChunk | None = None  # given before the close signal is written (Windows.ready)
+        # The source of the channel its chunk went to, set by the Consumer at the close signal (a merged target's
+        # channel is named by its rule, not by this table); unset, the table's own name.
+        self.channel: str | None = None
         self._keys: set[CanalKey] = set()
 
     @property

@@ -149,12 +149,12 @@ class Windows:
             self._changed.notify_all()
 
     def landed(self, label: str, failed: set[str]) -> None:
-        """Transaction ``label`` landed on every channel but those ``failed``: the chunks it carried to the
-        others are in their targets."""
+        """Transaction ``label`` landed on every channel but those ``failed`` (by source): the chunks it carried
+        to the others are in their targets."""
         failed = {source.lower() for source in failed}
         with self._changed:
             for window in self._windows.values():
-                if window.source.lower() not in failed:
+                if (window.channel or window.source).lower() not in failed:
                     window.landed(label)
             self._changed.notify_all()
 

@@ -94,7 +94,7 @@ def test_a_snapshot_during_a_workload_leaves_every_target_equal_to_its_source(
         assert job.acks.wait_through(last, 240), f"{job.state} {job.fail_message} {job.stats}"
         assert job.state is JobState.RUNNING, job.fail_message
         # verify finds every upsert target equal, every column type compared as a commit writes it.
-        assert set(job.verify_tables()[1]) == {t.qualified for t in TABLES if t.name != CHANGELOG}
+        assert set(job.on_demand.verify()[1]) == {t.qualified for t in TABLES if t.name != CHANGELOG}
         verify = job.verify
         assert verify is not None and verify.ended.wait(300)
         assert all(check.phase == "equal" and check.rows for check in verify.checks().values()), verify.checks()
@@ -237,27 +237,27 @@ def test_a_resync_and_a_back_fill_repair_rows_changed_behind_the_jobs_back(canal
                         database=db)
         mariadb.execute("UPDATE items SET name = 'streamed' WHERE id = 6", database=db)
         with pytest.raises(FilterError, match="closes more than was opened"):
-            job.snapshot_tables([f"{db}.items"], "1 = 1) OR (1 = 1")
+            job.on_demand.snapshot([f"{db}.items"], "1 = 1) OR (1 = 1")
         with pytest.raises(SourceDbError, match=f"table {db}.items: .*SQL syntax"):
-            job.snapshot_tables([f"{db}.items"], "id <=")
+            job.on_demand.snapshot([f"{db}.items"], "id <=")
         with pytest.raises(KeyError, match=f"no channel named for 'resync.nosuch' \\(its tables: {db}.items\\)"):
-            job.snapshot_tables([f"{db}.nosuch"])
+            job.on_demand.snapshot([f"{db}.nosuch"])
 
-        assert job.snapshot_tables([f"{db}.ITEMS"], "id <= 10") == (f"{db}.items",)  # a back-fill
+        assert job.on_demand.snapshot([f"{db}.ITEMS"], "id <= 10") == {f"{db}.items": f"{db}.items"}  # a back-fill
         with pytest.raises(JobStateError, match=f"the snapshot of {db}.items is running"):
-            job.snapshot_tables()
+            job.on_demand.snapshot()
         assert ended(job).finished.is_set()
         assert eventually(lambda: target()[6] == "streamed", 60)
         held = target()
         assert held[5] == "changed" and held[40] == "item 40" and 100 not in held  # only the rows id <= 10
         assert 8 in held and 30 in held  # (a back-fill cannot tell a row the source lacks from one it skips)
 
-        assert job.snapshot_tables() == (f"{db}.items",)  # a re-sync: every table of the job
+        assert list(job.on_demand.snapshot()) == [f"{db}.items"]  # a re-sync: every table of the job
         assert ended(job).finished.is_set()
         assert target() == source()  # 8 and 30, which the source lacks, are gone too
 
-        job.snapshot_tables()
-        assert job.cancel_snapshot() == (f"{db}.items",)
+        job.on_demand.snapshot()
+        assert job.on_demand.cancel("snapshot") == (f"{db}.items",)
         cancelled = ended(job)
         assert not cancelled.finished.is_set() and cancelled.status()[f"{db}.items"].phase == "cancelled"
     finally:
@@ -286,9 +286,9 @@ def test_verify_finds_rows_changed_behind_the_jobs_back_and_not_those_the_stream
 
         def verified() -> dict[str, TableCheck]:
             """Verify every table while the stream changes rows of every chunk; each table's check."""
-            assert job.verify_tables()[1] == (f"{db}.items",)
+            assert job.on_demand.verify()[1] == (f"{db}.items",)
             with pytest.raises(JobStateError, match=f"the verify of {db}.items is running"):
-                job.snapshot_tables()
+                job.on_demand.snapshot()
             verify = job.verify
             assert verify is not None
             rounds = 0
@@ -308,21 +308,21 @@ def test_verify_finds_rows_changed_behind_the_jobs_back_and_not_those_the_stream
         assert [(d.after, d.through, d.keys, d.sample) for d in differs.differences] == [
             (None, "30", 1, ("25",)), ("30", "60", 1, ("45",))]  # (a row the source lacks is found too)
         # A back-fill of the first chunk repairs it; a back-fill cannot remove the row the source lacks.
-        job.snapshot_tables([f"{db}.items"], differs.differences[0].where)
+        job.on_demand.snapshot([f"{db}.items"], differs.differences[0].where)
         repair = job.snapshot
         assert repair is not None and eventually(lambda: not repair.alive, 300) and repair.finished.is_set()
         assert [(d.after, d.keys) for d in verified()[f"{db}.items"].differences] == [("30", 1)]
         # A cancel, given before the verify could write its first signal (the signal table is locked meanwhile).
         with mariadb.connection(db) as locking, locking.cursor() as cursor:
             cursor.execute(f"LOCK TABLES {SIGNALS} WRITE")
-            job.verify_tables()
-            assert job.cancel_verify() == (f"{db}.items",)
+            job.on_demand.verify()
+            assert job.on_demand.cancel("verify") == (f"{db}.items",)
             cursor.execute("UNLOCK TABLES")
         cancelled = job.verify
         assert cancelled is not None and cancelled.ended.wait(120)
         assert cancelled.checks()[f"{db}.items"].phase == "cancelled" and job.state is JobState.RUNNING
         with pytest.raises(JobStateError, match="runs no verify"):
-            job.cancel_verify()
+            job.on_demand.cancel("verify")
     finally:
         job.shutdown()
 

@@ -1,6 +1,6 @@
 """The tables a job's rules take are found in the source as the stream would route them: a channel named for a
 table wins, then the first rule that matches; never the signal table, nor a system schema. Those whose targets
-hold a finished snapshot are left, and rules that merge tables into one target are not snapshotted yet."""
+hold a finished snapshot are left; a merged target's tables each keep their own progress in it."""
 
 from __future__ import annotations
 
@@ -78,8 +78,12 @@ def test_tables_whose_targets_hold_a_finished_snapshot_are_left_and_the_others_r
     settings = job(rule("shop.*", "lake.shop.{table}"), rule("shard_*.orders", "lake.all.orders"))
     found = rule_tables(FakeDb([*SOURCE, ("shop", "items")]), settings)  # type: ignore[arg-type]
     halfway = TableProgress("s1", "shop.orders", (100,), done=(40,), key=("id",))
+    shard = TableProgress("s1", "shard_2.orders", (9,), done=(3,), key=("id",))
     held = {"lake.shop.orders": {"shop.orders": halfway},
-            "lake.shop.users": {"shop.users": TableProgress("s1", "shop.users", (9,), done=(9,), key=("id",))}}
+            "lake.shop.users": {"shop.users": TableProgress("s1", "shop.users", (9,), done=(9,), key=("id",))},
+            # A merged target: one shard done, one halfway.
+            "lake.all.orders": {"shard_1.orders": TableProgress("s1", "shard_1.orders", (5,), (5,), ("id",)),
+                                "shard_2.orders": shard}}
     asked: list[str] = []
 
     def progress(target: str) -> dict[str, TableProgress]:
@@ -87,9 +91,11 @@ def test_tables_whose_targets_hold_a_finished_snapshot_are_left_and_the_others_r
         return held.get(target, {})
 
     tables = unfinished(found, progress)
-    assert [(t.name, t.progress) for t in tables] == [("shop.items", None), ("shop.orders", halfway)]
-    assert all(t.channel is not None and t.channel.target == f"lake.shop.{t.table}" for t in tables)
-    assert "lake.all.orders" not in asked, "a merging rule's target is not snapshotted: not read"
+    assert [(t.name, t.progress) for t in tables] == [("shard_2.orders", shard), ("shop.items", None),
+                                                      ("shop.orders", halfway)]
+    assert all(t.channel is not None and t.channel.target == held_in for t, held_in in
+               zip(tables, ["lake.all.orders", "lake.shop.items", "lake.shop.orders"]))
+    assert sorted(asked) == sorted(set(asked)), "each target is read once, a merged one too"
 
 
 def test_a_table_without_a_usable_key_is_left_to_the_stream_saying_why(monkeypatch):

@@ -1,4 +1,5 @@
-"""A table's snapshot progress survives its round trip through the target with every key type intact."""
+"""A table's snapshot progress survives its round trip through the target with every key type intact; a merged
+target's status adds its tables up."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import decimal
 
 import pytest
 
-from canalbridge.sync.snapshot.progress import ProgressFormatError, TableProgress, progress_from_json, progress_to_json
+from canalbridge.sync.snapshot.progress import (
+    ProgressFormatError,
+    SnapshotStatus,
+    TableProgress,
+    combined,
+    progress_from_json,
+    progress_to_json,
+)
 
 KEYS = [
     (1,), (-(2**63),), (2**64 - 1,),
@@ -77,3 +85,15 @@ def test_the_rows_landed_add_up_over_chunks_and_progress_stored_without_them_rea
     assert progress.rows == 78 and TableProgress.from_json(progress.to_json()) == progress
     earlier = '{"done": null, "key": ["id"], "last": [["int", "90"]], "snapshot": "snap-6", "table": "db.orders"}'
     assert TableProgress.from_json(earlier).rows == 0  # (as versions before the count wrote it)
+
+
+def test_a_merged_targets_snapshot_adds_its_tables_up_and_reads_until_the_last_is_done():
+    done = SnapshotStatus("finished", 2, 40, "(40)", "(40)", 100.0, 40, 40)
+    reading = SnapshotStatus("reading", 1, 20, "(20)", "(90)", 50.0, 20, 90, 1.4)
+    waiting = SnapshotStatus("waiting")
+    assert combined([done, reading]) == SnapshotStatus("reading", 3, 60, None, None, 150.0, 60, 130, 1.4)
+    assert combined([done, waiting]).phase == "reading", "a table is left"
+    assert combined([reading, waiting]).seconds_left is None, "no rate yet for the table still waiting"
+    assert combined([done, done]).phase == "finished" and combined([done, done]).seconds_left is None
+    assert combined([done, SnapshotStatus("cancelled")]).phase == "cancelled"
+    assert combined([done, SnapshotStatus("gone")]).phase == "finished", "a dropped shard leaves nothing to do"

@@ -281,19 +281,32 @@ def test_a_snapshot_that_only_looks_for_a_patterns_tables_and_fails_to_leaves_th
     assert played.events == []
 
 
-def test_a_patterns_table_dropped_before_its_turn_is_left_and_the_others_go_on(played, monkeypatch):
-    def table_key(db: object, schema: str, table: str, key: object) -> TableKey:
-        if table == "gone":
-            raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
-        return KEY
+def key_unless_gone(db: object, schema: str, table: str, key: object) -> TableKey:
+    """The source's answer for a table's key, where the table ``gone`` was dropped."""
+    if table == "gone":
+        raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
+    return KEY
 
-    monkeypatch.setattr(runner_module, "table_key", table_key)
+
+def test_a_patterns_table_dropped_before_its_turn_is_left_and_the_others_go_on(played, monkeypatch):
+    monkeypatch.setattr(runner_module, "table_key", key_unless_gone)
     rule = ChannelSettings("db.*", "lake.db.{table}", pattern=TablePattern("db.*"))
     made = replace(rule, source="db.gone", target="lake.db.gone", pattern=None, rule="db.*")
     assert run(played, tables=[], discover=lambda db: [SnapshotTable("db", "gone", channel=made),
                                                        SnapshotTable(*TABLE)]) == []
     status = played.runner.status()
     assert status["db.gone"].phase == "gone" and status["db.t"].phase == "finished"
+
+
+def test_the_shards_a_merged_target_takes_show_as_its_one_channel(played, monkeypatch):
+    monkeypatch.setattr(runner_module, "table_key", key_unless_gone)
+    rule = ChannelSettings("db.*", "lake.db.all", pattern=TablePattern("db.*"))
+    merged = replace(rule, pattern=None, rule="db.*", merged=True)
+    assert run(played, tables=[], discover=lambda db: [SnapshotTable("db", "gone", channel=merged),
+                                                       SnapshotTable(*TABLE, channel=merged)]) == []
+    shown = played.runner.channel_status()
+    assert list(shown) == ["db.*"], "one channel, named by its rule"
+    assert (shown["db.*"].phase, shown["db.*"].chunks, shown["db.*"].rows) == ("finished", 5, 10)
 
 
 def test_a_source_gone_for_longer_than_the_reconnect_attempts_pauses_the_job_naming_the_table(played):

@@ -159,6 +159,20 @@ def test_tables_and_channels_match_without_case_as_mysqls_names_may():
     assert window.state is WindowState.CLOSED
 
 
+def test_a_chunk_given_to_a_merged_targets_channel_lands_only_if_that_channel_did():
+    windows = Windows(("db", "canalbridge_signal"))
+    window = ChunkWindow("w1", ("shop_1", "orders"), ["id"])
+    windows.register(window)
+    windows.ready(window, CHUNK)
+    windows.signal(signal("w1", "open"), "txn-1")
+    assert windows.signal(signal("w1", "close"), "txn-1") == [window]
+    window.channel = "shop_*.orders"  # (as the Consumer records it: the rule names the shards' channel)
+    windows.landed("txn-1", {"shop_*.orders"})
+    assert window.state is WindowState.CLOSED, "its channel failed: the chunk is not in the target"
+    windows.landed("txn-1", {"shop_1.orders"})  # (no channel of that name: the table's is the rule's)
+    assert window.state is WindowState.LANDED
+
+
 def test_an_abort_while_the_next_chunk_is_read_replays_both_windows_each_noting_its_own_keys():
     # w1 is closed and commits while w2 (the next chunk of the table) is open and read; the transaction that
     # carries w1 is aborted, and the replay routes again from before w1's close signal.
