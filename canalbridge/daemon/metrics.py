@@ -40,6 +40,9 @@ class JobCollector(Collector):
         counters = {name: CounterMetricFamily(f"canalbridge_{name}", help_text, labels=["job"]) for name, help_text in (
             ("batches", "Canal batches taken"), ("commits", "Transactions committed"),
             ("rollbacks", "Transactions rolled back"), ("retries", "Retries after a failed transaction"))}
+        lost = CounterMetricFamily("canalbridge_source_connections_lost",
+                                   "Times the connection to Canal or Kafka failed mid-conversation (then reopened)",
+                                   labels=["job"])
         lag = GaugeMetricFamily("canalbridge_lag_seconds", "Now minus the execute time of the ack position",
                                 labels=["job"])
         state = GaugeMetricFamily("canalbridge_job_state", "1 for the job's current state", labels=["job", "state"])
@@ -73,12 +76,13 @@ class JobCollector(Collector):
             stats = job.stats
             for name, family in counters.items():
                 family.add_metric([job.name], getattr(stats, name))
+            lost.add_metric([job.name], job.receiver_stats.connections_lost)
             ack = job.acks.position
             if ack is not None and ack.execute_time_ms:
                 lag.add_metric([job.name], max(now_ms - ack.execute_time_ms, 0) / 1000)
             for candidate in JobState:
                 state.add_metric([job.name, candidate.value], 1.0 if job.state is candidate else 0.0)
-        yield from (received, written, *counters.values(), lag, state, *kafka.values(), copies, snapshot_rows,
+        yield from (received, written, *counters.values(), lost, lag, state, *kafka.values(), copies, snapshot_rows,
                     snapshot_done, *snapshot_gauges.values())
 
 

@@ -14,7 +14,7 @@ from canalbridge.daemon.config import Config
 from canalbridge.daemon.status import snapshot_line
 
 POLL_S = 1.0  # how often the progress is asked for
-ENDED = ("finished", "cancelled")
+ENDED = ("finished", "cancelled", "gone")  # (gone: a pattern's table dropped meanwhile)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

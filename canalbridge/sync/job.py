@@ -42,7 +42,7 @@ from canalbridge.sync.snapshot.runner import SnapshotRunner
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.stats import ConsumerStats
+from canalbridge.sync.stats import ConsumerStats, ReceiverStats
 
 log = structlog.get_logger("canalbridge.job")
 
@@ -73,6 +73,7 @@ class SyncJob:
         self.committed = CommittedPositions()
         self.acks = AckState()
         self.stats = ConsumerStats()
+        self.receiver_stats = ReceiverStats()
         self._sinks: dict[str, ChannelSink] = {}
         self._record = JobRecord(self.name, JobState.PENDING, self._channel_records(), create_time_ms=_now_ms())
         self._run: JobRun | None = None
@@ -104,7 +105,7 @@ class SyncJob:
                                     f"({', '.join(busy)}): a commit hangs in the target")
             run = JobRun(self.settings, self._sink_for, self.committed, self.acks, self.stats, self._fail,
                          lambda: self._notify(transition=False), self.windows, self._snapshot,
-                         self._snapshot_finished if self.snapshot_only else None)
+                         self._snapshot_finished if self.snapshot_only else None, self.receiver_stats)
             try:
                 run.start()
             except Exception as exc:  # a target that cannot be opened: this job cannot run
@@ -270,8 +271,10 @@ class SyncJob:
         verify = verifier.checks() if verifier is not None else {}
         known = {c.source: c for c in self._record.channels}
         made = [channel.settings for channel in live]
-        # A rule's tables being snapshotted show before the stream (or their first chunk) opens their channels.
-        made += [table.channel for table in (runner.tables if runner is not None else ())
+        # A rule's tables being snapshotted or verified show before the stream (or a first chunk) opens their
+        # channels.
+        made += [table.channel for table in (runner.tables if runner is not None else ()) if table.channel is not None]
+        made += [table.channel for table in (verifier.tables if verifier is not None else ())
                  if table.channel is not None]
         for settings in made:
             if settings.source not in known:

@@ -33,7 +33,7 @@ from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.source import SourceLink
-from canalbridge.sync.stats import ConsumerStats
+from canalbridge.sync.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.job")
@@ -66,6 +66,7 @@ class JobRun:
         windows: Windows | None = None,
         snapshot: SnapshotSource | None = None,
         on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None,
+        receiver_stats: ReceiverStats | None = None,
     ) -> None:
         self.settings = settings
         self._windows = windows
@@ -78,6 +79,7 @@ class JobRun:
         self._committed = committed
         self._acks = acks
         self._stats = stats
+        self._receiver_stats = receiver_stats
         self._on_failure = on_failure
         self._on_commit = on_commit
         self._stop = threading.Event()
@@ -103,7 +105,7 @@ class JobRun:
         self._link = self._new_link()
         self._workers = [
             Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
-                     debug=settings.debug),
+                     debug=settings.debug, stats=self._receiver_stats),
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
                      on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
                      windows=self._windows),

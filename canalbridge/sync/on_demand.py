@@ -83,7 +83,8 @@ class OnDemand:
             if self._source is None or self._source.comparer is None:
                 raise JobStateError(f"job {self.name}: verify compares targets through Spark, which this job's "
                                     "sinks do not use")
-            runner = run.start_verify([VerifyTable(c.schema, c.table, c.channel.target, c.channel.key)
+            runner = run.start_verify([VerifyTable(c.schema, c.table, c.channel.target, c.channel.key,
+                                                   c.channel if c.channel.rule is not None else None)
                                        for c in chosen])
         names = tuple(c.name for c in chosen)
         self._log.info("job.verify_started", tables=list(names), verify=runner.verify_id)

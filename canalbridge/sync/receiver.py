@@ -21,6 +21,7 @@ from canalbridge.sync.errors import ReceiverGaveUp, SyncError
 from canalbridge.sync.retry import Stopping, retrying
 from canalbridge.sync.settings import RetrySettings
 from canalbridge.sync.source import ReceiverSide
+from canalbridge.sync.stats import ReceiverStats
 from canalbridge.sync.worker import Worker
 
 log = structlog.get_logger("canalbridge.receiver")
@@ -32,7 +33,8 @@ class Receiver(Worker):
     """Owns the thread that fills the link's queue."""
 
     def __init__(self, job: str, link: ReceiverSide, reconnect: RetrySettings, stop: threading.Event,
-                 on_failure: Callable[[SyncError], None], *, debug: bool = False) -> None:
+                 on_failure: Callable[[SyncError], None], *, debug: bool = False,
+                 stats: ReceiverStats | None = None) -> None:
         super().__init__(f"receiver-{job}", stop)
         self.link = link
         self.reconnect = reconnect
@@ -40,6 +42,7 @@ class Receiver(Worker):
         self._on_failure = on_failure
         self._log = log.bind(job=job, source=link.description)
         self.batches_received = 0
+        self.stats = stats if stats is not None else ReceiverStats()
 
     def _run(self) -> None:
         try:
@@ -67,6 +70,7 @@ class Receiver(Worker):
             if self._stop.is_set():
                 raise Stopping() from exc
             self._log.warning("receiver.connection_failed", error=str(exc))
+            self.stats.connections_lost += 1
             self.link.disconnect()
             return
         if received:

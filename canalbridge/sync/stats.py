@@ -1,4 +1,4 @@
-"""What a job's Consumer counts, for status and metrics."""
+"""What a job's Consumer and Receiver count, for status and metrics."""
 
 from __future__ import annotations
 
@@ -31,3 +31,10 @@ class ConsumerStats:
         self.commits += 1
         self.last_commit_time_ms = int(time.time() * 1000)
         self.last_commit_seconds = seconds
+
+
+@dataclass
+class ReceiverStats:
+    """Counters of a job's Receiver, for metrics; written by the Receiver thread only (they outlive a run)."""
+
+    connections_lost: int = 0  # times the source's connection failed mid-conversation (then it reconnects)

@@ -155,9 +155,9 @@ class SnapshotStatus:
 
 
 def combined(statuses: Sequence[SnapshotStatus]) -> SnapshotStatus:
-    """The snapshot of a target that several tables merge into (shards), as one status: their chunks, rows and
-    rates added up; ``reading`` while any table is left, once one began. Key bounds are the tables' own, so it
-    has none; the rows and time left only when every table left has an estimate."""
+    """The snapshot of a target that several tables merge into (shards), as one status: their chunks and rows
+    added up, the rate of those being read; ``reading`` while any table is left, once one began. Key bounds are
+    the tables' own, so it has none; the rows and time left only when every table left has an estimate."""
     phases = {status.phase for status in statuses}
     if len(phases) == 1:
         phase = phases.pop()
@@ -166,7 +166,8 @@ def combined(statuses: Sequence[SnapshotStatus]) -> SnapshotStatus:
     else:
         phase = "cancelled" if "cancelled" in phases else "finished"
     left = [status for status in statuses if status.phase in ("reading", "waiting")]
-    rates = [status.rows_per_second for status in statuses if status.rows_per_second is not None]
+    # (The shards are read one after the other: the rate is the one being read's, not a done one's.)
+    rates = [status.rows_per_second for status in left if status.rows_per_second is not None]
     estimates = [status.rows_estimate for status in statuses]
     seconds = [status.seconds_left for status in left]
     return SnapshotStatus(

@@ -183,9 +183,7 @@ class SnapshotRunner(CancellableWorker):
                     except SourceDbAccessError as exc:
                         if each.channel is None or not exc.missing:
                             raise
-                        # A pattern's tables come and go (a day's log table dropped): its rows went with it.
-                        self._status = {**self._status, each.name: SnapshotStatus("gone")}
-                        self._log.warning("snapshot.table_gone", table=each.name, error=exc.reason)
+                        self._dropped(each, exc)
             except _Stopped:
                 if self._stop.is_set():
                     raise
@@ -206,6 +204,11 @@ class SnapshotRunner(CancellableWorker):
             self.tables = (*self.tables, *more)
         self._log.info("snapshot.tables_found", tables=[table.name for table in more])
 
+    def _dropped(self, table: SnapshotTable, exc: SourceDbAccessError) -> None:
+        """A pattern's table was dropped (they come and go: a day's log table): its rows went with it."""
+        self._status = {**self._status, table.name: SnapshotStatus("gone")}
+        self._log.warning("snapshot.table_gone", table=table.name, error=exc.reason)
+
     def _ended(self) -> None:
         if self._on_finished is not None:
             self._on_finished(self)
@@ -213,7 +216,13 @@ class SnapshotRunner(CancellableWorker):
     def _announce_all(self, db: SourceDb, signals: SignalTable) -> None:
         """Plan each table's new snapshot (its last key now) and land that progress, no row yet."""
         for table in self.tables:
-            key = table_key(db, table.schema, table.table, table.key)
+            try:
+                key = table_key(db, table.schema, table.table, table.key)
+            except SourceDbAccessError as exc:
+                if table.channel is None or not exc.missing:
+                    raise
+                self._dropped(table, exc)  # (dropped since it was asked for)
+                continue
             last = ChunkPlanner(db, key, self.settings.chunk_rows, table.where).last_key()
             progress = TableProgress(self.snapshot_id, table.name, last, key=key.names, where=table.where)
             self._land_mark(db, signals, table, key, progress)
@@ -237,6 +246,9 @@ class SnapshotRunner(CancellableWorker):
                                 progress if progress.last is None else progress.advanced(progress.last))
             except SourceDbError as exc:
                 self._log.warning("snapshot.cancel_unmarked", table=table.name, error=str(exc))
+                # (This run reads it no more either way; unmarked, the next start takes it up.)
+                gone = isinstance(exc, SourceDbAccessError) and exc.missing and table.channel is not None
+                self._status[table.name] = replace(before, phase="gone" if gone else "cancelled", seconds_left=None)
                 continue
             cancelled.append(table.name)
             self._status[table.name] = replace(before, phase="cancelled", done=key_text(progress.done),

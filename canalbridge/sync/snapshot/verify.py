@@ -49,7 +49,7 @@ from canalbridge.source_db import (
     table_key,
 )
 from canalbridge.sync.errors import SnapshotError
-from canalbridge.sync.settings import SnapshotSettings
+from canalbridge.sync.settings import ChannelSettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.source import Differing, ReadRows, SnapshotSource, TargetComparer
 from canalbridge.sync.snapshot.window import ChunkWindow, WindowState
@@ -96,12 +96,15 @@ class TableCheck:
 
 @dataclass(frozen=True)
 class VerifyTable:
-    """A table to verify: ``schema.table``, its channel's ``key`` (None: the primary key) and ``target``."""
+    """A table to verify: ``schema.table``, its channel's ``key`` (None: the primary key) and ``target``;
+    ``channel``: for a table a pattern takes, the channel the pattern makes for it (status shows the check there
+    even when the stream has not opened it)."""
 
     schema: str
     table: str
     target: str
     key: tuple[str, ...] | None = None
+    channel: ChannelSettings | None = None
 
     @property
     def name(self) -> str:

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.real, pytest.mark.spark]
 DB = "snaprules"
 SIGNALS = "canalbridge_signal"
 USER, PASSWORD = "snaprules_user", "snaprules-secret"
-ROWS = {"t_a": 70, "t_b": 45, "other": 5}  # before Canal's start position: only a snapshot brings them
+ROWS = {"t_a": 40, "t_b": 30, "other": 5}  # before Canal's start position: only a snapshot brings them
 SHARDS = {f"{DB}_s1": 30, f"{DB}_s2": 25}  # each with an `orders` table, keys 1..n in both
 
 
@@ -92,8 +92,8 @@ def test_the_tables_a_rule_takes_are_snapshotted_while_the_stream_runs(canal, ma
         while not runner.finished.wait(0.1) and runner.alive:  # (paced by the snapshot: its chunks commit)
             rounds += 1
             # (Keys added within a bound: a table that grows all the while would be read all the while.)
-            mariadb.execute(f"UPDATE t_a SET name = 'changed {rounds}' WHERE id = {rounds % 70 + 1}",
-                            f"DELETE FROM t_b WHERE id = {rounds % 15 + 1}",  # (16-45 stay for the snapshot)
+            mariadb.execute(f"UPDATE t_a SET name = 'changed {rounds}' WHERE id = {rounds % 40 + 1}",
+                            f"DELETE FROM t_b WHERE id = {rounds % 15 + 1}",  # (16-30 stay for the snapshot)
                             f"REPLACE INTO t_b VALUES ({1000 + rounds % 20}, 'new {rounds}')",
                             # (The same keys in both shards: the target tells them apart by schema.)
                             f"UPDATE {DB}_s1.orders SET name = 'changed {rounds}' WHERE id = {rounds % 30 + 1}",
@@ -120,18 +120,21 @@ def test_the_tables_a_rule_takes_are_snapshotted_while_the_stream_runs(canal, ma
         # Rows changed behind the job's back (out of the binlog): a verify of a pattern's table finds them, and
         # a re-sync of such tables (named as the source spells them, or not) and of a merged shard repairs them.
         mariadb.execute("SET sql_log_bin = 0", "DELETE FROM t_a WHERE id = 5",
-                        "UPDATE t_b SET name = 'behind' WHERE id = 40",
+                        "UPDATE t_b SET name = 'behind' WHERE id = 25",
                         f"UPDATE {DB}_s1.orders SET name = 'behind' WHERE id = 3", database=DB)
         again.on_demand.verify([f"{DB}.t_b"])
         verify = again.verify
         assert verify is not None and eventually(lambda: not verify.running, 120)
         assert verify.checks()[f"{DB}.t_b"].phase == "differs", verify.checks()
+        # (Shown on the pattern's channel for the table, though nothing streamed has opened it in this run.)
+        shown = {channel.source: channel for channel in again.record().channels}[f"{DB}.t_b"]
+        assert shown.verify is not None and shown.verify.phase == "differs"
         with pytest.raises(JobStateError, match="shares its target with the other tables its pattern merges"):
             again.on_demand.verify([f"{DB}_s1.orders"])
         with pytest.raises(KeyError, match="nor does any of its patterns take such a table"):
             again.on_demand.snapshot([f"{DB}.other"])
-        shown = again.on_demand.snapshot([f"{DB}.T_A", f"{DB}.t_b", f"{DB}_s1.orders"])
-        assert shown == {f"{DB}.t_a": f"{DB}.t_a", f"{DB}.t_b": f"{DB}.t_b", f"{DB}_s1.orders": shards.source}
+        started = again.on_demand.snapshot([f"{DB}.T_A", f"{DB}.t_b", f"{DB}_s1.orders"])
+        assert started == {f"{DB}.t_a": f"{DB}.t_a", f"{DB}.t_b": f"{DB}.t_b", f"{DB}_s1.orders": shards.source}
         resync = again.snapshot
         assert resync is not None and eventually(lambda: not resync.alive, 120)
         assert resync.finished.is_set() and again.state is JobState.RUNNING, again.fail_message

@@ -9,13 +9,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 from canalbridge.daemon.metrics import JobCollector
 from canalbridge.sync.job import JobState
 from canalbridge.sync.snapshot.progress import SnapshotStatus
-from canalbridge.sync.stats import ConsumerStats
+from canalbridge.sync.stats import ConsumerStats, ReceiverStats
 
 
 def scrape(*statuses: tuple[str, SnapshotStatus]) -> str:
     runner = SimpleNamespace(status=lambda: dict(statuses))
     job = SimpleNamespace(name="shop", record=lambda: SimpleNamespace(partitions=()), channels=[], snapshot=runner,
-                          stats=ConsumerStats(), acks=SimpleNamespace(position=None), state=JobState.RUNNING)
+                          stats=ConsumerStats(), receiver_stats=ReceiverStats(connections_lost=2),
+                          acks=SimpleNamespace(position=None), state=JobState.RUNNING)
     registry = CollectorRegistry()
     registry.register(JobCollector(lambda: [job]))  # type: ignore[list-item]
     return generate_latest(registry).decode()
@@ -34,3 +35,7 @@ def test_each_snapshotted_table_shows_its_rows_its_estimate_its_rate_and_the_tim
         assert line in text, text
     assert 'canalbridge_snapshot_seconds_left{job="shop",table="shop.items"}' not in text
     assert 'canalbridge_snapshot_rows_estimate{job="shop",table="shop.items"}' not in text
+
+
+def test_the_connections_to_the_source_that_were_lost_are_counted():
+    assert 'canalbridge_source_connections_lost_total{job="shop"} 2.0' in scrape()

@@ -91,7 +91,8 @@ def test_a_merged_targets_snapshot_adds_its_tables_up_and_reads_until_the_last_i
     done = SnapshotStatus("finished", 2, 40, "(40)", "(40)", 100.0, 40, 40)
     reading = SnapshotStatus("reading", 1, 20, "(20)", "(90)", 50.0, 20, 90, 1.4)
     waiting = SnapshotStatus("waiting")
-    assert combined([done, reading]) == SnapshotStatus("reading", 3, 60, None, None, 150.0, 60, 130, 1.4)
+    assert combined([done, reading]) == SnapshotStatus("reading", 3, 60, None, None, 50.0, 60, 130, 1.4), (
+        "the rate of the shard being read, not the finished one's too")
     assert combined([done, waiting]).phase == "reading", "a table is left"
     assert combined([reading, waiting]).seconds_left is None, "no rate yet for the table still waiting"
     assert combined([done, done]).phase == "finished" and combined([done, done]).seconds_left is None

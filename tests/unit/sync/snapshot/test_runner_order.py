@@ -298,6 +298,15 @@ def test_a_patterns_table_dropped_before_its_turn_is_left_and_the_others_go_on(p
     assert status["db.gone"].phase == "gone" and status["db.t"].phase == "finished"
 
 
+def test_a_patterns_table_dropped_before_its_resync_began_is_left_and_the_others_go_on(played, monkeypatch):
+    monkeypatch.setattr(runner_module, "table_key", key_unless_gone)
+    rule = ChannelSettings("db.*", "lake.db.{table}", pattern=TablePattern("db.*"))
+    made = replace(rule, source="db.gone", target="lake.db.gone", pattern=None, rule="db.*")
+    assert run(played, announce=True, tables=[SnapshotTable("db", "gone", channel=made), SnapshotTable(*TABLE)]) == []
+    status = played.runner.status()
+    assert status["db.gone"].phase == "gone" and status["db.t"].phase == "finished"
+
+
 def test_the_shards_a_merged_target_takes_show_as_its_one_channel(played, monkeypatch):
     monkeypatch.setattr(runner_module, "table_key", key_unless_gone)
     rule = ChannelSettings("db.*", "lake.db.all", pattern=TablePattern("db.*"))
