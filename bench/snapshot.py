@@ -14,7 +14,11 @@ snapshot brings them); then, in the same run:
    into a new Iceberg table in one ``INSERT``), on the Spark the snapshot
    warmed; beside the snapshot's warm rate (from its first chunk landed on);
 4. with ``--write-rate``, a second table of the same size is snapshotted while
-   a process writes that many row changes/s into it (the stream busy).
+   a process writes that many row changes/s into it (the stream busy);
+5. with ``--parts``, where a chunk's time goes: for the first chunks of the
+   table, one after the other on an idle machine, the read as the snapshot
+   reads and holds it, its insert into an Iceberg table converted as the
+   writer converts it, and beside them Spark's copy of the same keys.
 
 Each target is checked against MariaDB (rows and two column sums). Prints
 progress every few seconds, one JSON line per run, then a summary line.
@@ -33,21 +37,27 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bench import sql_workload
 from bench.common import local_spark_settings, rss_mb
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.source_db import SourceDb
+from canalbridge.source_db import ChunkPlanner, SourceDb, table_columns, table_key
+from canalbridge.source_db.chunks import chunk_predicate
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.snapshot.chunking import groups, source_columns
 from canalbridge.sync.snapshot.source import SnapshotSource
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.sink import make_sink
+from spark_sink.types import convert
 from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 DB = "snapbench"
 SIGNALS = "canalbridge_signal"
@@ -159,6 +169,52 @@ def spark_copy(mariadb: MariaDBServer, args: argparse.Namespace, table: str, row
             "rows_per_second": round(rows / seconds), "target_matches_mariadb": count == rows}
 
 
+def parts(mariadb: MariaDBServer, args: argparse.Namespace, table: str) -> dict[str, Any]:
+    """Seconds per chunk (``chunk_rows`` x ``parallelism`` keys) of each part of a snapshot's work, one part after
+    the other: the read held as a snapshot holds it (one Spark job reads, holds and counts), then its insert,
+    converted as the writer converts a chunk, into an Iceberg table; beside them Spark's own copy of the same
+    keys (its types, one insert). The means leave the first chunk out (Spark warming up)."""
+    from pyspark.sql import functions as F
+
+    spark = get_spark(local_spark_settings(args.root))
+    source = JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)
+    reader = SparkChunkReader(lambda: spark, source)
+    with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db:
+        key = table_key(db, DB, table)
+        columns = source_columns(table_columns(db, key.schema, key.table), key)
+        chunks = list(groups(ChunkPlanner(db, key, args.chunk_rows).ranges(), args.parallelism))[:args.parts]
+    target, copy = f"lake.{DB}.{table}_parts", f"lake.{DB}.{table}_parts_copy"
+    measured: list[tuple[float, float, float]] = []
+    for number, ranges in enumerate(chunks, 1):
+        started = time.perf_counter()
+        read = reader.read(key, columns, ranges)
+        held = time.perf_counter()
+        typed = cast("DataFrame", read.handle).select(*[
+            convert(F.col(f"c{index}"), column.mysql_type).alias(column.name) for index, column in enumerate(columns)])
+        if number == 1:
+            for name in (target, copy):
+                spark.sql(f"DROP TABLE IF EXISTS {name}")
+            typed.limit(0).writeTo(target).using("iceberg").create()
+        typed.writeTo(target).append()
+        inserted = time.perf_counter()
+        reader.release(read.handle)
+        frame = spark.read.jdbc(source.url, key.sql_table, predicates=[chunk_predicate(key.columns, r) for r in ranges],
+                                properties=source.properties())
+        if number == 1:
+            frame.limit(0).writeTo(copy).using("iceberg").create()
+        frame.writeTo(copy).append()
+        copied = time.perf_counter()
+        measured.append((held - started, inserted - held, copied - inserted))
+        print(f"parts of chunk {number} ({read.count:,} rows): read and hold {measured[-1][0]:.2f} s, insert "
+              f"{measured[-1][1]:.2f} s; Spark's copy {measured[-1][2]:.2f} s", flush=True)
+    warm = measured[1:] or measured
+    read_s, insert_s, copy_s = (sum(m[part] for m in warm) / len(warm) for part in range(3))
+    return {"run": "parts", "chunk_keys": args.chunk_rows * args.parallelism, "chunks": len(warm),
+            "read_and_hold_s": round(read_s, 2), "insert_s": round(insert_s, 2),
+            "snapshot_parts_s": round(read_s + insert_s, 2), "spark_copy_s": round(copy_s, 2),
+            "parts_share_of_copy": round(copy_s / (read_s + insert_s), 3)}
+
+
 def _start_writer(mariadb: MariaDBServer, table: str, rows: int, rate: float) -> Any:
     context = multiprocessing.get_context("spawn")  # never fork a process that runs a JVM bridge
     process = context.Process(target=_write, args=(mariadb.connect_arguments(DB), table, rows, rate),
@@ -192,6 +248,8 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="commit interval, seconds")
     parser.add_argument("--write-rate", type=float, default=0,
                         help="also snapshot a second table while this many row changes/s go into it")
+    parser.add_argument("--parts", type=int, default=0,
+                        help="also time the parts of this many chunks, one after the other (5.)")
     parser.add_argument("--log-level", default="warning",
                         help="the daemon's log level (info: each chunk's read and wait, in seconds)")
     parser.add_argument("--root", default=None, help="where MariaDB, Canal and the warehouse live (default: a "
@@ -221,6 +279,8 @@ def main() -> None:
                     print(json.dumps(results[-1]), flush=True)
             results.append(spark_copy(mariadb, args, "events", args.rows))
             print(json.dumps(results[-1]), flush=True)
+            if args.parts:
+                print(json.dumps(parts(mariadb, args, "events")), flush=True)
         stop_spark()
     idle = next(r for r in results if r["run"] == "snapshot")
     copy = results[-1]["rows_per_second"]

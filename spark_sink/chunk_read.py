@@ -1,7 +1,7 @@
-"""A snapshot's chunk read from the source over JDBC: one Spark partition per key range, as Canal's text.
+"""A snapshot's chunk read from the source over JDBC: one Spark partition per key range, as the stream's rows.
 
-Spark's JDBC source runs ``SELECT ... FROM (the columns as Canal's text,
-:mod:`spark_sink.source_text`) WHERE <key range>`` once per range, each on
+Spark's JDBC source runs ``SELECT ... FROM (the columns as the stream's
+conversion takes them, :mod:`spark_sink.source_text`) WHERE <key range>`` once per range, each on
 its own connection, so the ranges of one read are read in parallel (a
 cluster's executors each read theirs). ``partitionColumn``/``lowerBound``
 would only set strides, never filter: the ranges are given as predicates.
@@ -75,7 +75,7 @@ class JdbcSource:
 def read_chunk(spark: SparkSession, source: JdbcSource, key: TableKey, columns: Sequence[tuple[str, str]],
                ranges: Sequence[KeyRange], where: str | None = None) -> DataFrame:
     """The rows of ``key``'s table in ``ranges`` (one partition each) that ``where`` takes (a checked filter;
-    None: all), as columns ``c0``... of Canal's text for ``columns`` (name, MySQL type), in that order."""
+    None: all), as columns ``c0``... for ``columns`` (name, MySQL type), in that order."""
     prefix = _text_prefix([name for name, _ in columns])
     texts = ", ".join(f"{source_select(name, mysql_type)} AS {prefix}{index}"
                       for index, (name, mysql_type) in enumerate(columns))
@@ -107,7 +107,9 @@ class SparkChunkReader:
             return ReadRows(empty, 0)
         frame = read_chunk(self._spark(), self.source, key, [(c.name, c.mysql_type) for c in columns], ranges,
                            where)
-        held = frame.localCheckpoint(eager=True)
+        # Lazy: the count is the read, one Spark job that reads, holds and counts (an eager checkpoint reads in a
+        # job of its own, and the count would be a second).
+        held = frame.localCheckpoint(eager=False)
         return ReadRows(held, held.count())
 
     def release(self, rows: object) -> None:

@@ -23,12 +23,13 @@ class ReadRows:
 
 
 class ChunkReader(Protocol):
-    """Reads a chunk of a table as the text Canal would send for its rows."""
+    """Reads a chunk of a table as the stream's rows are converted: Canal's text, or the value where the reader
+    reads it as the value that conversion gives."""
 
     def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
              where: str | None = None) -> ReadRows:
         """The rows of ``key``'s table in ``ranges`` that ``where`` takes (None: all), each as its ``columns``'
-        values (Canal's text); no range: none."""
+        values; no range: none."""
 
     def release(self, rows: object) -> None:
         """Drop what :meth:`read` holds, once its chunk landed (or was given up)."""

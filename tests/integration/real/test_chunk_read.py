@@ -11,7 +11,8 @@ import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as pb
 from canalbridge.source_db import ChunkPlanner, KeyRange, SourceDb, table_columns, table_key
-from spark_sink.chunk_read import JdbcSource, read_chunk
+from canalbridge.sync.changes import SourceColumn
+from spark_sink.chunk_read import JdbcSource, SparkChunkReader, read_chunk
 from spark_sink.types import convert
 from tests.infra.canal_server import CanalDestination
 from tests.integration.real.entries import fetch_until, row_change
@@ -124,3 +125,23 @@ def test_a_select_limit_the_server_sets_for_every_session_cuts_no_read_short(spa
         assert chunk.count() == rows
     finally:
         mariadb.execute("SET GLOBAL sql_select_limit = DEFAULT")
+
+
+def test_a_chunk_once_read_is_held_and_never_read_from_the_source_again(spark, mariadb, written):
+    """A chunk lands as it was read between its watermarks: a change of the source after the read (the stream
+    brings that one) does not reach the rows the reader holds, however often Spark computes them."""
+    mariadb.execute("CREATE TABLE held (id INT PRIMARY KEY, note VARCHAR(8))",
+                    "INSERT INTO held VALUES (1, 'before'), (2, 'before')", database=DB)
+    with SourceDb(mariadb.host, mariadb.port, USER, PASSWORD) as db:
+        key = table_key(db, DB, "held")
+    reader = SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD))
+    columns = [SourceColumn("id", "int(11)", 4, True), SourceColumn("note", "varchar(8)", 12, False)]
+    read = reader.read(key, columns, [KeyRange(None, None)])
+    assert read.count == 2
+    mariadb.execute("UPDATE held SET note = 'after'", "INSERT INTO held VALUES (3, 'after')", database=DB)
+    try:
+        held = read.handle
+        assert sorted(tuple(row) for row in held.collect()) == [(1, "before"), (2, "before")]
+        assert held.count() == 2
+    finally:
+        reader.release(read.handle)

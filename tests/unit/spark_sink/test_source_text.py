@@ -9,8 +9,16 @@ from spark_sink.types import UnsupportedTypeError
 
 
 @pytest.mark.parametrize(("mysql_type", "sql"), [
-    ("int(11)", "CAST(`c` AS CHAR)"),
+    ("int(11)", "`c`"),  # the driver's value is the converted value: no text on the wire
+    ("bigint(20) unsigned", "`c`"),
+    ("decimal(12,2)", "`c`"),
+    ("varchar(32)", "`c`"),
+    ("tinyint(1)", "CAST(`c` AS CHAR)"),  # the driver's TINYINT(1) is a boolean
+    ("year", "CAST(`c` AS CHAR)"),  # its YEAR a date
+    ("char(8)", "CAST(`c` AS CHAR)"),  # Spark pads a CHAR read as such to its length
+    ("decimal(65,30)", "CAST(`c` AS CHAR)"),  # kept as Canal's text: wider than Iceberg's decimals
     ("datetime(6)", "CAST(`c` AS CHAR)"),
+    ("json", "CAST(`c` AS CHAR)"),
     ("enum('a','b')", "CAST(`c` + 0 AS CHAR)"),  # Canal sends the index
     ("set('a','b')", "CAST(`c` + 0 AS CHAR)"),  # the bit mask
     ("bit(12)", "CAST(`c` + 0 AS CHAR)"),
@@ -20,7 +28,7 @@ from spark_sink.types import UnsupportedTypeError
     ("blob", "`c`"),
     ("geometry", "`c`"),
 ])
-def test_each_type_is_selected_as_canal_renders_it_or_as_its_value(mysql_type, sql):
+def test_each_type_is_selected_as_its_value_or_as_canal_renders_it(mysql_type, sql):
     assert source_select("c", mysql_type) == sql
 
 
