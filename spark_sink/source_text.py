@@ -21,7 +21,7 @@ how it differs:
 | varbinary, blob, geometry | the bytes as ISO-8859-1 text | Canal's one char per byte |
 | decimal wider than 38 digits | MySQL's text less an all-zero last digit group | stored as text; Canal drops it |
 | timestamp | text in UTC (the session's zone) | Canal renders it in its JVM zone, UTC |
-| date, datetime, time, json | text | zero dates, zones and JSON's layout stay Canal's |
+| date, datetime, time, MySQL's json | text | zero dates, zones, JSON's layout (MariaDB's JSON: longtext) |
 
 The JDBC connection uses the server's binary protocol (server-side
 prepared statements), so a FLOAT or DOUBLE reaches Spark as the value

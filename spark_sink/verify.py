@@ -52,7 +52,7 @@ class SparkComparer:
         spark = self._spark()
         make_active(spark)  # (this thread's casts with the session's settings, ANSI on, as a writer's)
         table = TargetTable(spark, target)
-        source: DataFrame = rows  # type: ignore[assignment]  # (the chunk reader's handle: c0... as text)
+        source: DataFrame = rows  # type: ignore[assignment]  # (the chunk reader's handle: c0..., spark_sink.source_text)
         typed = [convert(F.col(f"c{index}"), column.mysql_type).alias(column.name)
                  for index, column in enumerate(columns)]
         source = source.select(*typed)

@@ -353,8 +353,8 @@ class IcebergWriter:
 
     def _chunk_rows(self, chunk: ChunkBatch, batch: Layout) -> DataFrame:
         """A chunk's rows as typed columns ``c0``... of ``batch``'s target columns (the source's, then the
-        ``origin`` values), without the keys its window noted. Keys compare typed, not as text: a chunk's text
-        is read from the source, not sent by Canal, and only the typed values are sure to be equal."""
+        ``origin`` values), without the keys its window noted. Keys compare typed, not as text: a chunk's values
+        are read from the source, not sent by Canal, and only the typed values are sure to be equal."""
         from pyspark.sql import functions as F
 
         width = len(batch.target_columns)

@@ -109,7 +109,8 @@ class ChunkBatch:
 
     ``rows`` is the writer's own handle on the chunk's rows (see
     :class:`~canalbridge.sync.snapshot.window.SnapshotChunk`): the source
-    columns' Canal text, to which each row adds the ``origin`` values (a
+    columns' values as the stream's conversion takes them (Canal's text,
+    or the value itself), to which each row adds the ``origin`` values (a
     merged target's columns that record its source). Each row goes in as the
     row of its key, except the keys in ``dropped`` (Canal's text, in the
     order of ``key_indexes``): the stream changed them while the chunk was

@@ -1,6 +1,6 @@
 """Where a job's snapshot and verify meet the source and the targets: the source database's connections, the
-chunk reader (the rows, read as Canal's text) and the comparer of a target with rows read. The daemon makes
-them from the job's ``[job.snapshot]`` and its Spark session; the tests, from fakes."""
+chunk reader (the rows, read as the stream's conversion takes them) and the comparer of a target with rows
+read. The daemon makes them from the job's ``[job.snapshot]`` and its Spark session; the tests, from fakes."""
 
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ class TargetComparer(Protocol):
     def differing(self, target: str, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
                   rows: object, noted: Callable[[], frozenset[CanalKey]], sample: int) -> Differing:
         """The keys in ``ranges`` whose row in ``target`` differs from its row in ``rows`` (a reader's handle:
-        ``columns``' values as Canal's text), or is in one and not the other, leaving out the keys ``noted()``
-        gives. ``noted`` is called once the target's state to compare is fixed (every change that state holds
-        since the window opened is noted by then)."""
+        ``columns``' values as the stream's conversion takes them), or is in one and not the other, leaving out
+        the keys ``noted()`` gives. ``noted`` is called once the target's state to compare is fixed (every change
+        that state holds since the window opened is noted by then)."""
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,8 @@ class SnapshotChunk:
     """A chunk's rows as read between its window's signals, for the channel of its table.
 
     ``rows`` is the writer's own handle on them (a Spark DataFrame for the
-    Iceberg writers): each row's values as Canal's text, in the order of
+    Iceberg writers): each row's values as the stream's conversion takes
+    them (Canal's text, or the value itself), in the order of
     ``columns``, the source table's columns as the read found them.
     ``progress`` is the table's once this chunk lands: it is committed with it.
     ``span``: the keys the read took whole, its ranges end to end (None: a

@@ -32,13 +32,20 @@ pytestmark = pytest.mark.real
 DB = "chunkread"
 USER, PASSWORD = "chunkreader", "chunkreader-secret"
 # Types the differential table lacks: decimals wider than Iceberg's 38 digits (kept as Canal's text), geometry
-# (its bytes), bit(1) and bit(64), tinytext; a key column named like the read's own text columns.
+# (its bytes), bit(1) and bit(64), tinytext; a key column named like the read's own text columns. And more of
+# the types a chunk reads as values: smallint unsigned, signed mediumint, zerofill, decimal(38) (unsigned too),
+# mediumtext, a latin1 varchar (ASCII only: Canal sends latin1's others as U+FFFD, docs/guide/limits.md).
 OTHERS = ("CREATE TABLE others (canalbridge_c0 INT PRIMARY KEY, wide DECIMAL(65, 10), wider DECIMAL(65, 30), "
-          "whole DECIMAL(60, 0), shape GEOMETRY, flag BIT(1), mask BIT(64), note TINYTEXT)")
+          "whole DECIMAL(60, 0), shape GEOMETRY, flag BIT(1), mask BIT(64), note TINYTEXT, "
+          "small SMALLINT UNSIGNED, medium MEDIUMINT, padded INT(6) ZEROFILL, widest DECIMAL(38, 10), "
+          "unsigned_widest DECIMAL(38, 38) UNSIGNED, body MEDIUMTEXT, latin VARCHAR(8) CHARACTER SET latin1)")
 OTHER_ROWS = (
-    f"(1, 5.0000000000, 1.5, 7, ST_GeomFromText('POINT(1 2)'), b'1', b'{'1' * 64}', 't')",
-    "(2, -12345678901234567890123456789012345678901234567890.0000000001, 0, -1, NULL, b'0', b'0', '')",
-    f"(3, 0.0000000000, -0.{'0' * 29}1, 0, ST_GeomFromText('LINESTRING(0 0, 1 1)'), NULL, b'1{'0' * 63}', NULL)",
+    f"(1, 5.0000000000, 1.5, 7, ST_GeomFromText('POINT(1 2)'), b'1', b'{'1' * 64}', 't', 65535, -8388608, 42, "
+    f"{'9' * 28}.{'9' * 10}, 0.{'9' * 38}, 'line\\none', 'a b~')",
+    "(2, -12345678901234567890123456789012345678901234567890.0000000001, 0, -1, NULL, b'0', b'0', '', 0, 8388607, "
+    f"0, -{'9' * 28}.{'9' * 10}, 0.{'0' * 37}1, '', '')",
+    f"(3, 0.0000000000, -0.{'0' * 29}1, 0, ST_GeomFromText('LINESTRING(0 0, 1 1)'), NULL, b'1{'0' * 63}', NULL, "
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
 )
 
 
