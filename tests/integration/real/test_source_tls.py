@@ -80,7 +80,7 @@ def test_sparks_reads_check_the_certificate_as_the_runner_does(spark, must_use_t
     everything = [KeyRange(None, None)]
     verified = JdbcSource(host, port, USER, PASSWORD, SourceTls("verify-full", str(must_use_tls.tls.ca)))
     rows = read_chunk(spark, verified, key, [("id", "int"), ("name", "varchar(16)")], everything).collect()
-    assert sorted((row.c0, row.c1) for row in rows) == [("1", "one"), ("2", "two"), ("3", "three")]
+    assert sorted((row.c0, row.c1) for row in rows) == [(1, "one"), (2, "two"), (3, "three")]  # (read as values)
     with pytest.raises(Exception, match=r"PKIX|certification path"):  # (the JVM's words, through Py4J)
         read_chunk(spark, JdbcSource(host, port, USER, PASSWORD, SourceTls("verify-ca", other_ca)), key,
                    [("id", "int")], everything).collect()
