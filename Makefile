@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot \
 	check-java clean \
-	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver decoder-jar mariadb-server real-stack clean-cache
+	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars decoder-jar mariadb-server real-stack clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
 # keeps (docs/development/real-stack.md#artifacts). Maven's local repository lives there too,
@@ -24,6 +24,8 @@ ICEBERG_VERSION := 1.11.0
 ICEBERG_JAR := $(CACHE)/iceberg/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar
 JDBC_VERSION := 3.5.7
 JDBC_JAR := $(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar
+S3PROXY_VERSION := 2.7.0
+CLUSTER_STAMP := $(CACHE)/cluster/.complete
 DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
 DECODER_SOURCES := spark_sink/decoder/pom.xml $(wildcard spark_sink/decoder/src/main/java/canalbridge/spark/*.java) \
 	proto/EntryProtocol.proto
@@ -99,6 +101,19 @@ $(JDBC_JAR): deploy/maven/jdbc/pom.xml deploy/maven/settings.xml
 
 jdbc-driver: $(JDBC_JAR)
 
+# Iceberg's AWS bundle (S3FileIO; spark_sink/session.py adds it) and S3Proxy, the S3-compatible
+# store the cluster tests run (deploy/maven/cluster/pom.xml).
+$(CLUSTER_STAMP): deploy/maven/cluster/pom.xml deploy/maven/settings.xml
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching iceberg-aws-bundle $(ICEBERG_VERSION) and s3proxy $(S3PROXY_VERSION) from Maven Central"
+	rm -rf $(CACHE)/cluster.tmp
+	$(MVN) -f deploy/maven/cluster/pom.xml -Diceberg.version=$(ICEBERG_VERSION) -Ds3proxy.version=$(S3PROXY_VERSION) \
+	  -Dcluster.lib.dir=$(abspath $(CACHE))/cluster.tmp validate
+	rm -rf $(CACHE)/cluster && mv $(CACHE)/cluster.tmp $(CACHE)/cluster
+	touch $@
+
+cluster-jars: $(CLUSTER_STAMP)
+
 # The JVM decoder of Canal's RowChange (spark_sink/decode.py): protoc from Maven Central
 # turns proto/ into Java, and Maven builds it with RowChangeDecoder into one shaded jar.
 $(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
@@ -120,7 +135,7 @@ decoder-jar: $(DECODER_JAR)
 mariadb-server:
 	@sh deploy/dev/install-mariadb-server.sh
 
-real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver mariadb-server
+real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars mariadb-server
 
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv

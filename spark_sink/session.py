@@ -6,9 +6,11 @@ the user's conf already brings Iceberg through ``spark.jars`` or
 iceberg-jar`` put in the checkout's cache (a missing one is an error naming
 that command); installed with pip, it is the ``spark.jars.packages``
 coordinates, which Spark resolves from Maven Central at start. The JVM
-RowChange decoder (``make decoder-jar``) and the JDBC driver a snapshot
-reads the source with (``make jdbc-driver``) join ``spark.jars`` when they
-are in the cache.
+RowChange decoder (``make decoder-jar``), the JDBC driver a snapshot reads
+the source with (``make jdbc-driver``) and Iceberg's AWS bundle, whose
+``S3FileIO`` writes to S3 and compatible stores (``make cluster-jars``),
+join ``spark.jars`` when they are in the cache; Spark ships ``spark.jars``
+to a cluster's executors.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ def jdbc_driver_jars() -> list[Path]:
     return sorted((cache_dir() / "jdbc").glob("mariadb-java-client-*.jar"))
 
 
+def object_store_jars() -> list[Path]:
+    """Iceberg's AWS bundle ``make cluster-jars`` put in the cache, if it did."""
+    return sorted((cache_dir() / "cluster").glob("iceberg-aws-bundle-*.jar"))
+
+
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The full Spark conf: our defaults, then the user's keys on top."""
     conf: dict[str, str] = {
@@ -97,7 +104,7 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         # Keep a local Spark on loopback rather than the host's first interface.
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
-    user = dict(settings.conf)
+    user = {**settings.conf, **settings.secret_conf}
     brings_iceberg = any("iceberg" in user.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
     if not brings_iceberg:
         key, value = iceberg_runtime()
@@ -110,7 +117,7 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     conf.update(user)
     decoder = decoder_jar()
     extra = [str(decoder)] if decoder.is_file() else []  # built from this checkout; without it, Python decodes
-    extra += [str(jar) for jar in jdbc_driver_jars()]
+    extra += [str(jar) for jar in jdbc_driver_jars() + object_store_jars()]
     if extra:
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), *extra]))
     return conf

@@ -29,14 +29,27 @@ class SparkSettings:
     conf: dict[str, str] = setting(
         {}, doc="any `spark.*` key, passed through; without `spark.driver.memory` here the driver's heap is 2g "
                 "(not Spark's 1g), which also overrides `spark-defaults.conf` and `SPARK_DRIVER_MEMORY`")
+    secret_conf: dict[str, str] = setting(
+        {}, name="conf_env", secret=True,
+        doc="`spark.*` keys whose values are secrets, each naming the environment variable that holds its value "
+            "(a catalog's `jdbc.password`, an object store's `s3.secret-access-key`): the file then holds no secret")
     # About 40 MB of Python objects for a 10-column table.
     spill_rows: int = setting(50_000, check=positive,
                               doc="staged rows per channel kept in memory before spilling to Parquet (entries, with "
                                   "the JVM decoder)")
     spill_dir: str = setting("state/spill", default_text="`state_dir/spill`", check=local_path,
-                             doc="where staged rows go as Parquet files for Spark to read at commit; on a cluster, a "
-                                 "directory every executor reads at the same path (a shared mount); relative to the "
+                             doc="where staged rows go as files for Spark to read at commit; with `staging = "
+                                 "\"files\"`, a directory every executor reads at the same path; relative to the "
                                  "config file")
+    staging: str = setting("auto", check=one_of("auto", "files", "driver"),
+                           doc="how staged rows reach Spark at commit: `files` (Parquet files the executors read "
+                               "under `spill_dir`), `driver` (Arrow files the driver reads and ships to the "
+                               "executors in their tasks), `auto` (`files` with a `local` master, else `driver`)")
     decoder: str = setting("auto", check=one_of("auto", "jvm", "python"),
                            doc="who decodes Canal's rows: `jvm` (Spark, with the jar `make decoder-jar` builds), "
                                "`python` (the channel's thread), `auto` (the JVM when its jar is in the cache)")
+
+    @property
+    def stages_through_driver(self) -> bool:
+        """Whether staged rows reach the executors through the driver (see ``staging``)."""
+        return self.staging == "driver" or (self.staging == "auto" and not self.master.startswith("local"))

@@ -116,8 +116,7 @@ class TargetTable:
         ``identifier_fields`` (NOT NULL columns) become Iceberg's identifier
         fields: what engines that upsert by key (Flink, for one) read.
         """
-        namespace = ".".join(quote(part) for part in self.parts[:-1])
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        self._create_namespace(".".join(quote(part) for part in self.parts[:-1]))
         definitions = ", ".join(
             f"{quote(c.name)} {c.spark_type}{' NOT NULL' if c.not_null else ''}" for c in columns
         )
@@ -248,6 +247,23 @@ class TargetTable:
                 raise TargetTableError(
                     f"target table {self.target} has no column {name!r} (it has: {', '.join(existing)})"
                 )
+
+    def _create_namespace(self, namespace: str) -> None:
+        """Create the table's namespace unless it exists, even when another writer creates it meanwhile."""
+        try:
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        except Exception:
+            # IF NOT EXISTS is a check, then an insert: in a shared catalog (JDBC, for one) two channels
+            # creating the namespace at once make the later insert fail on a duplicate key.
+            if not self._namespace_exists(namespace):
+                raise
+
+    def _namespace_exists(self, namespace: str) -> bool:
+        try:
+            self.spark.sql(f"DESCRIBE NAMESPACE {namespace}").collect()
+        except Exception:
+            return False
+        return True
 
     def stamp(self, job: str, properties: Mapping[str, str] | None = None) -> Stamp | None:
         """The stamp of the newest snapshot ``job`` committed among main's current snapshot and its

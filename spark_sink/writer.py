@@ -301,8 +301,9 @@ class IcebergWriter:
     def _new_transaction(self) -> Transaction:
         # Its own directory: a transaction stages while the one sealed before it is applied.
         name = uuid.uuid4().hex
-        return Transaction(Staging(self.meta_fields, self.settings.spill_rows, self._spill_dir / name),
-                           Staging(RAW_FIELDS, self.settings.spill_rows, self._spill_dir / f"{name}.raw"))
+        spill_rows, driver = self.settings.spill_rows, self.settings.stages_through_driver
+        return Transaction(Staging(self.meta_fields, spill_rows, self._spill_dir / name, through_driver=driver),
+                           Staging(RAW_FIELDS, spill_rows, self._spill_dir / f"{name}.raw", through_driver=driver))
 
     def _next_seq(self) -> int:
         txn = self._open

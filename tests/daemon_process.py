@@ -25,8 +25,10 @@ CLI = [sys.executable, "-m", "canalbridge"]
 PASSWORD = "pw-" + os.urandom(4).hex()
 
 
-def daemon_sections(warehouse: str, daemon_extra: str = "") -> str:
-    """``[daemon]`` and ``[spark]``: state in ./state, control and metrics on free loopback ports."""
+def daemon_sections(warehouse: str, daemon_extra: str = "", spark: str | None = None) -> str:
+    """``[daemon]`` and ``[spark]``: state in ./state, control and metrics on free loopback ports; Spark
+    ``local[2]`` with a Hadoop catalog at ``warehouse``, unless ``spark`` gives the section's body."""
+    spark = f'master = "local[2]"\nwarehouse = "{warehouse}"' if spark is None else spark
     return f"""
 [daemon]
 state_dir = "state"
@@ -35,8 +37,7 @@ log_format = "json"
 metrics_port = {free_port()}
 {daemon_extra}
 [spark]
-master = "local[2]"
-warehouse = "{warehouse}"
+{spark}
 """
 
 

@@ -164,6 +164,14 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
     for conf_key, conf_value in spark_values.get("conf", {}).items():
         if not isinstance(conf_value, (str, int, float, bool)):
             problems.append(f"spark.conf.{conf_key}: must be a string, number or boolean")
+    secret_conf: dict[str, str] = {}  # spark.* keys whose values (passwords, keys) the environment holds
+    for conf_key, variable in spark_values.get("conf_env", {}).items():
+        if conf_key in spark_values.get("conf", {}):
+            problems.append(f"spark.conf_env.{conf_key}: also set in spark.conf; set it in one of the two")
+        elif not isinstance(variable, str) or not variable:
+            problems.append(f"spark.conf_env.{conf_key}: must name an environment variable")
+        else:
+            secret_conf[conf_key] = secret.read(variable, f"spark.conf_env.{conf_key}")
     raw_jobs = raw.get("job", [])
     if not isinstance(raw_jobs, list) or not raw_jobs:
         problems.append("job: at least one [[job]] is required")
@@ -186,12 +194,14 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
     spark = SparkSettings(
         warehouse=str((base / spark_values.get("warehouse", str(state_dir / "warehouse"))).resolve()),
         conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
+        secret_conf=secret_conf,
         spill_dir=str((base / spark_values.get("spill_dir", str(state_dir / "spill"))).resolve()),
-        **_attributes(SparkSettings, {"spark": spark_values}, skip=("warehouse", "conf", "spill_dir")),
+        **_attributes(SparkSettings, {"spark": spark_values}, skip=("warehouse", "conf", "secret_conf", "spill_dir")),
     )
-    if not spark.master.startswith("local") and "spill_dir" not in spark_values:
-        warnings.append(f"spark.master is {spark.master!r} but spark.spill_dir is not set: every commit's staged "
-                        f"files go to {spark.spill_dir}, which every executor must read at the same path")
+    if not spark.master.startswith("local") and spark.staging == "files" and "spill_dir" not in spark_values:
+        warnings.append(f"spark.master is {spark.master!r} with staging = \"files\" but spark.spill_dir is not set: "
+                        f"every commit's staged files go to {spark.spill_dir}, which every executor must read at the "
+                        f"same path")
     return Config(path, daemon, spark, tuple(j for j in jobs if j is not None), tuple(warnings))
 
 

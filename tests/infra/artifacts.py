@@ -68,3 +68,17 @@ def java_binary() -> str:
     if java is None:
         raise MissingArtifact("'java' not found: Canal needs Java 17 (apt-get install -y openjdk-17-jre-headless)")
     return java
+
+
+def cluster_jar(prefix: str) -> Path:
+    """A jar ``make cluster-jars`` caches (S3Proxy, Iceberg's AWS bundle), by its name's ``prefix``."""
+    found = sorted((cache_dir() / "cluster").glob(f"{prefix}-*.jar"))
+    if not found:
+        raise MissingArtifact(f"{prefix} is not in {cache_dir() / 'cluster'}: run `make cluster-jars` "
+                              "(fetches it from Maven Central with mvn)")
+    return found[-1]
+
+
+def s3proxy_jar() -> Path:
+    """S3Proxy with its dependencies, the S3-compatible store of the cluster tests."""
+    return cluster_jar("s3proxy")

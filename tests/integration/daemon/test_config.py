@@ -49,9 +49,44 @@ def test_spill_dir_must_be_a_path_python_can_write(tmp_path):
         "spark.spill_dir: must be a local (or mounted) path, got 's3a://bucket/spill'"]
 
 
-def test_a_cluster_without_a_spill_dir_warns(tmp_path):
-    config = load_config(write(tmp_path, with_spark('master = "spark://10.0.0.5:7077"')), {})
+def test_a_cluster_staging_through_files_without_a_spill_dir_warns(tmp_path):
+    config = load_config(write(tmp_path, with_spark('master = "spark://10.0.0.5:7077"\nstaging = "files"')), {})
     assert any("spark.spill_dir is not set" in warning for warning in config.warnings)
+    assert not config.spark.stages_through_driver
+
+
+def test_a_cluster_stages_through_the_driver_by_default(tmp_path):
+    config = load_config(write(tmp_path, with_spark('master = "spark://10.0.0.5:7077"')), {})
+    assert config.spark.stages_through_driver and not config.warnings
+    local = load_config(write(tmp_path, with_spark('master = "local[2]"')), {})
+    assert not local.spark.stages_through_driver
+
+
+SECRET_CONF = """
+[spark.conf]
+"spark.sql.catalog.lake.type" = "jdbc"
+[spark.conf_env]
+"spark.sql.catalog.lake.jdbc.password" = "CATALOG_PASSWORD"
+"""
+
+
+def test_spark_conf_secrets_come_from_the_environment_and_stay_out_of_reprs(tmp_path):
+    config = load_config(write(tmp_path, VALID.replace("[[job]]", SECRET_CONF + "\n[[job]]", 1)),
+                         {"CATALOG_PASSWORD": "catalog-secret-1"})
+    assert config.spark.secret_conf == {"spark.sql.catalog.lake.jdbc.password": "catalog-secret-1"}
+    assert "catalog-secret-1" not in repr(config)
+    from spark_sink.session import session_conf
+
+    assert session_conf(config.spark)["spark.sql.catalog.lake.jdbc.password"] == "catalog-secret-1"
+
+
+def test_a_spark_conf_secret_whose_variable_is_unset_or_also_in_conf_is_refused(tmp_path):
+    text = VALID.replace("[[job]]", SECRET_CONF + "\n[[job]]", 1)
+    assert problems(tmp_path, text) == [
+        "spark.conf_env.spark.sql.catalog.lake.jdbc.password: environment variable CATALOG_PASSWORD is not set"]
+    both = text.replace('"jdbc"\n', '"jdbc"\n"spark.sql.catalog.lake.jdbc.password" = "x"\n')
+    assert problems(tmp_path, both, {"CATALOG_PASSWORD": "y"}) == [
+        "spark.conf_env.spark.sql.catalog.lake.jdbc.password: also set in spark.conf; set it in one of the two"]
 
 
 def test_not_toml(tmp_path):

@@ -20,12 +20,15 @@ def assert_target_equals_source(spark, source: Source, table: TableDef, target: 
         assert actual[key] == row, (target, key)
 
 
-def write_daemon_config(path: Path, canal, destination: str, warehouse: str, channels: str) -> Path:
-    """A config with one job ``real`` reading ``destination`` of the real Canal; the password in the file (0600)."""
+def write_daemon_config(path: Path, canal, destination: str, warehouse: str, channels: str,
+                        spark: str | None = None, commit: str = "") -> Path:
+    """A config with one job ``real`` reading ``destination`` of the real Canal; the password in the file (0600).
+    ``spark``: the ``[spark]`` section's body, instead of ``local[2]`` with a Hadoop catalog at ``warehouse``;
+    ``commit``: more ``[job.commit]`` keys."""
     password = canal.canal_settings(destination).password
-    path.write_text(daemon_sections(warehouse) + job_section(
+    path.write_text(daemon_sections(warehouse, spark=spark) + job_section(
         "real", host=canal.host, port=canal.port, destination=destination, username=canal.user,
-        credentials=f'password = "{password}"', batch_size=64, min_events=500, channels=channels))
+        credentials=f'password = "{password}"', batch_size=64, min_events=500, commit=commit, channels=channels))
     path.chmod(0o600)
     return path
 

@@ -128,6 +128,43 @@ def test_every_cut_through_real_canal_keeps_the_total(real_destination, canal, m
         assert amounts_at(writers[f"{DB}.{table}"], cuts[-1]) == {str(k): v for k, v in expected.items()}
 
 
+def test_a_transaction_whose_end_canal_dropped_commits_after_the_wait_bound(real_destination, canal, mariadb):
+    # MariaDB annotates each statement with its SQL, which Canal hands out even when its filter takes out the
+    # statement's rows; it then drops the transaction's end as well (docs/design/delivery-semantics.md). A
+    # transaction whose last statement wrote elsewhere stays open to the bridge when the source goes quiet:
+    # nothing tells it apart from one whose rows are still coming, so it commits once max_source_txn_wait
+    # passes, as a split it logs and counts, and everything is acked.
+    db, other = "filtered_out", "filtered_out_other"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, v INT)"])
+    mariadb.create_database(other)
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)", database=other)
+    writers: dict[str, InMemoryWriter] = {}
+
+    def sink_for(channel: ChannelSettings) -> ChannelSink:
+        writer = writers[channel.source] = InMemoryWriter(channel.source)
+        return ChannelSink.of(writer)
+
+    commit = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, max_source_txn_wait_seconds=2)
+    channels = (ChannelSettings(f"{db}.t", f"lake.{db}.t"),)
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50), channels, commit)
+    job = SyncJob(settings, sink_for)
+    job.start()
+    try:
+        for key in range(5):  # each statement a transaction of its own
+            mariadb.execute(f"INSERT INTO {db}.t VALUES ({key}, {key})", f"INSERT INTO {other}.t VALUES ({key}, {key})")
+        with mariadb.connection(autocommit=False) as conn, conn.cursor() as cursor:  # rows, then elsewhere
+            cursor.execute(f"INSERT INTO {db}.t VALUES (5, 5)")
+            cursor.execute(f"INSERT INTO {other}.t VALUES (5, 5)")
+            conn.commit()
+        last = EntryPosition(*mariadb.last_event_start("Annotate_rows"))
+        assert job.acks.wait_through(last, 60), f"{job.state} {job.fail_message} {job.stats}"
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    assert job.stats.split_source_txns >= 1
+    assert {int(key[0]) for key in writers[f"{db}.t"].rows} == set(range(6))
+
+
 SMALL_STORE = {"canal.instance.memory.buffer.size": "256", "canal.instance.transaction.size": "64"}
 
 

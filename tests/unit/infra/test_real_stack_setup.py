@@ -34,6 +34,8 @@ def test_the_versions_agree_between_makefile_poms_and_dev_kit():
     assert makefile_value("ICEBERG_JAR") == f"$(CACHE)/iceberg/{session.ICEBERG_ARTIFACT}-$(ICEBERG_VERSION).jar"
     assert makefile_value("JDBC_VERSION") == pom_property("jdbc", "jdbc.version")
     assert makefile_value("JDBC_JAR") == "$(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar"
+    assert makefile_value("S3PROXY_VERSION") == pom_property("cluster", "s3proxy.version")
+    assert pom_property("cluster", "iceberg.version") == session.ICEBERG_VERSION
 
 
 def test_the_cached_jdbc_driver_joins_the_sessions_jars(tmp_path, monkeypatch):
@@ -44,6 +46,12 @@ def test_the_cached_jdbc_driver_joins_the_sessions_jars(tmp_path, monkeypatch):
     (tmp_path / "jdbc").mkdir()
     (tmp_path / "jdbc" / "mariadb-java-client-3.5.7.jar").write_bytes(b"")
     assert session.session_conf(settings)["spark.jars"] == str(tmp_path / "jdbc" / "mariadb-java-client-3.5.7.jar")
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "iceberg-aws-bundle-1.11.0.jar").write_bytes(b"")
+    (tmp_path / "cluster" / "s3proxy-2.7.0-jar-with-dependencies.jar").write_bytes(b"")  # the tests' store only
+    assert session.session_conf(settings)["spark.jars"].split(",") == [
+        str(tmp_path / "jdbc" / "mariadb-java-client-3.5.7.jar"),
+        str(tmp_path / "cluster" / "iceberg-aws-bundle-1.11.0.jar")]
 
 
 def test_the_canal_pom_leaves_out_canal_prometheus():
