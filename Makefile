@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot \
+.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars decoder-jar mariadb-server real-stack clean-cache
 
@@ -196,8 +196,12 @@ bench-kafka: venv check-java kafka-jars decoder-jar
 bench-snapshot: venv check-java real-stack decoder-jar
 	$(PY) -m bench.snapshot $(BENCH_ARGS)
 
+# The end-to-end backlog run again on a two-worker Spark standalone cluster into S3 through a JDBC catalog.
+bench-cluster: venv check-java real-stack decoder-jar
+	$(PY) -m bench.end_to_end --cluster $(or $(BENCH_ARGS),--rows 1000000)
+
 bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
-	bench-snapshot
+	bench-snapshot bench-cluster
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

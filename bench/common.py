@@ -125,7 +125,8 @@ def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536,
 class LagRecorder:
     """Wraps a channel sink's writer; at each commit, records now minus each committed row's execute time.
 
-    It times the sink's maintenance runs too; :attr:`sink` is the sink with both wrapped.
+    It times the sink's commits (each table's apply) and maintenance runs too; :attr:`sink` is the sink with
+    both wrapped.
     """
 
     def __init__(self, sink: ChannelSink, lags: Counter, lock: threading.Lock) -> None:
@@ -137,6 +138,7 @@ class LagRecorder:
         self.staged: Counter = Counter()  # execute time (ms) -> rows
         self.held: list[Counter] = []  # what applies held back staged: recorded once they are published
         self.maintenance: list[tuple[float, MaintenanceReport]] = []  # (seconds, report) of each run
+        self.applies: list[float] = []  # seconds of each commit of this table that landed
 
     def before_images(self) -> BeforeImages:
         return self.writer.before_images()
@@ -190,11 +192,13 @@ class _Recorded:
 
     def apply(self, end_position: Position, label: str, *, publish: bool = True,
               behind: Position | None = None) -> None:
+        started = time.perf_counter()
         try:
             self.sealed.apply(end_position, label, publish=publish, behind=behind)
         except BaseException:
             self.recorder.held.clear()  # the writer dropped what it held
             raise
+        self.recorder.applies.append(time.perf_counter() - started)
         self.recorder.held.append(self.staged)
         if publish:  # the rows of the held parts became visible with this one
             for staged in self.recorder.held:
@@ -253,7 +257,7 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
                        maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
                        timeout_s: float = 3600.0) -> Drained:
     """One job, named ``name``, from a dev server feeding ``path`` (at ``rate`` row changes/s, or all
-    at once) into fresh tables ``lake.NAME.*``, until ``last`` is acked; then paused."""
+    at once) into fresh tables ``CATALOG.NAME.*`` (the settings' catalog), until ``last`` is acked; then paused."""
     spark = get_spark(spark_settings)
     lags: Counter = Counter()
     lock = threading.Lock()
@@ -265,7 +269,7 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
 
     with dev_server(path, capacity=commit.store_capacity, rate=rate) as source:
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
-        channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
+        channels = tuple(ChannelSettings(t.qualified, f"{spark_settings.catalog}.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
         job = SyncJob(settings, sink)
         jvm = spark_pid(spark)

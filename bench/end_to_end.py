@@ -17,7 +17,12 @@ the size of a commit); commits every ``--interval`` seconds (10), or when Doris'
 minimums (``--min-events`` 10,000 and ``--min-mb`` 15, both) are reached, or
 at ``--max-mb`` (64). Prints one JSON line per run, then a summary line.
 
+With ``--cluster``, the backlog run goes once more, on a two-worker Spark
+standalone cluster into S3 through a JDBC catalog, and the summary says
+what the cluster adds to each commit (:mod:`bench.cluster`).
+
     .venv/bin/python -m bench.end_to_end --rows 2000000
+    .venv/bin/python -m bench.end_to_end --rows 500000 --cluster
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from bench import cluster
 from bench.common import (
     add_commit_arguments,
     bench_tables,
@@ -45,13 +51,18 @@ from spark_sink.settings import SparkSettings
 
 def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,
         commit: CommitSettings, rate: float = 0) -> dict:
-    """One job over the whole file into fresh tables ``lake.NAME.*``; its throughput, lag and memory."""
+    """One job over the whole file into fresh tables ``CATALOG.NAME.*``; its throughput, lag, memory, and the
+    seconds of its tables' commits (each table's apply)."""
     tables = bench_tables(3)
     drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate)
     result = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb, rate,
                         cpu_s=drained.cpu_s, jvm_cpu_s=drained.jvm_cpu_s, source_cpu_s=drained.source_cpu_s)
+    applies = sorted(seconds for recorder in drained.recorders.values() for seconds in recorder.applies)
+    result["table_commits"] = len(applies)
+    result["table_commit_s_p50"] = round(applies[len(applies) // 2], 2) if applies else None
+    result["table_commit_s_mean"] = round(sum(applies) / len(applies), 2) if applies else None
     spark = get_spark(spark_settings)
-    result["table_rows"] = {t.name: spark.table(f"lake.{name}.{t.name}").count() for t in tables}
+    result["table_rows"] = {t.name: spark.table(f"{spark_settings.catalog}.{name}.{t.name}").count() for t in tables}
     return result
 
 
@@ -61,20 +72,24 @@ def main() -> None:
     parser.add_argument("--rows-per-event", type=int, default=10)
     parser.add_argument("--canal-store", type=int, default=65536,
                         help="Canal's canal.instance.memory.buffer.size, entries (a power of two)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="the backlog run once more, on a Spark standalone cluster into S3 through a JDBC catalog")
     add_commit_arguments(parser)
     args = parser.parse_args()
     configure_logging("warning")
 
     path, rows, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
+    commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")  # the dev server's
     root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
     spark_settings = local_spark_settings(root, args.decoder)
-    commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")  # the dev server's
     backlog = run("backlog", path, last, rows, spark_settings, commit)
     print(json.dumps(backlog), flush=True)
     rate = args.rate or 0.8 * backlog["rows_per_s"]
     live = run("live", path, last, rows, spark_settings, commit, rate=rate)
     print(json.dumps(live), flush=True)
     stop_spark()
+    on_cluster = cluster.compare(backlog, Path(root) / "warehouse" / "backlog", path, rows, last, commit,
+                                 args.decoder) if args.cluster else {}
     print(json.dumps({"benchmark": "end_to_end", "rows": rows, "tables": 3, "decoder": args.decoder,
                       "overlap": not args.no_overlap, "commit_interval_s": args.interval,
                       "canal_store": args.canal_store, "min_events": args.min_events, "min_mb": args.min_mb,
@@ -85,7 +100,7 @@ def main() -> None:
                       "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2),
                       "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"],
                       "backlog_jvm_cpu_us_per_row": backlog["jvm_cpu_us_per_row"],
-                      "backlog_devserver_cpu_us_per_row": backlog["devserver_cpu_us_per_row"]}))
+                      "backlog_devserver_cpu_us_per_row": backlog["devserver_cpu_us_per_row"], **on_cluster}))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 
 
 def eventually(predicate: Callable[[], bool], timeout_s: float) -> bool:
@@ -20,3 +23,15 @@ def eventually(predicate: Callable[[], bool], timeout_s: float) -> bool:
             return predicate()
         tick.wait(0.05)
     return True
+
+
+def at_transaction_ends(entries: Sequence[entry_pb.Entry], parts: int) -> list[list[entry_pb.Entry]]:
+    """``entries`` cut into ``parts`` runs of about equal length, each ending with a transaction's end.
+
+    A feed cut inside a transaction leaves the job waiting for the rest of it
+    until ``max_source_txn_wait_seconds``; whole transactions commit at once.
+    """
+    ends = [i + 1 for i, entry in enumerate(entries) if entry.entryType == entry_pb.EntryType.TRANSACTIONEND]
+    cuts = sorted({next(end for end in ends if end >= len(entries) * n // parts) for n in range(1, parts)})
+    bounds = [0, *cuts, len(entries)]
+    return [list(entries[start:stop]) for start, stop in itertools.pairwise(bounds) if stop > start]

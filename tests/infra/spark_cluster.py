@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from canalbridge.devkit.progress import die_with_parent
-from tests.infra.processes import LOOPBACK, ServiceError, free_port, kill_process, stop_process, tail, wait_for
+from tests.infra.processes import LOOPBACK, ServiceError, free_port, stop_process, tail, wait_for
 
 
 def spark_class() -> Path:
@@ -39,7 +39,7 @@ class SparkStandaloneCluster:
     """``Master`` plus ``workers`` ``Worker`` processes; :attr:`master_url` is what an application connects to."""
 
     def __init__(self, root_dir: Path, *, workers: int = 2, worker_memory: str = "1g", daemon_heap: str = "256m",
-                 start_timeout_s: float = 90.0, env: dict[str, str] | None = None) -> None:
+                 start_timeout_s: float = 90.0) -> None:
         self.root_dir = Path(root_dir).resolve()
         self.port = free_port()
         self.webui_port = free_port()
@@ -47,7 +47,6 @@ class SparkStandaloneCluster:
         self.worker_memory = worker_memory
         self.daemon_heap = daemon_heap
         self.start_timeout_s = start_timeout_s
-        self.env = dict(env or {})  # added to every process's environment, executors' included
         self._master = _Node("master")
         self._workers = [_Node(f"worker-{index}") for index in range(workers)]
 
@@ -105,13 +104,6 @@ class SparkStandaloneCluster:
                 stop_process(node.process, 20.0)
                 node.process = None
 
-    def kill_worker(self, index: int) -> None:
-        """SIGKILL one worker JVM, as a crashed machine (its executors lose their worker)."""
-        worker = self._workers[index]
-        if worker.process is not None:
-            kill_process(worker.process)
-            worker.process = None
-
     def __enter__(self) -> SparkStandaloneCluster:
         return self.start()
 
@@ -131,7 +123,7 @@ class SparkStandaloneCluster:
         logs = self.root_dir / node.name / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         node.log = logs / "console.log"
-        env = {**os.environ, **self.env, "SPARK_LOG_DIR": str(logs), "SPARK_LOCAL_IP": LOOPBACK,
+        env = {**os.environ, "SPARK_LOG_DIR": str(logs), "SPARK_LOCAL_IP": LOOPBACK,
                "SPARK_DAEMON_MEMORY": self.daemon_heap, "SPARK_WORKER_DIR": str(self.root_dir / node.name / "work"),
                "SPARK_NO_DAEMONIZE": "1"}
         with node.log.open("ab") as log:

@@ -31,14 +31,22 @@ def test_decode_bench_drains_exactly_and_compares_with_both_references():
 
 
 @pytest.mark.spark
-def test_end_to_end_bench_reports_throughput_and_lag():
-    backlog, live, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1", "--rate", "3000")
-    assert backlog["rows_committed"] == live["rows_committed"] > 0
-    assert backlog["table_rows"] == live["table_rows"]
+@pytest.mark.real
+@pytest.mark.cluster
+def test_end_to_end_bench_reports_throughput_lag_and_what_a_cluster_adds_to_each_commit():
+    backlog, live, remote, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1",
+                                               "--rate", "3000", "--cluster")
+    assert backlog["rows_committed"] == live["rows_committed"] == remote["rows_committed"] > 0
+    assert backlog["table_rows"] == live["table_rows"] == remote["table_rows"]
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
     assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
     assert summary["backlog_jvm_cpu_us_per_row"] == backlog["jvm_cpu_us_per_row"] > 0
     assert summary["backlog_devserver_cpu_us_per_row"] == backlog["devserver_cpu_us_per_row"] > 0
+    # The cluster's run: every table committed into the bucket, through the catalog, by the executors.
+    assert remote["run"] == "cluster" and remote["table_commits"] >= 3 and remote["store_objects"] > 0
+    assert summary["cluster_rows_per_s"] == remote["rows_per_s"] > 0
+    assert summary["catalog_statements_per_table_commit"] > 0 and summary["store_objects_per_table_commit"] > 0
+    assert summary["cluster_executor_cpu_us_per_row"] > 0
 
 
 @pytest.mark.spark

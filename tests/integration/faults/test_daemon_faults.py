@@ -17,12 +17,13 @@ from tests.daemon_process import PASSWORD, cli, running_daemon, stop, write_conf
 from tests.helpers import eventually
 from tests.integration.faults.checks import assert_changelog_once, assert_upsert_exact, changelog_config
 
-# Twenty until stop 48, ten until stop 54: each kill more, at a seeded moment of the same kinds, costs ~20 s a run.
-KILLS = 8
+# Twenty until stop 48, ten until stop 54, eight until stop 55: each kill more, at a seeded moment of the same
+# kinds, costs ~20 s a run.
+KILLS = 6
 NEW_HOST_AFTER = 3  # the kill after which the state_dir goes (a test of its own until stop 54)
 
 
-@pytest.mark.timeout(900)  # nine JVM starts
+@pytest.mark.timeout(900)  # seven JVM starts
 def test_sigkills_and_a_new_host_then_exact_tables_and_no_duplicate_change(spark, spark_settings,
                                                                                dev_server_factory, tmp_path):
     """SIGKILLs at seeded moments; after the fourth the daemon moves to a new host: the same config and

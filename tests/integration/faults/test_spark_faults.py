@@ -23,7 +23,7 @@ from tests.daemon_process import (
     stop,
     write_config,
 )
-from tests.helpers import eventually
+from tests.helpers import at_transaction_ends, eventually
 from tests.integration.faults.checks import assert_changelog_once, assert_upsert_exact, changelog_config
 
 
@@ -76,8 +76,7 @@ def test_unwritable_warehouse_retries_then_pauses_and_resume_converges(spark, sp
     tables = standard_tables(2)[1:]  # orders
     workload = Workload(WorkloadSpec(tables=tables, row_changes=3000, seed=53))
     entries = list(workload)
-    thirds = [entries[:len(entries) // 3], entries[len(entries) // 3:2 * len(entries) // 3],
-              entries[2 * len(entries) // 3:]]
+    thirds = at_transaction_ends(entries, 3)
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "readonly", tables,
                           commit="retries = 4\nretry_max_seconds = 2")
     data_dir = Path(spark_settings.warehouse) / "readonly" / "orders" / "data"

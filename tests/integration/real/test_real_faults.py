@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.faults]
 DB = "faults"
 ORDERS = TableDef(DB, "orders", ORDERS_COLUMNS)
 ACCOUNTS = TableDef(DB, "accounts", ACCOUNTS_COLUMNS)  # the changelog channel
-KILLS = 5
+KILLS = 3  # early, right after a commit, early: the many-kill run is the dev server's (test_daemon_faults)
 
 
 def transaction(source: Source) -> None:

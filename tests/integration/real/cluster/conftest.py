@@ -8,23 +8,20 @@ the two secrets apart (the daemon reads them from its environment).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
 import pytest
 
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.s3proxy import CLIENT_ENV, S3ProxyServer
+from tests.infra.shared_lake import CATALOG, SharedLake, shared_lake, two_worker_cluster
 from tests.infra.spark_cluster import SparkStandaloneCluster
-from tests.integration.real.cluster.daemon_on_cluster import CATALOG, SharedLake
-
-CATALOG_DB = "iceberg_catalog"
 
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory) -> Iterator[SparkStandaloneCluster]:
     """A master and two one-core workers; executors get 512 MB each."""
-    with SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, worker_memory="640m") as cluster:
+    with two_worker_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
         yield cluster
 
 
@@ -43,20 +40,7 @@ def catalog_db(tmp_path_factory) -> Iterator[MariaDBServer]:
 
 @pytest.fixture(scope="session")
 def lake(catalog_db: MariaDBServer, s3_store: S3ProxyServer) -> SharedLake:
-    """A JDBC catalog in a database of its own, with a user of its own, and its warehouse in the bucket."""
-    password = secrets.token_hex(12)
-    mariadb = catalog_db
-    mariadb.create_database(CATALOG_DB)
-    mariadb.execute("DROP USER IF EXISTS 'iceberg'@'%'", f"CREATE USER 'iceberg'@'%' IDENTIFIED BY '{password}'",
-                    f"GRANT ALL ON `{CATALOG_DB}`.* TO 'iceberg'@'%'")
-    store = s3_store.iceberg_properties()
-    secret_key = store.pop("s3.secret-access-key")
-    return SharedLake(
-        properties={"type": "jdbc", "uri": f"jdbc:mariadb://{mariadb.host}:{mariadb.port}/{CATALOG_DB}",
-                    # V1 tables: Iceberg's Spark catalog looks up views, which a V0 JDBC catalog refuses.
-                    "jdbc.schema-version": "V1", "jdbc.user": "iceberg",
-                    "warehouse": f"s3://{s3_store.bucket}/warehouse", **store},
-        secrets={"jdbc.password": password, "s3.secret-access-key": secret_key})
+    return shared_lake(catalog_db, s3_store)
 
 
 @pytest.fixture(scope="session")

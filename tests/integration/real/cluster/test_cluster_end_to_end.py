@@ -7,11 +7,20 @@ daemon's environment. A second Spark application (the test run's own)
 reads the targets through the shared catalog while the daemon writes, and
 afterwards every state that the main branch of the two tables of money
 transfers ever showed: none holds half a source transaction.
+
+Then, while SQL is written into one table, the cluster's parts fail in the
+middle of commits: an executor SIGKILLed, and the object store killed and
+started again, each once a commit has written a data file into the store
+(the commit's metadata still to come). Every table ends equal to MariaDB,
+with no row twice. (One daemon for both parts: each application's first
+commit on the cluster takes most of a minute, shipping the jars.)
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import threading
 
 import pytest
@@ -19,15 +28,18 @@ import pytest
 from canalbridge.sync.position import EntryPosition
 from spark_sink.table import POSITION_KEYS, position_from_summary
 from tests.daemon_process import daemon_log, running_daemon, stop
-from tests.infra.sql_source import UNSUBSCRIBED, Source, mixed_setup, mixed_tables, mixed_workload
-from tests.integration.real.cluster.daemon_on_cluster import CATALOG, cluster_sections, secret_env, wait_acked
+from tests.infra.processes import wait_for
+from tests.infra.shared_lake import CATALOG
+from tests.infra.sql_source import UNSUBSCRIBED, PacedWriter, Source, mixed_setup, mixed_tables, mixed_workload
+from tests.integration.real.cluster.daemon_on_cluster import cluster_sections, secret_env, wait_acked
 from tests.integration.real.daemon_run import assert_target_equals_source, write_daemon_config
 from tests.integration.real.test_transactions_whole import ACCOUNTS, START_AMOUNT, transfer_workload
 
-pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.cluster, pytest.mark.faults]
 
 DB = "on_cluster"
 TABLES = mixed_tables(DB)
+ORDERS = next(table for table in TABLES if table.name == "orders")  # the table the faults' SQL writes
 TRANSFERS = ("a", "b")
 TOTAL = len(TRANSFERS) * ACCOUNTS * START_AMOUNT
 ROUNDS = 2
@@ -74,6 +86,17 @@ def transfers(mariadb, rng: random.Random, count: int) -> None:
             conn.commit()
 
 
+def orders_transaction(source: Source) -> None:
+    """An update, inserts, a key change and a delete of orders, in one transaction."""
+    key = source.rng.choice(source.keys(ORDERS))
+    source.update(ORDERS, key, source.row(ORDERS, key))
+    source.insert(ORDERS, [source.row(ORDERS) for _ in range(source.rng.randint(1, 3))])
+    old = source.rng.choice(source.keys(ORDERS))
+    source.sql("UPDATE orders SET id = %s WHERE id = %s", source.new_key(ORDERS)[0], old[0])
+    source.sql("DELETE FROM orders WHERE id = %s", source.rng.choice(source.keys(ORDERS))[0])
+    source.commit()
+
+
 def states_main_showed(spark, table: str) -> list[tuple[EntryPosition, dict[int, int]]]:
     """Each state a reader of ``table``'s main could see, with the source position its commit carried."""
     snapshots = spark.sql(f"SELECT h.snapshot_id, s.summary FROM {table}.history h JOIN {table}.snapshots s "
@@ -90,8 +113,8 @@ def states_main_showed(spark, table: str) -> list[tuple[EntryPosition, dict[int,
     return states
 
 
-@pytest.mark.timeout(900)
-def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3(
+@pytest.mark.timeout(1200)
+def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3_through_faults(
         real_destination, canal, mariadb, spark_cluster, s3_store, lake, lake_reader, tmp_path, monkeypatch):
     setup = mixed_setup(TABLES) + [f"CREATE TABLE {t} (id INT PRIMARY KEY, amount BIGINT NOT NULL)"
                                    for t in TRANSFERS]
@@ -100,10 +123,21 @@ def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3(
     channels = "\n".join(f'[[job.channel]]\nsource = "{DB}.{name}"\ntarget = "{CATALOG}.{DB}.{name}"' for name in names)
     config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, "", channels,
                                  spark=cluster_sections(spark_cluster, lake),
-                                 # Only the store may cut a source transaction, never a wait.
-                                 commit="max_source_txn_wait_seconds = 600")
+                                 # Only the store may cut a source transaction, never a wait; retries enough
+                                 # to outlast the store's restart (the default five take about three seconds).
+                                 commit="max_source_txn_wait_seconds = 600\nretries = 30")
     for variable, value in secret_env(lake).items():
         monkeypatch.setenv(variable, value)  # the daemon's environment, as a service manager would set it
+    orders_dir = s3_store.bucket_dir / "warehouse" / DB / "orders" / "data"
+
+    def data_files() -> int:
+        return sum(1 for _ in orders_dir.rglob("*.parquet")) if orders_dir.is_dir() else 0
+
+    def next_data_file(timeout_s: float = 120) -> None:
+        """Until a commit writes a data file of orders: the rest of that commit is under way."""
+        before = data_files()
+        assert wait_for(lambda: data_files() > before, timeout_s, alive=lambda: daemon.poll() is None), (
+            daemon_log(config)[-3000:])
 
     source = Source(mariadb, DB, TABLES, seed=36)
     reader = Reader(lake_reader, [f"{CATALOG}.{DB}.{name}" for name in TRANSFERS])
@@ -119,6 +153,27 @@ def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3(
             wait_acked(daemon, config, mariadb)
             assert daemon.poll() is None, daemon_log(config)[-3000:]
             assert spark_cluster.app_cores() == 2  # the daemon's executors hold both workers' cores
+            reader.done.set()  # (its reads would fail while the store is down)
+            reader.join(60)
+
+            writer = PacedWriter(source, orders_transaction, every_s=0.05)
+            try:
+                next_data_file()
+                executors = spark_cluster.executor_pids()
+                assert executors, "no executor runs"
+                os.kill(executors[0], signal.SIGKILL)
+                next_data_file()  # commits go on with the executor the worker starts instead
+                next_data_file()
+                failures = daemon_log(config).count("channel.commit_failed")
+                s3_store.kill()
+                assert wait_for(lambda: daemon_log(config).count("channel.commit_failed") > failures, 120), (
+                    "no commit met the store's outage")
+                s3_store.start()
+                next_data_file(180)
+            finally:
+                writer.finish()
+            wait_acked(daemon, config, mariadb)
+            assert daemon.poll() is None, daemon_log(config)[-3000:]
             log = stop(daemon, config)
     finally:
         reader.done.set()
@@ -128,8 +183,11 @@ def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3(
     for secret in [*lake.secrets.values(), canal.canal_settings(DB).password]:
         assert secret not in log
 
+    assert writer.count > 10
     for table in TABLES:
         assert_target_equals_source(lake_reader, source, table, f"{CATALOG}.{DB}.{table.name}")
+    rows = lake_reader.table(f"{CATALOG}.{DB}.orders").count()
+    assert rows == len(source.keys(ORDERS)), "a row of orders twice"
     tables = {row["tableName"] for row in lake_reader.sql(f"SHOW TABLES IN {CATALOG}.{DB}").collect()}
     assert UNSUBSCRIBED not in tables
     states = {name: states_main_showed(lake_reader, f"{CATALOG}.{DB}.{name}") for name in TRANSFERS}
