@@ -28,6 +28,7 @@ from typing import Any
 
 from bench.common import cpu_seconds
 from canalbridge.daemon.logs import configure_logging
+from canalbridge.devkit.progress import die_with_parent
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import CommitSettings
 from spark_sink.session import stop_spark
@@ -37,8 +38,6 @@ from tests.infra.processes import LOOPBACK
 from tests.infra.s3proxy import CLIENT_ENV, S3ProxyServer
 from tests.infra.shared_lake import CATALOG, cluster_conf, shared_lake, two_worker_cluster
 from tests.infra.spark_cluster import SparkStandaloneCluster
-
-RUN_TIMEOUT_S = 3 * 3600
 
 
 def compare(local: dict[str, Any], local_warehouse: Path, path: Path, rows: int, last: Position,
@@ -51,9 +50,8 @@ def compare(local: dict[str, Any], local_warehouse: Path, path: Path, rows: int,
             MariaDBServer(root / "catalog-db") as catalog_db:
         lake = shared_lake(catalog_db, store)
         settings = SparkSettings(master=cluster.master_url, catalog=CATALOG, warehouse=str(root / "unused"),
-                                 conf=cluster_conf(lake), secret_conf=lake.secret_conf(), decoder=decoder)
-        os.environ.update(CLIENT_ENV)  # the driver's AWS SDK, as the executors' (spark.executorEnv)
-        os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # the driver's JVM, as the cluster's (all of it on loopback)
+                                 spill_dir=str(root / "spill"), conf=cluster_conf(lake),
+                                 secret_conf=lake.secret_conf(), decoder=decoder)
         statements = _statements(catalog_db)
         store_cpu, catalog_cpu = cpu_seconds(_pid(store)), cpu_seconds(_pid(catalog_db))
         with _ExecutorCpu(cluster) as executors:
@@ -65,6 +63,7 @@ def compare(local: dict[str, Any], local_warehouse: Path, path: Path, rows: int,
             (cpu_seconds(_pid(catalog_db)) - catalog_cpu) / commits * 1e3)
         remote["store_cpu_ms_per_table_commit"] = round((cpu_seconds(_pid(store)) - store_cpu) / commits * 1e3)
         remote["store_objects"], remote["store_mb"] = _files_under(store.bucket_dir)
+        remote["store_parquet_objects"] = sum(1 for _ in store.bucket_dir.rglob("*.parquet"))
     print(json.dumps(remote), flush=True)
     local_files, _ = _files_under(local_warehouse)
     return {"cluster_rows_per_s": remote["rows_per_s"],
@@ -75,6 +74,7 @@ def compare(local: dict[str, Any], local_warehouse: Path, path: Path, rows: int,
             "catalog_statements_per_table_commit": remote["catalog_statements_per_table_commit"],
             "catalog_cpu_ms_per_table_commit": remote["catalog_cpu_ms_per_table_commit"],
             "store_objects_per_table_commit": round(remote["store_objects"] / commits, 1),
+            "store_parquet_objects_per_table_commit": round(remote["store_parquet_objects"] / commits, 1),
             "store_mb_per_table_commit": round(remote["store_mb"] / commits, 2),
             "store_cpu_ms_per_table_commit": remote["store_cpu_ms_per_table_commit"],
             "local_files_per_table_commit": round(local_files / max(int(local["table_commits"]), 1), 1),
@@ -91,15 +91,16 @@ def _in_child(name: str, path: Path, last: Position, rows: int, settings: SparkS
                               name=f"bench-{name}")
     process.start()
     try:
-        waited = 0.0
-        while True:
+        while True:  # (bounded: the run gives up after drain()'s own timeout, and its process ends)
             try:
                 return results.get(timeout=5.0)
             except queue.Empty:
-                waited += 5.0
-                if not process.is_alive() or waited > RUN_TIMEOUT_S:
-                    raise SystemExit(f"the {name} run ended without a result (exit code {process.exitcode})") \
-                        from None
+                if not process.is_alive():
+                    try:  # (put just before it ended)
+                        return results.get(timeout=1.0)
+                    except queue.Empty:
+                        raise SystemExit(f"the {name} run ended without a result (exit code {process.exitcode})") \
+                            from None
     finally:
         process.join(60)
         if process.is_alive():
@@ -111,6 +112,9 @@ def _run(name: str, path: Path, last: Position, rows: int, settings: SparkSettin
          results: multiprocessing.Queue) -> None:
     from bench.end_to_end import run  # (not at the top: bench.end_to_end imports this module)
 
+    die_with_parent()  # a benchmark cut short leaves no driver behind (the cluster's processes die with it too)
+    os.environ.update(CLIENT_ENV)  # the driver's AWS SDK, as the executors' (spark.executorEnv)
+    os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # the driver's JVM, as the cluster's (all of it on loopback)
     configure_logging("warning")
     try:
         results.put(run(name, path, last, rows, settings, commit))
@@ -140,6 +144,7 @@ class _ExecutorCpu:
         return sum(self._last.values())
 
     def _sample(self) -> None:
+        # (An executor's last half second before it exits is not counted: a small undercount.)
         while not self._stop.wait(0.5):
             for pid in self._cluster.executor_pids():
                 try:

@@ -32,6 +32,9 @@ def at_transaction_ends(entries: Sequence[entry_pb.Entry], parts: int) -> list[l
     until ``max_source_txn_wait_seconds``; whole transactions commit at once.
     """
     ends = [i + 1 for i, entry in enumerate(entries) if entry.entryType == entry_pb.EntryType.TRANSACTIONEND]
-    cuts = sorted({next(end for end in ends if end >= len(entries) * n // parts) for n in range(1, parts)})
+    cuts = sorted({next((end for end in ends if end >= len(entries) * n // parts), len(entries))
+                   for n in range(1, parts)})
     bounds = [0, *cuts, len(entries)]
-    return [list(entries[start:stop]) for start, stop in itertools.pairwise(bounds) if stop > start]
+    runs = [list(entries[start:stop]) for start, stop in itertools.pairwise(bounds) if stop > start]
+    assert len(runs) == parts, f"{len(entries)} entries with {len(ends)} transaction ends make no {parts} runs"
+    return runs

@@ -71,7 +71,7 @@ def demo_config(*, host: str, port: int, destination: str, user: str, batch_size
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", type=int, default=10000, help="row changes to generate (default 10000)")
+    parser.add_argument("--rows", type=int, default=5000, help="row changes to generate (default 5000)")
     parser.add_argument("--tables", type=int, default=3, help="source tables (default 3)")
     parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=42)

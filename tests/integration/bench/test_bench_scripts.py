@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def run_bench(module: str, *args: str) -> list[dict]:
     result = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=600)
+                            timeout=840)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
@@ -33,6 +33,7 @@ def test_decode_bench_drains_exactly_and_compares_with_both_references():
 @pytest.mark.spark
 @pytest.mark.real
 @pytest.mark.cluster
+@pytest.mark.timeout(900)  # the local runs, then a cluster, S3Proxy, a MariaDB and a second driver
 def test_end_to_end_bench_reports_throughput_lag_and_what_a_cluster_adds_to_each_commit():
     backlog, live, remote, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1",
                                                "--rate", "3000", "--cluster")

@@ -86,7 +86,9 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
             daemon.send_signal(signal.SIGKILL)
             daemon.wait(60)
     assert not logged(config, "snapshot.finished"), "the kills came after the snapshot"
-    config.write_text(config.read_text().replace(f"chunk_rows = {CHUNK_ROWS}", f"chunk_rows = {CHUNK_ROWS * 10}"))
+    text = config.read_text()
+    assert f"chunk_rows = {CHUNK_ROWS}\n" in text
+    config.write_text(text.replace(f"chunk_rows = {CHUNK_ROWS}\n", f"chunk_rows = {CHUNK_ROWS * 10}\n"))
 
     with running_daemon(config) as daemon:
         assert eventually(lambda: daemon.poll() is not None or logged(config, "snapshot.finished") > 0, 600), (

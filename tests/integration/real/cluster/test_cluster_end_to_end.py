@@ -155,6 +155,7 @@ def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3_t
             assert spark_cluster.app_cores() == 2  # the daemon's executors hold both workers' cores
             reader.done.set()  # (its reads would fail while the store is down)
             reader.join(60)
+            assert not reader.is_alive() and reader.error is None, reader.error
 
             writer = PacedWriter(source, orders_transaction, every_s=0.05)
             try:
