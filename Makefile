@@ -4,9 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster \
+.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
-	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars decoder-jar mariadb-server real-stack clean-cache
+	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars flink-peer decoder-jar mariadb-server real-stack \
+	clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
 # keeps (docs/development/real-stack.md#artifacts). Maven's local repository lives there too,
@@ -26,6 +27,9 @@ JDBC_VERSION := 3.5.7
 JDBC_JAR := $(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar
 S3PROXY_VERSION := 2.7.0
 CLUSTER_STAMP := $(CACHE)/cluster/.complete
+FLINK_PEER_HOME := $(CACHE)/flink-cdc-peer
+FLINK_PEER_STAMP := $(FLINK_PEER_HOME)/.complete
+FLINK_PEER_HARNESS := deploy/maven/flink/harness/FlinkCdcPeer.java
 DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
 DECODER_SOURCES := spark_sink/decoder/pom.xml $(wildcard spark_sink/decoder/src/main/java/canalbridge/spark/*.java) \
 	proto/EntryProtocol.proto
@@ -114,6 +118,19 @@ $(CLUSTER_STAMP): deploy/maven/cluster/pom.xml deploy/maven/settings.xml
 
 cluster-jars: $(CLUSTER_STAMP)
 
+# Flink CDC into Iceberg's Flink sink, the peer of `make bench-peers` (deploy/maven/flink/pom.xml),
+# and its harness compiled against them. Built aside and moved into place, as Canal is.
+$(FLINK_PEER_STAMP): deploy/maven/flink/pom.xml deploy/maven/settings.xml $(FLINK_PEER_HARNESS)
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching Flink CDC, Flink and Iceberg's Flink runtime from Maven Central into $(FLINK_PEER_HOME) (227 MB)"
+	rm -rf $(FLINK_PEER_HOME).tmp
+	$(MVN) -f deploy/maven/flink/pom.xml -Dflink.lib.dir=$(abspath $(FLINK_PEER_HOME).tmp)/lib validate
+	javac -nowarn -encoding UTF-8 -d $(FLINK_PEER_HOME).tmp/harness -cp '$(FLINK_PEER_HOME).tmp/lib/*' $(FLINK_PEER_HARNESS)
+	rm -rf $(FLINK_PEER_HOME) && mv $(FLINK_PEER_HOME).tmp $(FLINK_PEER_HOME)
+	touch $@
+
+flink-peer: $(FLINK_PEER_STAMP)
+
 # The JVM decoder of Canal's RowChange (spark_sink/decode.py): protoc from Maven Central
 # turns proto/ into Java, and Maven builds it with RowChangeDecoder into one shaded jar.
 $(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
@@ -150,7 +167,7 @@ config-reference: venv
 docs: venv
 	$(VENV)/bin/mkdocs build --strict --quiet
 
-test: venv check-java real-stack decoder-jar lint docs
+test: venv check-java real-stack flink-peer decoder-jar lint docs
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 proto: venv
@@ -200,8 +217,12 @@ bench-snapshot: venv check-java real-stack decoder-jar
 bench-cluster: venv check-java real-stack decoder-jar
 	$(PY) -m bench.end_to_end --cluster $(or $(BENCH_ARGS),--rows 1000000)
 
+# Flink CDC and canalbridge side by side, each replaying the same MariaDB binlog into Iceberg.
+bench-peers: venv check-java real-stack decoder-jar flink-peer
+	$(PY) -m bench.peers $(BENCH_ARGS)
+
 bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka \
-	bench-snapshot bench-cluster
+	bench-snapshot bench-cluster bench-peers
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:

@@ -103,13 +103,15 @@ class DevServerProcess:
 
 @contextlib.contextmanager
 def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536, repeat: int = 1,
-               rate: float = 0) -> Iterator[DevServerProcess]:
-    """A dev server process feeding ``path``."""
+               rate: float = 0, batch_mode: str = "ITEMSIZE", preload: bool = False) -> Iterator[DevServerProcess]:
+    """A dev server process feeding ``path``; with ``preload``, every entry is in its store before it listens."""
     command = [sys.executable, "-m", "canalbridge", "--log-level", "warning", "devserver", "--port", "0",
-               "--destination", destination, "--capacity", str(capacity), "--entries", str(path),
-               "--repeat", str(repeat)]
+               "--destination", destination, "--capacity", str(capacity), "--batch-mode", batch_mode,
+               "--entries", str(path), "--repeat", str(repeat)]
     if rate:
         command += ["--rate", str(rate)]
+    if preload:
+        command.append("--preload")
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         line = server.stdout.readline() if server.stdout else ""
@@ -255,9 +257,12 @@ class Drained:
 def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[TableDef],
                        spark_settings: SparkSettings, commit: CommitSettings, *, rate: float = 0,
                        maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
-                       timeout_s: float = 3600.0) -> Drained:
+                       timeout_s: float = 3600.0, preload: bool = False) -> Drained:
     """One job, named ``name``, from a dev server feeding ``path`` (at ``rate`` row changes/s, or all
-    at once) into fresh tables ``CATALOG.NAME.*`` (the settings' catalog), until ``last`` is acked; then paused."""
+    at once) into fresh tables ``CATALOG.NAME.*`` (the settings' catalog), until ``last`` is acked; then paused.
+
+    The dev server's store is the commit settings' (capacity and batch mode); ``preload`` has it read the whole
+    file into the store before the job starts (:func:`dev_server`)."""
     spark = get_spark(spark_settings)
     lags: Counter = Counter()
     lock = threading.Lock()
@@ -267,7 +272,8 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
         recorder = recorders[channel.target] = LagRecorder(make_sink(spark, channel, name, spark_settings), lags, lock)
         return recorder.sink
 
-    with dev_server(path, capacity=commit.store_capacity, rate=rate) as source:
+    with dev_server(path, capacity=commit.store_capacity, rate=rate, batch_mode=commit.store_batch_mode,
+                    preload=preload) as source:
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(t.qualified, f"{spark_settings.catalog}.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())

@@ -18,6 +18,8 @@ from canalbridge.devkit.server import DevServer
 from canalbridge.devkit.store import BatchMode
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 
+PRELOAD_TIMEOUT_S = 3600.0
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -40,12 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=0, metavar="ROWS_PER_S",
                         help="release the entries file at this many row changes a second, stamping each entry's "
                              "execute time when released (default: all at once, times as saved)")
+    parser.add_argument("--preload", action="store_true",
+                        help="read the whole entries file into the store before listening, so that serving it "
+                             "costs next to nothing (the store must hold it all)")
     parser.add_argument("--tables", type=int, default=3, help="tables in the generated workload (default 3)")
     parser.add_argument("--seed", type=int, default=42, help="workload random seed (default 42)")
     parser.add_argument("--gtid", action="store_true", help="generate GTIDs as MySQL's gtid_mode=ON does")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.preload and args.rate:
+        print("error: --preload serves every entry at once; it cannot go with --rate", file=sys.stderr)
+        return 2
     password = args.password
     if args.password_env:
         if args.password_env not in os.environ:
@@ -71,6 +79,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         entries = repeated(args.entries, args.repeat)
         server.feed(args.destination, paced(entries, args.rate) if args.rate > 0 else entries)
+    if args.preload:
+        try:
+            server.preload(args.destination, timeout_s=PRELOAD_TIMEOUT_S)
+        except (ValueError, TimeoutError) as exc:
+            print(f"error: cannot preload the entries: {exc}", file=sys.stderr)
+            server.stop()
+            return 2
     print(f"canal devserver listening on {server.address} destination {args.destination}", flush=True)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

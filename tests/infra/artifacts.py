@@ -43,6 +43,16 @@ def kafka_home() -> Path:
     return home
 
 
+def flink_peer_home() -> Path:
+    """Flink CDC's cached ``lib/`` and the peer benchmark's compiled ``harness/``."""
+    home = cache_dir() / "flink-cdc-peer"
+    if not (home / ".complete").is_file() or not any((home / "lib").glob("flink-sql-connector-mysql-cdc-*.jar")):
+        raise MissingArtifact(
+            f"Flink CDC's jars are not in {home}: run `make flink-peer` (fetches them from Maven Central with mvn)"
+        )
+    return home
+
+
 def canal_kafka_plugin() -> Path:
     """Canal's Kafka producer plugin (``connector.kafka``, with its dependencies), cached with Canal."""
     plugin = canal_home() / "plugin" / f"connector.kafka-{CANAL_VERSION}-jar-with-dependencies.jar"

@@ -79,6 +79,27 @@ def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
 
 
 @pytest.mark.spark
+@pytest.mark.real
+@pytest.mark.flink
+def test_peers_bench_replays_one_binlog_through_flink_cdc_canalbridge_and_canals_recorded_stream():
+    flink, canalbridge, recorded, flink_readers, canalbridge_readers, summary = run_bench(
+        "bench.peers", "--rows", "2000", "--interval", "1")
+    assert [run["pipeline"] for run in (flink, canalbridge, recorded)] == ["flink", "canalbridge", "recorded"]
+    assert flink["rows"] == canalbridge["rows"] == recorded["rows"] == 2003  # and a sentinel row in each table
+    for name in ("flink", "canalbridge", "recorded"):
+        assert summary[f"{name}_targets_match_mariadb"] is True, name
+        assert summary[f"{name}_rows_per_s"] > 0 and summary[f"{name}_bridge_cpu_us_per_row"] > 0
+    assert flink["cpu_us_per_row"]["flink_jvm"] > 0
+    assert all(figure > 0 for figure in canalbridge["cpu_us_per_row"].values())
+    assert summary["recorded_rate_vs_flink"] > 0 and isinstance(summary["target_recorded_rate_met"], bool)
+    for readers in (flink_readers["readers"], canalbridge_readers["readers"]):
+        assert readers["before_compaction"]["data_files"] > 0 and readers["after_compaction"]["scan_s"] > 0
+    # Flink's sink writes an equality delete for every upserted key; canalbridge's upserts none.
+    assert flink_readers["readers"]["before_compaction"]["equality_delete_files"] > 0
+    assert canalbridge_readers["readers"]["before_compaction"]["equality_delete_files"] == 0
+
+
+@pytest.mark.spark
 def test_target_size_bench_commits_exactly_into_each_size():
     *_, summary = run_bench("bench.target_size", "--sizes", "2000,6000", "--changes", "500", "--commits", "2")
     assert summary["exact"] is True

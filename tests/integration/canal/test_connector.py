@@ -35,8 +35,8 @@ def connector(server, **overrides) -> CanalConnector:
 def fed(server, rows=200, **spec) -> Workload:
     workload = Workload(WorkloadSpec(row_changes=rows, **spec))
     server.feed("example", workload)
-    server.destinations["example"].start_parser()  # as if a client had subscribed before
-    assert server.destinations["example"].wait_parsed(30)
+    server.preload("example", timeout_s=30)  # every entry in the store, as if a client had subscribed before
+    assert server.destinations["example"].wait_parsed(0)
     return workload
 
 
@@ -264,6 +264,13 @@ def test_full_store_holds_the_source_back_until_acks(dev_server_factory):
             batch = client.get_without_ack(16, timeout_ms=20)
     for name, expected in workload.expected.items():
         assert tables.get(name, {}) == expected.canal_rows()
+
+
+def test_preloading_a_source_larger_than_the_store_is_refused_naming_the_destination(dev_server_factory):
+    server = dev_server_factory(DestinationConfig("example", capacity=16))
+    server.feed("example", Workload(WorkloadSpec(row_changes=300)))
+    with pytest.raises(ValueError, match=r"destination example: its store \(capacity 16\) is full"):
+        server.preload("example", timeout_s=30)
 
 
 def test_wrong_password_is_a_clear_auth_error_without_the_password(dev_server):

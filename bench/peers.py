@@ -1,0 +1,365 @@
+"""Peers: Flink CDC and canalbridge side by side, each replaying one MariaDB binlog into an empty Iceberg warehouse.
+
+One private MariaDB. Before any clock starts, ``--rows`` row changes are
+written into it with SQL (:mod:`bench.sql_workload`: three ten-column tables
+with a BIGINT key, 60% inserts, 30% updates, 10% deletes, one row per
+statement, ``--statements`` statements per transaction), then one last
+transaction inserts a sentinel row into each table. Then each pipeline in
+turn replays that binlog from the same start position (just before the
+workload) into a warehouse of its own, committing every ``--interval``
+seconds:
+
+1. Flink CDC (:mod:`bench.flink_cdc`: its MySQL CDC source, one binlog
+   reader for the three tables, into Iceberg's Flink sink in upsert mode,
+   parallelism ``--parallelism``, in one JVM); its clock stops when a data
+   file holding the sentinel is committed to every table.
+2. canalbridge: the real Canal server (a store of ``--canal-store`` KB in
+   ``MEMSIZE`` mode, and ``canal.instance.filter.query.dml = true`` so that
+   MariaDB's annotated SQL does not double the entries) and a job in this
+   process (gets of ``--batch-size`` KB, commit bounds ``--min-mb`` /
+   ``--max-mb``, Spark ``local[2]`` with the JVM decoder, maintenance off);
+   its clock stops when the sentinel's transaction is acked, which follows
+   its commit.
+
+For each: seconds (from the job's start, and from the launch of its first
+process: Flink's JVM, Canal's JVM), row changes/s, CPU µs per row change of
+each of its processes, and whether every table equals MariaDB's (rows and
+two column sums). Then what readers pay: a full scan of every table (Spark,
+every column), the same compaction on both warehouses (the procedures the
+daemon's maintenance runs), and the scan again, with the tables' data and
+delete files before and after.
+
+    .venv/bin/python -m bench.peers --rows 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import flink_cdc, sql_workload
+from bench.common import (
+    LagRecorder,
+    add_commit_arguments,
+    bench_row,
+    commit_settings,
+    cpu_seconds,
+    drain,
+    drain_into_iceberg,
+    local_spark_settings,
+    run_result,
+    spark_pid,
+)
+from canalbridge.daemon.logs import configure_logging
+from canalbridge.devkit.catalog import narrow_table
+from canalbridge.sync.job import SyncJob
+from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.settings import ChannelSettings, JobSettings
+from spark_sink.session import get_spark, stop_spark
+from spark_sink.settings import SparkSettings
+from spark_sink.sink import make_sink
+from tests.infra.canal_server import CanalDestination, CanalServer
+from tests.infra.mariadb import MariaDBServer
+
+DATABASE = "peers"
+TABLES = ("events_1", "events_2", "events_3")
+SENTINEL_KEY = 10**15  # above every key the workload writes
+FLINK_CATALOG = "flink"  # Flink's warehouse, as this process's Spark names it
+TIMEOUT_S = 3600.0
+BRIDGE_CPU_TARGET_US = 20.0  # issue 37: the daemon's Python and Spark's JVM together, per row change
+RECORDED_RATE_TARGET = 1.5  # issue 37: the bridge alone, fed Canal's recorded stream, against Flink CDC's rate
+
+
+@dataclass(frozen=True)
+class Binlog:
+    """The workload in MariaDB's binlog: where a replay starts, the sentinel's transaction, the row changes."""
+
+    start: tuple[str, int]
+    last: EntryPosition  # the sentinel transaction's end (its Xid event)
+    row_changes: int
+    sql_seconds: float
+
+
+def write_workload(mariadb: MariaDBServer, args: argparse.Namespace) -> Binlog:
+    """The tables, then the workload and the sentinels: the binlog both pipelines replay."""
+    mariadb.create_database(DATABASE)
+    mariadb.execute(*(sql_workload.create_table_sql(DATABASE, table) for table in TABLES), database=DATABASE)
+    start = mariadb.master_status()
+    rounds = max(1, args.rows // sql_workload.ROUND_ROW_CHANGES)
+    written = sql_workload.write(mariadb.connect_arguments(DATABASE), TABLES, rounds, label="source",
+                                 single_row=True,
+                                 rounds_per_transaction=max(1, args.statements // sql_workload.ROUND_ROW_CHANGES))
+    before = mariadb.master_status()
+    sentinel = "(" + ",".join(f"'{value}'" for value in bench_row(SENTINEL_KEY, 0)) + ")"
+    mariadb.execute("BEGIN", *(f"INSERT INTO `{table}` VALUES {sentinel}" for table in TABLES), "COMMIT",
+                    database=DATABASE)
+    last = EntryPosition(*mariadb.last_event_start("Xid", since=before))
+    return Binlog(start, last, written["row_changes"] + len(TABLES), written["seconds"])
+
+
+def run_flink(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse.Namespace) -> dict[str, Any]:
+    """Flink CDC's replay into ``root/flink-warehouse``: its figures."""
+    connect = mariadb.connect_arguments()
+    warehouse = root / "flink-warehouse"
+    source = flink_cdc.Source(connect["host"], connect["port"], connect["user"], DATABASE, *binlog.start)
+    sql = flink_cdc.job_sql([narrow_table(table, schema=DATABASE) for table in TABLES], source, warehouse,
+                            parallelism=args.parallelism)
+    print(f"flink: replaying {binlog.row_changes:,} row changes from {binlog.start[0]}:{binlog.start[1]} "
+          f"(parallelism {args.parallelism}, a checkpoint every {args.interval:g} s)", flush=True)
+    run = flink_cdc.run(root / "flink", sql, warehouse, DATABASE, TABLES, SENTINEL_KEY, password=connect["password"],
+                        parallelism=args.parallelism, checkpoint_s=args.interval, heap=args.flink_heap,
+                        timeout_s=TIMEOUT_S)
+    rows = binlog.row_changes
+    return {"pipeline": "flink", "rows": rows, "seconds": round(run.seconds, 1),
+            "seconds_from_launch": round(run.seconds_from_launch, 1), "rows_per_s": round(rows / run.seconds),
+            "cpu_us_per_row": {"flink_jvm": _per_row(run.cpu_s, rows),
+                               "flink_jvm_from_launch": _per_row(run.cpu_from_launch_s, rows)},
+            "bridge_cpu_us_per_row": _per_row(run.cpu_s, rows), "peak_jvm_rss_mb": round(run.peak_rss_mb)}
+
+
+def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_settings: SparkSettings,
+                    args: argparse.Namespace) -> dict[str, Any]:
+    """canalbridge's replay, through the real Canal server, into fresh tables ``lake.peers.*``: its figures."""
+    commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="MEMSIZE")
+    spark = get_spark(spark_settings)
+    lags: Counter = Counter()
+    lock = threading.Lock()
+    print(f"canalbridge: starting Canal (store {args.canal_store} KB, MEMSIZE) at {binlog.start[0]}:{binlog.start[1]}",
+          flush=True)
+    launched = time.perf_counter()
+    with _canal(root / "canal", mariadb, binlog, args) as canal:
+        assert canal.pid is not None
+        canal_settings = canal.canal_settings(DATABASE, batch_size=args.batch_size, poll_timeout_ms=100)
+        channels = tuple(ChannelSettings(f"{DATABASE}.{table}", f"{spark_settings.catalog}.{DATABASE}.{table}")
+                         for table in TABLES)
+        job = SyncJob(JobSettings("peers", canal_settings, channels, commit), lambda channel: LagRecorder(
+            make_sink(spark, channel, "peers", spark_settings), lags, lock).sink)
+        jvm = spark_pid(spark)
+        started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
+        job.start()
+        peak_rss = drain(job, "canalbridge", binlog.last, lags, started, TIMEOUT_S)
+        ended = time.perf_counter()
+        cpu, jvm_cpu = time.process_time() - cpu_started, cpu_seconds(jvm) - jvm_started
+        canal_cpu = cpu_seconds(canal.pid)  # from its launch: it reads the binlog before the job connects
+        job.pause()
+    rows = binlog.row_changes
+    figures = run_result("canalbridge", rows, ended - started, job, lags, peak_rss, cpu_s=cpu)
+    per_row = {"daemon_python": _per_row(cpu, rows), "spark_jvm": _per_row(jvm_cpu, rows),
+               "canal_jvm": _per_row(canal_cpu, rows)}
+    return {"pipeline": "canalbridge", "rows": rows, "seconds": figures["seconds"],
+            "seconds_from_launch": round(ended - launched, 1), "rows_per_s": figures["rows_per_s"],
+            "cpu_us_per_row": per_row,
+            "bridge_cpu_us_per_row": round(per_row["daemon_python"] + per_row["spark_jvm"], 2),
+            "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]}
+
+
+def _canal(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse.Namespace) -> CanalServer:
+    """A Canal server whose destination ``peers`` starts at the workload's start, as a careful user sets it:
+    MariaDB's annotated SQL dropped (``filter.query.dml``), the store ``--canal-store`` KB."""
+    destination = CanalDestination(DATABASE, filter_regex=rf"{DATABASE}\..*", properties={
+        "canal.instance.master.journal.name": binlog.start[0],
+        "canal.instance.master.position": str(binlog.start[1]),
+        "canal.instance.filter.query.dml": "true"})
+    return CanalServer(root, mariadb, [destination], password=os.urandom(8).hex(), heap_min="1g", heap_max="1g",
+                       server_properties={"canal.instance.memory.buffer.size": str(args.canal_store)})
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Canal's stream saved as an entries file (``canalbridge.devkit.entry_file``'s format)."""
+
+    path: Path
+    entries: int
+
+    @property
+    def store_capacity(self) -> int:
+        """A dev-server store (``MEMSIZE``) that holds every entry: slots, and KB."""
+        return 1 << max(self.entries, self.path.stat().st_size // 1024).bit_length()
+
+
+def record_canal_stream(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse.Namespace) -> Recording:
+    """What Canal hands out for the same binlog from the same start, saved: the recorded stream the
+    bridge-alone run replays."""
+    path = root / "canal-stream.entries"
+    print("recording Canal's stream of the same binlog for the bridge-alone run", flush=True)
+    entries = 0
+    with _canal(root / "canal-recording", mariadb, binlog, args) as canal, \
+            canal.connector(DATABASE, so_timeout_s=120) as connector, path.open("wb") as out:
+        connector.subscribe(rf"{DATABASE}\..*")
+        while True:
+            batch = connector.get_without_ack(args.batch_size, timeout_ms=100)
+            last = None
+            for entry in batch.entries:
+                raw = entry.SerializeToString()
+                out.write(len(raw).to_bytes(4, "big") + raw)  # canalbridge.devkit.entry_file's format
+                last = EntryPosition.of(entry)
+            entries += len(batch.entries)
+            connector.ack(batch.batch_id)
+            if last is not None and last >= binlog.last:
+                break
+    print(f"recorded {entries:,} entries ({path.stat().st_size / 2**20:,.0f} MB) into {path}", flush=True)
+    return Recording(path, entries)
+
+
+def run_recorded(recording: Recording, binlog: Binlog, spark_settings: SparkSettings,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """The bridge alone: Canal's recorded stream served from memory by a dev server, into fresh tables
+    ``lake.recorded.*``, with the same job settings; its figures."""
+    # The whole stream waits in the store (read before the clock starts), so the source costs next to
+    # nothing per row; Canal's store no longer cuts commits, the job's bounds and interval do.
+    commit = commit_settings(args, store_capacity=recording.store_capacity, store_batch_mode="MEMSIZE")
+    print(f"recorded: the bridge alone, fed Canal's stream from memory (a {recording.store_capacity} KB store)",
+          flush=True)
+    drained = drain_into_iceberg("recorded", recording.path, binlog.last,
+                                 [narrow_table(table, schema=DATABASE) for table in TABLES], spark_settings, commit,
+                                 preload=True, timeout_s=TIMEOUT_S)
+    rows = binlog.row_changes
+    figures = run_result("recorded", rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb,
+                         cpu_s=drained.cpu_s)
+    per_row = {"daemon_python": _per_row(drained.cpu_s, rows), "spark_jvm": _per_row(drained.jvm_cpu_s, rows),
+               "source": _per_row(drained.source_cpu_s, rows)}
+    return {"pipeline": "recorded", "rows": rows, "seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"],
+            "cpu_us_per_row": per_row,
+            "bridge_cpu_us_per_row": round(per_row["daemon_python"] + per_row["spark_jvm"], 2),
+            "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]}
+
+
+def _per_row(cpu_s: float, rows: int) -> float:
+    return round(cpu_s / rows * 1e6, 2)
+
+
+def verify(spark: Any, mariadb: MariaDBServer, namespace: str) -> bool:
+    """Whether every table under ``namespace`` (``catalog.database``) equals MariaDB's (rows and two column
+    sums)."""
+    connect = mariadb.connect_arguments(DATABASE)
+    same = True
+    for table in TABLES:
+        source = sql_workload.table_summary(connect, table)
+        row = spark.sql(f"SELECT COUNT(*) AS n, COALESCE(SUM(c1), 0) AS s1, COALESCE(SUM(c5), 0) AS s5 "
+                        f"FROM {namespace}.{table}").collect()[0]
+        target = {"rows": int(row.n), "sum_c1": int(row.s1), "sum_c5": int(row.s5)}
+        if target != source:
+            print(f"{namespace}.{table} differs from MariaDB: {target} against {source}", flush=True)
+            same = False
+    return same
+
+
+def reading_cost(spark: Any, catalog: str) -> dict[str, Any]:
+    """What readers pay for ``catalog``'s ``peers`` tables: a full scan (seconds, warm), the files, then the
+    same after compaction with the procedures the daemon's maintenance runs."""
+    tables = [f"{catalog}.{DATABASE}.{table}" for table in TABLES]
+    before = {"scan_s": _scan_seconds(spark, tables), **_files(spark, tables)}
+    started = time.perf_counter()
+    for table in TABLES:
+        spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{DATABASE}.{table}', "
+                  "options => map('remove-dangling-deletes', 'true'))").collect()
+        spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => '{DATABASE}.{table}')").collect()
+    compaction_s = time.perf_counter() - started
+    after = {"scan_s": _scan_seconds(spark, tables), **_files(spark, tables)}
+    return {"before_compaction": before, "compaction_s": round(compaction_s, 1), "after_compaction": after}
+
+
+def _scan_seconds(spark: Any, tables: list[str]) -> float:
+    """Seconds to read every column of every row of ``tables``, deletes applied (the second of two scans)."""
+    seconds = 0.0
+    for _ in range(2):
+        started = time.perf_counter()
+        for table in tables:
+            spark.table(table).write.format("noop").mode("overwrite").save()
+        seconds = time.perf_counter() - started
+    return round(seconds, 2)
+
+
+def _files(spark: Any, tables: list[str]) -> dict[str, int]:
+    counts: Counter = Counter()
+    for table in tables:
+        for row in spark.sql(f"SELECT content, count(*) AS n FROM {table}.files GROUP BY content").collect():
+            counts[("data_files", "position_delete_files", "equality_delete_files")[row.content]] += int(row.n)
+        counts["snapshots"] += int(spark.sql(f"SELECT count(*) AS n FROM {table}.snapshots").collect()[0].n)
+    return {key: counts[key] for key in ("data_files", "position_delete_files", "equality_delete_files",
+                                         "snapshots")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="row changes written (rounded to 100)")
+    parser.add_argument("--statements", type=int, default=500, help="statements per source transaction")
+    parser.add_argument("--parallelism", type=int, default=2, help="Flink's parallelism")
+    parser.add_argument("--flink-heap", default="2g", help="Flink's JVM heap")
+    parser.add_argument("--canal-store", type=int, default=262144,
+                        help="Canal's canal.instance.memory.buffer.size, KB in MEMSIZE mode")
+    parser.add_argument("--batch-size", type=int, default=4096, help="a get's size, KB in MEMSIZE mode")
+    add_commit_arguments(parser)
+    parser.set_defaults(min_mb=128, max_mb=256)  # bounds a careful user sets for a backlog of this size
+    parser.add_argument("--only", choices=("flink", "canalbridge", "recorded"), help="run one pipeline")
+    parser.add_argument("--workdir", type=Path, help="for MariaDB, Canal, Flink, the warehouses (default: a temp dir)")
+    args = parser.parse_args()
+    configure_logging("warning")
+
+    root = (args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-bench-peers-"))).resolve()
+    spark_settings = local_spark_settings(root, args.decoder)
+    flink_warehouse = root / "flink-warehouse"
+    spark_settings = dataclasses.replace(spark_settings, conf={
+        f"spark.sql.catalog.{FLINK_CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{FLINK_CATALOG}.type": "hadoop",
+        f"spark.sql.catalog.{FLINK_CATALOG}.warehouse": f"file://{flink_warehouse}"})
+    print(f"starting MariaDB in {root}", flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    runs = [args.only] if args.only else ["flink", "canalbridge", "recorded"]
+    with MariaDBServer(root / "mariadb") as mariadb:
+        binlog = write_workload(mariadb, args)
+        if "flink" in runs:
+            results["flink"] = run_flink(root, mariadb, binlog, args)
+            print(json.dumps(results["flink"]), flush=True)
+        if "canalbridge" in runs:
+            results["canalbridge"] = run_canalbridge(root, mariadb, binlog, spark_settings, args)
+            print(json.dumps(results["canalbridge"]), flush=True)
+        if "recorded" in runs:
+            recording = record_canal_stream(root, mariadb, binlog, args)
+            results["recorded"] = run_recorded(recording, binlog, spark_settings, args)
+            print(json.dumps(results["recorded"]), flush=True)
+        spark = get_spark(spark_settings)
+        namespaces = {"flink": f"{FLINK_CATALOG}.{DATABASE}", "canalbridge": f"{spark_settings.catalog}.{DATABASE}",
+                      "recorded": f"{spark_settings.catalog}.recorded"}
+        for name, result in results.items():
+            result["targets_match_mariadb"] = verify(spark, mariadb, namespaces[name])
+        for name, catalog in (("flink", FLINK_CATALOG), ("canalbridge", spark_settings.catalog)):
+            if name in results:
+                print(f"{name}: reading its tables, compacting them, reading them again", flush=True)
+                results[name]["readers"] = reading_cost(spark, catalog)
+                print(json.dumps({"pipeline": name, "readers": results[name]["readers"]}), flush=True)
+    stop_spark()
+    summary: dict[str, Any] = {
+        "benchmark": "peers", "rows": binlog.row_changes, "tables": len(TABLES),
+        "statements_per_transaction": args.statements, "interval_s": args.interval, "sql_seconds": binlog.sql_seconds,
+        **{f"{name}_{key}": result[key] for name, result in results.items()
+           for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row", "targets_match_mariadb")}}
+    flink = results.get("flink")
+    for name in ("canalbridge", "recorded"):
+        if flink and name in results:
+            summary[f"{name}_rate_vs_flink"] = round(results[name]["rows_per_s"] / flink["rows_per_s"], 2)
+            summary[f"{name}_cpu_vs_flink"] = round(
+                results[name]["bridge_cpu_us_per_row"] / flink["bridge_cpu_us_per_row"], 2)
+    # Issue 37's targets: the bridge's own CPU per row on the side-by-side run, and the bridge alone against Flink.
+    if "canalbridge" in results:
+        summary["target_bridge_cpu_us_per_row"] = BRIDGE_CPU_TARGET_US
+        summary["target_bridge_cpu_met"] = results["canalbridge"]["bridge_cpu_us_per_row"] <= BRIDGE_CPU_TARGET_US
+    if "recorded_rate_vs_flink" in summary:
+        summary["target_recorded_rate_vs_flink"] = RECORDED_RATE_TARGET
+        summary["target_recorded_rate_met"] = summary["recorded_rate_vs_flink"] >= RECORDED_RATE_TARGET
+    print(json.dumps(summary), flush=True)
+    if not all(result["targets_match_mariadb"] for result in results.values()):
+        raise SystemExit("a target differs from its MariaDB table")
+
+
+if __name__ == "__main__":
+    main()
