@@ -18,20 +18,15 @@ processes. :func:`compare` returns what goes into the summary line.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import queue
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from bench.common import cpu_seconds
-from canalbridge.daemon.logs import configure_logging
-from canalbridge.devkit.progress import die_with_parent
+from bench.common import cpu_seconds, in_child
 from canalbridge.sync.position import Position
 from canalbridge.sync.settings import CommitSettings
-from spark_sink.session import stop_spark
 from spark_sink.settings import SparkSettings
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.processes import LOOPBACK
@@ -55,7 +50,7 @@ def compare(local: dict[str, Any], local_warehouse: Path, path: Path, rows: int,
         statements = _statements(catalog_db)
         store_cpu, catalog_cpu = cpu_seconds(_pid(store)), cpu_seconds(_pid(catalog_db))
         with _ExecutorCpu(cluster) as executors:
-            remote = _in_child("cluster", path, last, rows, settings, commit)
+            remote = in_child("cluster", _run_on_cluster, "cluster", path, last, rows, settings, commit)
         commits = max(int(remote["table_commits"]), 1)
         remote["executor_cpu_us_per_row"] = round(executors.seconds() / rows * 1e6, 2)
         remote["catalog_statements_per_table_commit"] = round((_statements(catalog_db) - statements) / commits, 1)
@@ -82,44 +77,13 @@ def compare(local: dict[str, Any], local_warehouse: Path, path: Path, rows: int,
             "cluster_executor_cpu_us_per_row": remote["executor_cpu_us_per_row"]}
 
 
-def _in_child(name: str, path: Path, last: Position, rows: int, settings: SparkSettings,
-              commit: CommitSettings) -> dict[str, Any]:
-    """The backlog run ``name`` in a process of its own (a Spark driver JVM of its own); its result."""
-    context = multiprocessing.get_context("spawn")  # never fork a process that runs a JVM bridge
-    results: multiprocessing.Queue = context.Queue()
-    process = context.Process(target=_run, args=(name, path, last, rows, settings, commit, results),
-                              name=f"bench-{name}")
-    process.start()
-    try:
-        while True:  # (bounded: the run gives up after drain()'s own timeout, and its process ends)
-            try:
-                return results.get(timeout=5.0)
-            except queue.Empty:
-                if not process.is_alive():
-                    try:  # (put just before it ended)
-                        return results.get(timeout=1.0)
-                    except queue.Empty:
-                        raise SystemExit(f"the {name} run ended without a result (exit code {process.exitcode})") \
-                            from None
-    finally:
-        process.join(60)
-        if process.is_alive():
-            process.kill()
-            process.join()
-
-
-def _run(name: str, path: Path, last: Position, rows: int, settings: SparkSettings, commit: CommitSettings,
-         results: multiprocessing.Queue) -> None:
+def _run_on_cluster(name: str, path: Path, last: Position, rows: int, settings: SparkSettings,
+                    commit: CommitSettings) -> dict[str, Any]:
     from bench.end_to_end import run  # (not at the top: bench.end_to_end imports this module)
 
-    die_with_parent()  # a benchmark cut short leaves no driver behind (the cluster's processes die with it too)
     os.environ.update(CLIENT_ENV)  # the driver's AWS SDK, as the executors' (spark.executorEnv)
     os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # the driver's JVM, as the cluster's (all of it on loopback)
-    configure_logging("warning")
-    try:
-        results.put(run(name, path, last, rows, settings, commit))
-    finally:
-        stop_spark()
+    return run(name, path, last, rows, settings, commit)
 
 
 class _ExecutorCpu:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import multiprocessing
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -13,16 +15,17 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
-from canalbridge.devkit.progress import lag_text
+from canalbridge.devkit.progress import die_with_parent, lag_text
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.job import SyncJob
@@ -30,7 +33,7 @@ from canalbridge.sync.maintenance import MaintenanceReport
 from canalbridge.sync.position import EntryPosition, Position
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
 from canalbridge.sync.sink import ChannelSink, SealedTransaction
-from spark_sink.session import get_spark
+from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
 
@@ -104,7 +107,8 @@ class DevServerProcess:
 @contextlib.contextmanager
 def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536, repeat: int = 1,
                rate: float = 0, batch_mode: str = "ITEMSIZE", preload: bool = False) -> Iterator[DevServerProcess]:
-    """A dev server process feeding ``path``; with ``preload``, every entry is in its store before it listens."""
+    """A dev server process feeding ``path``; with ``preload``, every entry is in its store before it announces its
+    port."""
     command = [sys.executable, "-m", "canalbridge", "--log-level", "warning", "devserver", "--port", "0",
                "--destination", destination, "--capacity", str(capacity), "--batch-mode", batch_mode,
                "--entries", str(path), "--repeat", str(repeat)]
@@ -257,12 +261,13 @@ class Drained:
 def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[TableDef],
                        spark_settings: SparkSettings, commit: CommitSettings, *, rate: float = 0,
                        maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
-                       timeout_s: float = 3600.0, preload: bool = False) -> Drained:
+                       timeout_s: float = 3600.0, preload: bool = False, batch_size: int = 4096) -> Drained:
     """One job, named ``name``, from a dev server feeding ``path`` (at ``rate`` row changes/s, or all
     at once) into fresh tables ``CATALOG.NAME.*`` (the settings' catalog), until ``last`` is acked; then paused.
 
     The dev server's store is the commit settings' (capacity and batch mode); ``preload`` has it read the whole
-    file into the store before the job starts (:func:`dev_server`)."""
+    file into the store before the job starts (:func:`dev_server`). ``batch_size`` is a get's (entries, or KB in
+    ``MEMSIZE`` mode)."""
     spark = get_spark(spark_settings)
     lags: Counter = Counter()
     lock = threading.Lock()
@@ -274,7 +279,7 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
 
     with dev_server(path, capacity=commit.store_capacity, rate=rate, batch_mode=commit.store_batch_mode,
                     preload=preload) as source:
-        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=4096, poll_timeout_ms=100)
+        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(t.qualified, f"{spark_settings.catalog}.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
         job = SyncJob(settings, sink)
@@ -313,6 +318,40 @@ def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Co
     result["lag_p50_s"] = round(percentile(committed, 0.50) / 1000, 2)
     result["lag_p99_s"] = round(percentile(committed, 0.99) / 1000, 2)
     return result
+
+
+def in_child(name: str, function: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """``function(*args)`` in a process of its own, with a Spark driver JVM of its own (started cold, as a
+    daemon's is); its result. The process dies with this one."""
+    context = multiprocessing.get_context("spawn")  # never fork a process that runs a JVM bridge
+    results: multiprocessing.Queue = context.Queue()
+    process = context.Process(target=_child, args=(function, args, results), name=f"bench-{name}")
+    process.start()
+    try:
+        while True:  # (bounded: a run gives up after drain()'s own timeout, and its process ends)
+            try:
+                return results.get(timeout=5.0)
+            except queue.Empty:
+                if not process.is_alive():
+                    try:  # (put just before it ended)
+                        return results.get(timeout=1.0)
+                    except queue.Empty:
+                        raise SystemExit(f"the {name} run ended without a result (exit code {process.exitcode})") \
+                            from None
+    finally:
+        process.join(60)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _child(function: Callable[..., dict[str, Any]], args: tuple[Any, ...], results: multiprocessing.Queue) -> None:
+    die_with_parent()  # a benchmark cut short leaves no driver behind
+    configure_logging("warning")
+    try:
+        results.put(function(*args))
+    finally:
+        stop_spark()
 
 
 def spark_pid(spark: SparkSession) -> int:

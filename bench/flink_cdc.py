@@ -34,7 +34,7 @@ from tests.infra.artifacts import flink_peer_home, java_binary
 from tests.infra.processes import tail
 
 CATALOG = "ice"  # the Iceberg catalog's name inside the Flink job
-HARNESS_CLASS = "canalbridge.devkit.FlinkCdcPeer"
+HARNESS_CLASS = "canalbridge.peer.FlinkCdcPeer"
 # What Flink's own launch scripts pass on Java 17 (its config.yaml's env.java.opts.all).
 JAVA_17_OPTIONS = (
     "-XX:+IgnoreUnrecognizedVMOptions",
@@ -65,9 +65,9 @@ class Source:
 class FlinkRun:
     """One run until the sentinel was visible in every table."""
 
-    seconds: float  # from the job's submission
-    seconds_from_launch: float  # from the JVM's launch (the MiniCluster's start and the planning included)
-    cpu_s: float  # the JVM's, from the job's submission
+    seconds: float  # from the job's submission (the MiniCluster starts with it)
+    seconds_from_launch: float  # from the JVM's launch (the job's planning included)
+    cpu_s: float  # the JVM's, over ``seconds``
     cpu_from_launch_s: float
     peak_rss_mb: float
 
@@ -118,9 +118,10 @@ def job_sql(tables: Sequence[TableDef], source: Source, warehouse: Path, *, para
     return "\n;\n".join(statements) + "\n"
 
 
-def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[str], sentinel: int, *,
+def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[str], key: str, sentinel: int, *,
         password: str, parallelism: int, checkpoint_s: float, heap: str, timeout_s: float) -> FlinkRun:
-    """Run the job until ``sentinel`` is in every table; its figures. The JVM's log is ``root/flink.log``."""
+    """Run the job until the value ``sentinel`` of column ``key`` is in every table; its figures. The JVM's log
+    is ``root/flink.log``; what of it reaches an error has the password masked."""
     home = flink_peer_home()
     root.mkdir(parents=True, exist_ok=True)
     job_file = root / "job.sql"
@@ -129,7 +130,7 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
     command = [java_binary(), f"-Xms{heap}", f"-Xmx{heap}", *JAVA_17_OPTIONS, "-Duser.timezone=UTC",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Djava.io.tmpdir={root}",
                "-cp", f"{home / 'lib'}/*:{home / 'harness'}", HARNESS_CLASS,
-               str(job_file), str(warehouse), str(parallelism), str(int(checkpoint_s * 1000)), str(sentinel),
+               str(job_file), str(warehouse), str(parallelism), str(int(checkpoint_s * 1000)), key, str(sentinel),
                str(int(timeout_s)), *(f"{database}.{table}" for table in tables)]
     launched = time.perf_counter()
     with log_file.open("wb") as log:
@@ -138,8 +139,10 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
                                    preexec_fn=die_with_parent)
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_read_lines, args=(process, lines), name="flink-stdout", daemon=True).start()
-    submitted = visible = None
+    submitted: float | None = None
+    visible: float | None = None
     peak_rss = cpu_at_submission = 0.0
+    deadline = launched + timeout_s + 120  # the harness gives up at timeout_s; this, if it cannot
     try:
         while visible is None:
             try:
@@ -148,10 +151,13 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
                 line = ""
             if line is None:
                 raise SystemExit(f"Flink ended (exit code {process.wait(timeout=30)}) before the sentinel was "
-                                 f"visible; its log ({log_file}) ends:\n{tail(log_file)}")
+                                 f"visible; its log ({log_file}) ends:\n{_masked(tail(log_file), password)}")
             peak_rss = max(peak_rss, rss_mb(process.pid))
             now = time.perf_counter()
-            if line == "submitted":
+            if now > deadline:
+                raise SystemExit(f"Flink did not report the sentinel in {timeout_s:g} s; its log ({log_file}) "
+                                 f"ends:\n{_masked(tail(log_file), password)}")
+            if line == "submitting":
                 submitted, cpu_at_submission = now, cpu_seconds(process.pid)
             elif line.startswith("visible "):
                 visible = float(line.split()[1])
@@ -164,12 +170,17 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
         process.stdin.write("stop\n")
         process.stdin.flush()
         if process.wait(timeout=120) != 0:
-            raise SystemExit(f"Flink exited with {process.returncode}; its log ({log_file}) ends:\n{tail(log_file)}")
+            raise SystemExit(f"Flink exited with {process.returncode}; its log ({log_file}) ends:\n"
+                             f"{_masked(tail(log_file), password)}")
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     return FlinkRun(visible, seconds_from_launch, cpu - cpu_at_submission, cpu, peak_rss)
+
+
+def _masked(text: str, password: str) -> str:
+    return text.replace(password, "******") if password else text
 
 
 def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:

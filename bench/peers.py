@@ -20,14 +20,22 @@ seconds:
    ``--max-mb``, Spark ``local[2]`` with the JVM decoder, maintenance off);
    its clock stops when the sentinel's transaction is acked, which follows
    its commit.
+3. recorded, the bridge alone: Canal's stream of the same binlog, recorded
+   once by a plain client, served from memory by a dev server that holds
+   all of it before the clock starts (``devserver --preload``), into the
+   same job settings, in a process of its own. Canal's store no longer
+   cuts the commits here, so they are larger.
 
+Every pipeline starts cold: Flink's JVM and each run's Spark JVM are new.
 For each: seconds (from the job's start, and from the launch of its first
 process: Flink's JVM, Canal's JVM), row changes/s, CPU µs per row change of
-each of its processes, and whether every table equals MariaDB's (rows and
-two column sums). Then what readers pay: a full scan of every table (Spark,
-every column), the same compaction on both warehouses (the procedures the
-daemon's maintenance runs), and the scan again, with the tables' data and
-delete files before and after.
+each of its processes (``bridge_cpu_us_per_row``: the bridge's own, without
+its source, Flink's whole JVM for Flink; ``pipeline_cpu_us_per_row``: with
+the source), and whether every table equals MariaDB's (rows and two column
+sums). Then what readers pay for Flink's and canalbridge's tables: a full
+scan of every table (Spark, every column), the same compaction on both
+warehouses (the daemon's maintenance's own), and the scan again, with the
+tables' data and delete files before and after.
 
     .venv/bin/python -m bench.peers --rows 1000000
 """
@@ -42,9 +50,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import flink_cdc, sql_workload
 from bench.common import (
@@ -55,20 +64,28 @@ from bench.common import (
     cpu_seconds,
     drain,
     drain_into_iceberg,
+    in_child,
     local_spark_settings,
     run_result,
     spark_pid,
 )
+from canalbridge.canal.connector import CanalConnector
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
+from canalbridge.devkit.entry_file import write_entries
+from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job import SyncJob
 from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
+from spark_sink.table import TargetTable
 from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DATABASE = "peers"
 TABLES = ("events_1", "events_2", "events_3")
@@ -77,6 +94,7 @@ FLINK_CATALOG = "flink"  # Flink's warehouse, as this process's Spark names it
 TIMEOUT_S = 3600.0
 BRIDGE_CPU_TARGET_US = 20.0  # issue 37: the daemon's Python and Spark's JVM together, per row change
 RECORDED_RATE_TARGET = 1.5  # issue 37: the bridge alone, fed Canal's recorded stream, against Flink CDC's rate
+MAINTENANCE_OFF = MaintenanceSettings(enabled=False)
 
 
 @dataclass(frozen=True)
@@ -97,7 +115,7 @@ def write_workload(mariadb: MariaDBServer, args: argparse.Namespace) -> Binlog:
     rounds = max(1, args.rows // sql_workload.ROUND_ROW_CHANGES)
     written = sql_workload.write(mariadb.connect_arguments(DATABASE), TABLES, rounds, label="source",
                                  single_row=True,
-                                 rounds_per_transaction=max(1, args.statements // sql_workload.ROUND_ROW_CHANGES))
+                                 rounds_per_transaction=args.statements // sql_workload.ROUND_ROW_CHANGES)
     before = mariadb.master_status()
     sentinel = "(" + ",".join(f"'{value}'" for value in bench_row(SENTINEL_KEY, 0)) + ")"
     mariadb.execute("BEGIN", *(f"INSERT INTO `{table}` VALUES {sentinel}" for table in TABLES), "COMMIT",
@@ -108,22 +126,23 @@ def write_workload(mariadb: MariaDBServer, args: argparse.Namespace) -> Binlog:
 
 def run_flink(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse.Namespace) -> dict[str, Any]:
     """Flink CDC's replay into ``root/flink-warehouse``: its figures."""
-    connect = mariadb.connect_arguments()
     warehouse = root / "flink-warehouse"
-    source = flink_cdc.Source(connect["host"], connect["port"], connect["user"], DATABASE, *binlog.start)
-    sql = flink_cdc.job_sql([narrow_table(table, schema=DATABASE) for table in TABLES], source, warehouse,
-                            parallelism=args.parallelism)
+    # The account Canal reads with, and its grants: what a replication client needs.
+    source = flink_cdc.Source(mariadb.host, mariadb.port, mariadb.canal_user, DATABASE, *binlog.start)
+    tables = [narrow_table(table, schema=DATABASE) for table in TABLES]
+    sql = flink_cdc.job_sql(tables, source, warehouse, parallelism=args.parallelism)
     print(f"flink: replaying {binlog.row_changes:,} row changes from {binlog.start[0]}:{binlog.start[1]} "
           f"(parallelism {args.parallelism}, a checkpoint every {args.interval:g} s)", flush=True)
-    run = flink_cdc.run(root / "flink", sql, warehouse, DATABASE, TABLES, SENTINEL_KEY, password=connect["password"],
-                        parallelism=args.parallelism, checkpoint_s=args.interval, heap=args.flink_heap,
-                        timeout_s=TIMEOUT_S)
+    (key,) = tables[0].key_names
+    flink = flink_cdc.run(root / "flink", sql, warehouse, DATABASE, TABLES, key, SENTINEL_KEY,
+                          password=mariadb.canal_password, parallelism=args.parallelism, checkpoint_s=args.interval,
+                          heap=args.flink_heap, timeout_s=TIMEOUT_S)
     rows = binlog.row_changes
-    return {"pipeline": "flink", "rows": rows, "seconds": round(run.seconds, 1),
-            "seconds_from_launch": round(run.seconds_from_launch, 1), "rows_per_s": round(rows / run.seconds),
-            "cpu_us_per_row": {"flink_jvm": _per_row(run.cpu_s, rows),
-                               "flink_jvm_from_launch": _per_row(run.cpu_from_launch_s, rows)},
-            "bridge_cpu_us_per_row": _per_row(run.cpu_s, rows), "peak_jvm_rss_mb": round(run.peak_rss_mb)}
+    jvm = _per_row(flink.cpu_s, rows)
+    return {"pipeline": "flink", "rows": rows, "seconds": round(flink.seconds, 1),
+            "seconds_from_launch": round(flink.seconds_from_launch, 1), "rows_per_s": round(rows / flink.seconds),
+            "cpu_us_per_row": {"flink_jvm": jvm, "flink_jvm_from_launch": _per_row(flink.cpu_from_launch_s, rows)},
+            "bridge_cpu_us_per_row": jvm, "pipeline_cpu_us_per_row": jvm, "peak_jvm_rss_mb": round(flink.peak_rss_mb)}
 
 
 def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_settings: SparkSettings,
@@ -141,24 +160,27 @@ def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_se
         canal_settings = canal.canal_settings(DATABASE, batch_size=args.batch_size, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(f"{DATABASE}.{table}", f"{spark_settings.catalog}.{DATABASE}.{table}")
                          for table in TABLES)
-        job = SyncJob(JobSettings("peers", canal_settings, channels, commit), lambda channel: LagRecorder(
-            make_sink(spark, channel, "peers", spark_settings), lags, lock).sink)
+        job = SyncJob(JobSettings("peers", canal_settings, channels, commit, MAINTENANCE_OFF),
+                      lambda channel: LagRecorder(make_sink(spark, channel, "peers", spark_settings), lags, lock).sink)
         jvm = spark_pid(spark)
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
+        canal_started = cpu_seconds(canal.pid)  # what it spent starting, and reading the binlog before the job came
         job.start()
         peak_rss = drain(job, "canalbridge", binlog.last, lags, started, TIMEOUT_S)
         ended = time.perf_counter()
         cpu, jvm_cpu = time.process_time() - cpu_started, cpu_seconds(jvm) - jvm_started
-        canal_cpu = cpu_seconds(canal.pid)  # from its launch: it reads the binlog before the job connects
+        canal_cpu = cpu_seconds(canal.pid)
         job.pause()
     rows = binlog.row_changes
     figures = run_result("canalbridge", rows, ended - started, job, lags, peak_rss, cpu_s=cpu)
     per_row = {"daemon_python": _per_row(cpu, rows), "spark_jvm": _per_row(jvm_cpu, rows),
-               "canal_jvm": _per_row(canal_cpu, rows)}
+               "canal_jvm": _per_row(canal_cpu - canal_started, rows),
+               "canal_jvm_from_launch": _per_row(canal_cpu, rows)}
+    bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
     return {"pipeline": "canalbridge", "rows": rows, "seconds": figures["seconds"],
             "seconds_from_launch": round(ended - launched, 1), "rows_per_s": figures["rows_per_s"],
-            "cpu_us_per_row": per_row,
-            "bridge_cpu_us_per_row": round(per_row["daemon_python"] + per_row["spark_jvm"], 2),
+            "cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
+            "pipeline_cpu_us_per_row": round(bridge + per_row["canal_jvm_from_launch"], 2),
             "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]}
 
 
@@ -191,84 +213,91 @@ def record_canal_stream(root: Path, mariadb: MariaDBServer, binlog: Binlog, args
     bridge-alone run replays."""
     path = root / "canal-stream.entries"
     print("recording Canal's stream of the same binlog for the bridge-alone run", flush=True)
-    entries = 0
-    with _canal(root / "canal-recording", mariadb, binlog, args) as canal, \
-            canal.connector(DATABASE, so_timeout_s=120) as connector, path.open("wb") as out:
-        connector.subscribe(rf"{DATABASE}\..*")
-        while True:
+
+    def stream(connector: CanalConnector) -> Iterator[entry_pb.Entry]:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
             batch = connector.get_without_ack(args.batch_size, timeout_ms=100)
-            last = None
-            for entry in batch.entries:
-                raw = entry.SerializeToString()
-                out.write(len(raw).to_bytes(4, "big") + raw)  # canalbridge.devkit.entry_file's format
-                last = EntryPosition.of(entry)
-            entries += len(batch.entries)
+            yield from batch.entries
             connector.ack(batch.batch_id)
-            if last is not None and last >= binlog.last:
-                break
+            if batch.entries and EntryPosition.of(batch.entries[-1]) >= binlog.last:
+                return
+        raise SystemExit(f"Canal did not hand out {binlog.last} in {TIMEOUT_S:g} s")
+
+    with _canal(root / "canal-recording", mariadb, binlog, args) as canal, \
+            canal.connector(DATABASE, so_timeout_s=120) as connector:
+        connector.subscribe(rf"{DATABASE}\..*")
+        entries = write_entries(path, stream(connector))
     print(f"recorded {entries:,} entries ({path.stat().st_size / 2**20:,.0f} MB) into {path}", flush=True)
     return Recording(path, entries)
 
 
 def run_recorded(recording: Recording, binlog: Binlog, spark_settings: SparkSettings,
                  args: argparse.Namespace) -> dict[str, Any]:
-    """The bridge alone: Canal's recorded stream served from memory by a dev server, into fresh tables
-    ``lake.recorded.*``, with the same job settings; its figures."""
+    """The bridge alone: Canal's recorded stream served from memory by a dev server, with the same job settings,
+    in a process of its own, twice: into fresh tables ``lake.recorded.*`` with Spark's JVM cold, as the other
+    two pipelines' start, then into ``lake.recorded_warm.*`` in the same JVM, warm, as a daemon's runs after
+    its first minutes. The cold run's figures, the warm one's under ``warm``."""
     # The whole stream waits in the store (read before the clock starts), so the source costs next to
     # nothing per row; Canal's store no longer cuts commits, the job's bounds and interval do.
     commit = commit_settings(args, store_capacity=recording.store_capacity, store_batch_mode="MEMSIZE")
-    print(f"recorded: the bridge alone, fed Canal's stream from memory (a {recording.store_capacity} KB store)",
-          flush=True)
-    drained = drain_into_iceberg("recorded", recording.path, binlog.last,
-                                 [narrow_table(table, schema=DATABASE) for table in TABLES], spark_settings, commit,
-                                 preload=True, timeout_s=TIMEOUT_S)
-    rows = binlog.row_changes
-    figures = run_result("recorded", rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb,
-                         cpu_s=drained.cpu_s)
-    per_row = {"daemon_python": _per_row(drained.cpu_s, rows), "spark_jvm": _per_row(drained.jvm_cpu_s, rows),
-               "source": _per_row(drained.source_cpu_s, rows)}
-    return {"pipeline": "recorded", "rows": rows, "seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"],
-            "cpu_us_per_row": per_row,
-            "bridge_cpu_us_per_row": round(per_row["daemon_python"] + per_row["spark_jvm"], 2),
-            "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]}
+    print(f"recorded: the bridge alone, fed Canal's stream from memory (a {recording.store_capacity} KB store), "
+          "with Spark cold, then again warm", flush=True)
+    return in_child("recorded", _drain_recorded, recording.path, binlog.last, binlog.row_changes, spark_settings,
+                    commit, args.batch_size)
+
+
+def _drain_recorded(path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,
+                    commit: CommitSettings, batch_size: int) -> dict[str, Any]:
+    runs = []
+    for name in ("recorded", "recorded_warm"):
+        drained = drain_into_iceberg(name, path, last, [narrow_table(table, schema=DATABASE) for table in TABLES],
+                                     spark_settings, commit, maintenance=MAINTENANCE_OFF, timeout_s=TIMEOUT_S,
+                                     preload=True, batch_size=batch_size)
+        figures = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb,
+                             cpu_s=drained.cpu_s)
+        per_row = {"daemon_python": _per_row(drained.cpu_s, rows), "spark_jvm": _per_row(drained.jvm_cpu_s, rows),
+                   "source": _per_row(drained.source_cpu_s, rows)}
+        bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
+        runs.append({"seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"], "cpu_us_per_row": per_row,
+                     "bridge_cpu_us_per_row": bridge, "pipeline_cpu_us_per_row": round(bridge + per_row["source"], 2),
+                     "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]})
+    cold, warm = runs
+    return {"pipeline": "recorded", "rows": rows, **cold, "warm": warm}
 
 
 def _per_row(cpu_s: float, rows: int) -> float:
     return round(cpu_s / rows * 1e6, 2)
 
 
-def verify(spark: Any, mariadb: MariaDBServer, namespace: str) -> bool:
+def verify(spark: SparkSession, mariadb: MariaDBServer, namespace: str) -> bool:
     """Whether every table under ``namespace`` (``catalog.database``) equals MariaDB's (rows and two column
     sums)."""
     connect = mariadb.connect_arguments(DATABASE)
     same = True
     for table in TABLES:
         source = sql_workload.table_summary(connect, table)
-        row = spark.sql(f"SELECT COUNT(*) AS n, COALESCE(SUM(c1), 0) AS s1, COALESCE(SUM(c5), 0) AS s5 "
-                        f"FROM {namespace}.{table}").collect()[0]
-        target = {"rows": int(row.n), "sum_c1": int(row.s1), "sum_c5": int(row.s5)}
+        target = sql_workload.target_summary(spark, f"{namespace}.{table}")
         if target != source:
             print(f"{namespace}.{table} differs from MariaDB: {target} against {source}", flush=True)
             same = False
     return same
 
 
-def reading_cost(spark: Any, catalog: str) -> dict[str, Any]:
+def reading_cost(spark: SparkSession, catalog: str) -> dict[str, Any]:
     """What readers pay for ``catalog``'s ``peers`` tables: a full scan (seconds, warm), the files, then the
-    same after compaction with the procedures the daemon's maintenance runs."""
+    same after the compaction the daemon's maintenance runs."""
     tables = [f"{catalog}.{DATABASE}.{table}" for table in TABLES]
     before = {"scan_s": _scan_seconds(spark, tables), **_files(spark, tables)}
     started = time.perf_counter()
-    for table in TABLES:
-        spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{DATABASE}.{table}', "
-                  "options => map('remove-dangling-deletes', 'true'))").collect()
-        spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => '{DATABASE}.{table}')").collect()
+    for table in tables:
+        TargetTable(spark, table).compact()
     compaction_s = time.perf_counter() - started
     after = {"scan_s": _scan_seconds(spark, tables), **_files(spark, tables)}
     return {"before_compaction": before, "compaction_s": round(compaction_s, 1), "after_compaction": after}
 
 
-def _scan_seconds(spark: Any, tables: list[str]) -> float:
+def _scan_seconds(spark: SparkSession, tables: list[str]) -> float:
     """Seconds to read every column of every row of ``tables``, deletes applied (the second of two scans)."""
     seconds = 0.0
     for _ in range(2):
@@ -279,7 +308,7 @@ def _scan_seconds(spark: Any, tables: list[str]) -> float:
     return round(seconds, 2)
 
 
-def _files(spark: Any, tables: list[str]) -> dict[str, int]:
+def _files(spark: SparkSession, tables: list[str]) -> dict[str, int]:
     counts: Counter = Counter()
     for table in tables:
         for row in spark.sql(f"SELECT content, count(*) AS n FROM {table}.files GROUP BY content").collect():
@@ -303,6 +332,8 @@ def main() -> None:
     parser.add_argument("--only", choices=("flink", "canalbridge", "recorded"), help="run one pipeline")
     parser.add_argument("--workdir", type=Path, help="for MariaDB, Canal, Flink, the warehouses (default: a temp dir)")
     args = parser.parse_args()
+    if args.statements <= 0 or args.statements % sql_workload.ROUND_ROW_CHANGES:
+        parser.error(f"--statements: a multiple of {sql_workload.ROUND_ROW_CHANGES} (a round's statements)")
     configure_logging("warning")
 
     root = (args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-bench-peers-"))).resolve()
@@ -327,11 +358,14 @@ def main() -> None:
             recording = record_canal_stream(root, mariadb, binlog, args)
             results["recorded"] = run_recorded(recording, binlog, spark_settings, args)
             print(json.dumps(results["recorded"]), flush=True)
+            if args.workdir is None:
+                recording.path.unlink()  # hundreds of MB
         spark = get_spark(spark_settings)
-        namespaces = {"flink": f"{FLINK_CATALOG}.{DATABASE}", "canalbridge": f"{spark_settings.catalog}.{DATABASE}",
-                      "recorded": f"{spark_settings.catalog}.recorded"}
+        namespaces = {"flink": [f"{FLINK_CATALOG}.{DATABASE}"], "canalbridge": [f"{spark_settings.catalog}.{DATABASE}"],
+                      "recorded": [f"{spark_settings.catalog}.recorded", f"{spark_settings.catalog}.recorded_warm"]}
         for name, result in results.items():
-            result["targets_match_mariadb"] = verify(spark, mariadb, namespaces[name])
+            result["targets_match_mariadb"] = all([verify(spark, mariadb, namespace)
+                                                   for namespace in namespaces[name]])
         for name, catalog in (("flink", FLINK_CATALOG), ("canalbridge", spark_settings.catalog)):
             if name in results:
                 print(f"{name}: reading its tables, compacting them, reading them again", flush=True)
@@ -342,13 +376,21 @@ def main() -> None:
         "benchmark": "peers", "rows": binlog.row_changes, "tables": len(TABLES),
         "statements_per_transaction": args.statements, "interval_s": args.interval, "sql_seconds": binlog.sql_seconds,
         **{f"{name}_{key}": result[key] for name, result in results.items()
-           for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row", "targets_match_mariadb")}}
+           for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row", "pipeline_cpu_us_per_row",
+                       "targets_match_mariadb")}}
     flink = results.get("flink")
     for name in ("canalbridge", "recorded"):
         if flink and name in results:
             summary[f"{name}_rate_vs_flink"] = round(results[name]["rows_per_s"] / flink["rows_per_s"], 2)
-            summary[f"{name}_cpu_vs_flink"] = round(
-                results[name]["bridge_cpu_us_per_row"] / flink["bridge_cpu_us_per_row"], 2)
+            for cpu in ("bridge_cpu", "pipeline_cpu"):
+                summary[f"{name}_{cpu}_vs_flink"] = round(
+                    results[name][f"{cpu}_us_per_row"] / flink[f"{cpu}_us_per_row"], 2)
+    if "recorded" in results:
+        warm = results["recorded"]["warm"]
+        summary.update({f"recorded_warm_{key}": warm[key]
+                        for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row")})
+        if flink:
+            summary["recorded_warm_rate_vs_flink"] = round(warm["rows_per_s"] / flink["rows_per_s"], 2)
     # Issue 37's targets: the bridge's own CPU per row on the side-by-side run, and the bridge alone against Flink.
     if "canalbridge" in results:
         summary["target_bridge_cpu_us_per_row"] = BRIDGE_CPU_TARGET_US

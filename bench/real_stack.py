@@ -116,7 +116,8 @@ def run(stack: Stack, name: str, rounds: int, rate: float = 0) -> dict[str, Any]
             peak_rss = drain(job, name, last, lags, started, DRAIN_TIMEOUT_S)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         job.pause()
-    verdict = {table: (sql_workload.table_summary(connect, table), _target_summary(spark, f"lake.{database}.{table}"))
+    verdict = {table: (sql_workload.table_summary(connect, table),
+                       sql_workload.target_summary(spark, f"lake.{database}.{table}"))
                for table in TABLES}
     result = run_result(name, written["row_changes"], elapsed, job, lags, peak_rss, rate, cpu_s=cpu)
     result.update({"source": "mariadb+canal", "sql_seconds": written["seconds"],
@@ -158,12 +159,6 @@ def _alive(job: SyncJob, name: str) -> float:
     if job.fail_message is not None:
         raise SystemExit(f"{name}: the job stopped: {job.state} {job.fail_message}")
     return rss_mb()
-
-
-def _target_summary(spark: Any, target: str) -> dict[str, int]:
-    row = spark.sql(f"SELECT COUNT(*) AS n, COALESCE(SUM(c1), 0) AS s1, COALESCE(SUM(c5), 0) AS s5 FROM {target}"
-                    ).collect()[0]
-    return {"rows": int(row.n), "sum_c1": int(row.s1), "sum_c5": int(row.s5)}
 
 
 def main() -> None:

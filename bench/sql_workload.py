@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 from pymysql.constants import CLIENT
@@ -27,6 +27,9 @@ from pymysql.constants import CLIENT
 from bench.common import bench_row
 from canalbridge.devkit.catalog import narrow_table
 from tests.infra.sql_source import create_sql
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROUND_ROW_CHANGES = 100
 INSERTS, UPDATES, DELETES = 30, 30, 10  # per statement
@@ -129,13 +132,22 @@ def write(connect_arguments: dict[str, Any], tables: Sequence[str], rounds: int,
     return result
 
 
+SUMMARY_SQL = "SELECT COUNT(*), COALESCE(SUM(c1), 0), COALESCE(SUM(c5), 0) FROM {table}"
+
+
 def table_summary(connect_arguments: dict[str, Any], table: str) -> dict[str, int]:
-    """Rows and two checksums of a MariaDB table, to compare with its Iceberg target."""
+    """Rows and two checksums of a MariaDB table, to compare with its Iceberg target's (:func:`target_summary`)."""
     conn = pymysql.connect(**connect_arguments)
     try:
         with conn.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*), COALESCE(SUM(c1), 0), COALESCE(SUM(c5), 0) FROM `{table}`")
+            cursor.execute(SUMMARY_SQL.format(table=f"`{table}`"))
             rows, sum_c1, sum_c5 = cursor.fetchone()
     finally:
         conn.close()
+    return {"rows": int(rows), "sum_c1": int(sum_c1), "sum_c5": int(sum_c5)}
+
+
+def target_summary(spark: SparkSession, target: str) -> dict[str, int]:
+    """:func:`table_summary`'s figures of an Iceberg table, read with Spark."""
+    rows, sum_c1, sum_c5 = spark.sql(SUMMARY_SQL.format(table=target)).collect()[0]
     return {"rows": int(rows), "sum_c1": int(sum_c1), "sum_c5": int(sum_c5)}

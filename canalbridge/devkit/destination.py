@@ -143,6 +143,12 @@ class Destination:
             )
             self._parser.start()
 
+    @property
+    def parser_alive(self) -> bool:
+        """Whether the parser thread runs (it ends when the server stops, or when reading the source fails)."""
+        parser = self._parser
+        return parser is not None and parser.is_alive()
+
     def stop_parser(self) -> None:
         """Stop the parser thread; entries not yet in the store stay in the source log.
 

@@ -43,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="release the entries file at this many row changes a second, stamping each entry's "
                              "execute time when released (default: all at once, times as saved)")
     parser.add_argument("--preload", action="store_true",
-                        help="read the whole entries file into the store before listening, so that serving it "
-                             "costs next to nothing (the store must hold it all)")
+                        help="read the whole entries file into the store before printing the listening line, so "
+                             "that serving it costs next to nothing (the store must hold it all)")
     parser.add_argument("--tables", type=int, default=3, help="tables in the generated workload (default 3)")
     parser.add_argument("--seed", type=int, default=42, help="workload random seed (default 42)")
     parser.add_argument("--gtid", action="store_true", help="generate GTIDs as MySQL's gtid_mode=ON does")
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.preload:
         try:
             server.preload(args.destination, timeout_s=PRELOAD_TIMEOUT_S)
-        except (ValueError, TimeoutError) as exc:
+        except (ValueError, RuntimeError, TimeoutError) as exc:
             print(f"error: cannot preload the entries: {exc}", file=sys.stderr)
             server.stop()
             return 2

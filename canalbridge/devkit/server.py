@@ -142,7 +142,8 @@ class DevServer:
 
         Served from memory, the source then costs next to nothing per row
         (benchmarks of the bridge alone). ``ValueError`` if the store fills
-        first, ``TimeoutError`` after ``timeout_s``.
+        first, ``RuntimeError`` if the parser stops, ``TimeoutError`` after
+        ``timeout_s``.
         """
         target = self.destinations[destination]
         target.start_parser()
@@ -151,6 +152,9 @@ class DevServer:
             if target.store.put_waiting:
                 raise ValueError(f"destination {destination}: its store (capacity {target.store.capacity}) is full "
                                  "before every entry is in it: give it a larger capacity")
+            if not target.parser_alive:
+                raise RuntimeError(f"destination {destination}: its parser stopped before every entry was in its "
+                                   "store (reading the source failed: see the log)")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"destination {destination}: the entries are not all in its store after "
                                    f"{timeout_s:g} s")

@@ -92,6 +92,9 @@ def test_peers_bench_replays_one_binlog_through_flink_cdc_canalbridge_and_canals
     assert flink["cpu_us_per_row"]["flink_jvm"] > 0
     assert all(figure > 0 for figure in canalbridge["cpu_us_per_row"].values())
     assert summary["recorded_rate_vs_flink"] > 0 and isinstance(summary["target_recorded_rate_met"], bool)
+    assert recorded["warm"]["rows_per_s"] > 0 and summary["recorded_warm_bridge_cpu_us_per_row"] > 0
+    assert flink["pipeline_cpu_us_per_row"] == flink["bridge_cpu_us_per_row"]  # its JVM reads the binlog itself
+    assert canalbridge["pipeline_cpu_us_per_row"] > canalbridge["bridge_cpu_us_per_row"]  # Canal's JVM besides
     for readers in (flink_readers["readers"], canalbridge_readers["readers"]):
         assert readers["before_compaction"]["data_files"] > 0 and readers["after_compaction"]["scan_s"] > 0
     # Flink's sink writes an equality delete for every upserted key; canalbridge's upserts none.
