@@ -81,7 +81,7 @@ def main() -> None:
     path, rows, last = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")  # the dev server's
     root = tempfile.mkdtemp(prefix="canalbridge-bench-e2e-")
-    spark_settings = local_spark_settings(root, args.decoder)
+    spark_settings = local_spark_settings(root, args.decoder, args.upsert_deletes)
     backlog = run("backlog", path, last, rows, spark_settings, commit)
     print(json.dumps(backlog), flush=True)
     rate = args.rate or 0.8 * backlog["rows_per_s"]

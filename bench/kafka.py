@@ -192,7 +192,7 @@ def main() -> None:
 
     path, rows, _ = workload_file("e2e", bench_tables(3), args.rows, rows_per_event=args.rows_per_event)
     root = Path(tempfile.mkdtemp(prefix="canalbridge-bench-kafka-"))
-    spark_settings = local_spark_settings(root, args.decoder)
+    spark_settings = local_spark_settings(root, args.decoder, args.upsert_deletes)
     commit = commit_settings(args, store_capacity=65536, store_batch_mode="ITEMSIZE")  # no store: Kafka keeps it
     summary: dict[str, object] = {"benchmark": "kafka", "rows": rows, "tables": 3, "decoder": args.decoder,
                                   "commit_interval_s": args.interval, "min_events": args.min_events,

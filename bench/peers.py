@@ -26,6 +26,9 @@ seconds:
    same job settings, in a process of its own. Canal's store no longer
    cuts the commits here, so they are larger.
 
+``--upsert-deletes`` picks canalbridge's write path for both of its runs
+(``[spark] upsert_deletes``; default ``position``).
+
 Every pipeline starts cold: Flink's JVM and each run's Spark JVM are new.
 For each: seconds (from the job's start, and from the launch of its first
 process: Flink's JVM, Canal's JVM), row changes/s, CPU µs per row change of
@@ -236,21 +239,21 @@ def run_recorded(recording: Recording, binlog: Binlog, spark_settings: SparkSett
                  args: argparse.Namespace) -> dict[str, Any]:
     """The bridge alone: Canal's recorded stream served from memory by a dev server, with the same job settings,
     in a process of its own, twice: into fresh tables ``lake.recorded.*`` with Spark's JVM cold, as the other
-    two pipelines' start, then into ``lake.recorded_warm.*`` in the same JVM, warm, as a daemon's runs after
-    its first minutes. The cold run's figures, the warm one's under ``warm``."""
+    two pipelines' start, then (``--warm``, the default) into ``lake.recorded_warm.*`` in the same JVM, warm, as
+    a daemon's runs after its first minutes. The cold run's figures, the warm one's under ``warm``."""
     # The whole stream waits in the store (read before the clock starts), so the source costs next to
     # nothing per row; Canal's store no longer cuts commits, the job's bounds and interval do.
     commit = commit_settings(args, store_capacity=recording.store_capacity, store_batch_mode="MEMSIZE")
     print(f"recorded: the bridge alone, fed Canal's stream from memory (a {recording.store_capacity} KB store), "
-          "with Spark cold, then again warm", flush=True)
+          f"with Spark cold{', then again warm' if args.warm else ''}", flush=True)
     return in_child("recorded", _drain_recorded, recording.path, binlog.last, binlog.row_changes, spark_settings,
-                    commit, args.batch_size)
+                    commit, args.batch_size, args.warm)
 
 
 def _drain_recorded(path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,
-                    commit: CommitSettings, batch_size: int) -> dict[str, Any]:
+                    commit: CommitSettings, batch_size: int, warm: bool) -> dict[str, Any]:
     runs = []
-    for name in ("recorded", "recorded_warm"):
+    for name in ("recorded", "recorded_warm") if warm else ("recorded",):
         drained = drain_into_iceberg(name, path, last, [narrow_table(table, schema=DATABASE) for table in TABLES],
                                      spark_settings, commit, maintenance=MAINTENANCE_OFF, timeout_s=TIMEOUT_S,
                                      preload=True, batch_size=batch_size)
@@ -262,8 +265,7 @@ def _drain_recorded(path: Path, last: EntryPosition, rows: int, spark_settings: 
         runs.append({"seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"], "cpu_us_per_row": per_row,
                      "bridge_cpu_us_per_row": bridge, "pipeline_cpu_us_per_row": round(bridge + per_row["source"], 2),
                      "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]})
-    cold, warm = runs
-    return {"pipeline": "recorded", "rows": rows, **cold, "warm": warm}
+    return {"pipeline": "recorded", "rows": rows, **runs[0], **({"warm": runs[1]} if warm else {})}
 
 
 def _per_row(cpu_s: float, rows: int) -> float:
@@ -329,6 +331,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4096, help="a get's size, KB in MEMSIZE mode")
     add_commit_arguments(parser)
     parser.set_defaults(min_mb=128, max_mb=256)  # bounds a careful user sets for a backlog of this size
+    parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
+                        help="run the recorded stream a second time with Spark warm")
     parser.add_argument("--only", choices=("flink", "canalbridge", "recorded"), help="run one pipeline")
     parser.add_argument("--workdir", type=Path, help="for MariaDB, Canal, Flink, the warehouses (default: a temp dir)")
     args = parser.parse_args()
@@ -337,7 +341,7 @@ def main() -> None:
     configure_logging("warning")
 
     root = (args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-bench-peers-"))).resolve()
-    spark_settings = local_spark_settings(root, args.decoder)
+    spark_settings = local_spark_settings(root, args.decoder, args.upsert_deletes)
     flink_warehouse = root / "flink-warehouse"
     spark_settings = dataclasses.replace(spark_settings, conf={
         f"spark.sql.catalog.{FLINK_CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
@@ -362,7 +366,8 @@ def main() -> None:
                 recording.path.unlink()  # hundreds of MB
         spark = get_spark(spark_settings)
         namespaces = {"flink": [f"{FLINK_CATALOG}.{DATABASE}"], "canalbridge": [f"{spark_settings.catalog}.{DATABASE}"],
-                      "recorded": [f"{spark_settings.catalog}.recorded", f"{spark_settings.catalog}.recorded_warm"]}
+                      "recorded": [f"{spark_settings.catalog}.recorded"] + (
+                          [f"{spark_settings.catalog}.recorded_warm"] if args.warm else [])}
         for name, result in results.items():
             result["targets_match_mariadb"] = all([verify(spark, mariadb, namespace)
                                                    for namespace in namespaces[name]])
@@ -374,7 +379,8 @@ def main() -> None:
     stop_spark()
     summary: dict[str, Any] = {
         "benchmark": "peers", "rows": binlog.row_changes, "tables": len(TABLES),
-        "statements_per_transaction": args.statements, "interval_s": args.interval, "sql_seconds": binlog.sql_seconds,
+        "statements_per_transaction": args.statements, "interval_s": args.interval,
+        "upsert_deletes": args.upsert_deletes, "sql_seconds": binlog.sql_seconds,
         **{f"{name}_{key}": result[key] for name, result in results.items()
            for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row", "pipeline_cpu_us_per_row",
                        "targets_match_mariadb")}}
@@ -385,7 +391,7 @@ def main() -> None:
             for cpu in ("bridge_cpu", "pipeline_cpu"):
                 summary[f"{name}_{cpu}_vs_flink"] = round(
                     results[name][f"{cpu}_us_per_row"] / flink[f"{cpu}_us_per_row"], 2)
-    if "recorded" in results:
+    if "warm" in results.get("recorded", {}):
         warm = results["recorded"]["warm"]
         summary.update({f"recorded_warm_{key}": warm[key]
                         for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row")})

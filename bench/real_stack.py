@@ -175,7 +175,7 @@ def main() -> None:
 
     rounds = max(1, args.rows // sql_workload.ROUND_ROW_CHANGES)
     root = (args.workdir or Path(tempfile.mkdtemp(prefix="canalbridge-bench-real-"))).resolve()
-    spark_settings = local_spark_settings(root, args.decoder)
+    spark_settings = local_spark_settings(root, args.decoder, args.upsert_deletes)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="MEMSIZE")
     print(f"starting MariaDB in {root}", flush=True)
     with MariaDBServer(root / "mariadb") as mariadb:

@@ -55,7 +55,8 @@ def main() -> None:
 
     tables = bench_tables(3)
     path, rows, last = workload_file("e2e", tables, args.rows, rows_per_event=args.rows_per_event)
-    spark_settings = local_spark_settings(tempfile.mkdtemp(prefix="canalbridge-bench-sustained-"), args.decoder)
+    spark_settings = local_spark_settings(tempfile.mkdtemp(prefix="canalbridge-bench-sustained-"), args.decoder,
+                                          args.upsert_deletes)
     commit = commit_settings(args, store_capacity=args.canal_store, store_batch_mode="ITEMSIZE")
     maintenance = MaintenanceSettings(interval_minutes=args.maintenance_minutes, keep_snapshots_hours=0)
     samples: list[tuple[float, int]] = []

@@ -1,14 +1,18 @@
 """Commit cost against target size: one upsert commit of N changes into tables of growing size (Spark local[2]).
 
-For each target size, a 10-column table is created by the Iceberg upsert
-writer (so it gets the layout the daemon gives new tables), filled to the
-size by Spark in one append, and then takes one warm-up commit and
-``--commits`` counted commits through the writer, each of ``--changes`` row
-changes: 60% updates of keys spread over the whole table, 30% inserts, 10%
-deletes. Prints one JSON line per commit, one per size (with its row count
-checked against the changes), then a summary line with the ratio of the
-largest size's median commit to the smallest's (issue 13's target: at most
-1.5).
+For each write path (``[spark] upsert_deletes``: ``position``, today's
+default, whose DELETE reads the target's key column, and ``equality``, which
+writes equality deletes and reads nothing) and each target size, a 10-column
+table is created by the Iceberg upsert writer (so it gets the layout the
+daemon gives new tables), filled to the size by Spark in one append, and
+then takes one warm-up commit and ``--commits`` counted commits through the
+writer, each of ``--changes`` row changes: 60% updates of keys spread over
+the whole table, 30% inserts, 10% deletes. Prints one JSON line per commit
+(seconds, and the Spark JVM's CPU seconds), one per path and size (with its
+row count checked against the changes, and what a reader pays: a full scan
+before and after the daemon's compaction), then a summary line with each
+path's ratio of the largest size's median commit to the smallest's (issue
+37's target: at most 1.2).
 
     .venv/bin/python -m bench.target_size --sizes 100000,10000000
 """
@@ -22,13 +26,14 @@ import statistics
 import tempfile
 import time
 
-from bench.common import bench_row, local_spark_settings
+from bench.common import bench_row, cpu_seconds, local_spark_settings, spark_pid
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
+from spark_sink.table import TargetTable
 from spark_sink.upsert import IcebergUpsertWriter
 
 TABLE = narrow_table(columns=10)
@@ -96,46 +101,75 @@ def fill(spark, table: str, start: int, end: int) -> None:
     spark.range(start, end).select(*columns).writeTo(table).append()
 
 
+def scan_seconds(spark, table: str) -> float:
+    """Seconds to read every column of every row of ``table``, deletes applied (the second of two scans)."""
+    seconds = 0.0
+    for _ in range(2):
+        started = time.perf_counter()
+        spark.table(table).write.format("noop").mode("overwrite").save()
+        seconds = time.perf_counter() - started
+    return round(seconds, 2)
+
+
+def delete_files(spark, table: str) -> int:
+    return int(spark.sql(f"SELECT count(*) AS n FROM {table}.files WHERE content > 0").collect()[0].n)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,10000000")
     parser.add_argument("--changes", type=int, default=50000)
     parser.add_argument("--commits", type=int, default=3)
+    parser.add_argument("--upsert-deletes", default="position,equality",
+                        help="the write paths to measure, comma-separated")
     args = parser.parse_args()
     configure_logging("warning")
     root = tempfile.mkdtemp(prefix="canalbridge-bench-target-size-")
-    settings = local_spark_settings(root)
-    spark = get_spark(settings)
-    medians: dict[int, float] = {}
-    exact_by_size: dict[int, bool] = {}
-    for size in (int(s) for s in args.sizes.split(",")):
-        target = f"lake.bench.events_{size}"
-        writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, target), "bench", settings)
-        # The writer creates the table with its first commit; Spark fills it to the size.
-        offset = 4
-        timed_commit(writer, [ChangeRow(ChangeKind.INSERT, bench_row(0, 0), EntryPosition("mysql-bin.000001", 1))],
-                     "create", offset)
-        print(f"filling {target} to {size:,} rows", flush=True)
-        started = time.perf_counter()
-        fill(spark, target, 1, size)
-        print(f"filled in {time.perf_counter() - started:.1f} s", flush=True)
-        made, seconds = Changes(size), []
-        for number in range(args.commits + 1):  # commit 0 warms the JVM and the table's caches up
-            offset += 1000
-            took = timed_commit(writer, made.batch(args.changes, offset), f"bench-{number}", offset)
-            if number:
-                seconds.append(took)
-            print(json.dumps({"table_rows": size, "commit": number, "warm_up": not number,
-                              "changes": args.changes, "commit_s": round(took, 2)}), flush=True)
-        medians[size] = round(statistics.median(seconds), 2)
-        exact = exact_by_size[size] = spark.table(target).count() == made.rows
-        print(json.dumps({"table_rows": size, "median_commit_s": medians[size], "rows_after": made.rows,
-                          "exact": exact}), flush=True)
+    spark = get_spark(local_spark_settings(root))
+    jvm = spark_pid(spark)
+    summary: dict[str, object] = {"benchmark": "target_size", "changes": args.changes}
+    exact_by_run: dict[str, bool] = {}
+    for path in args.upsert_deletes.split(","):
+        settings = local_spark_settings(root, upsert_deletes=path)
+        medians: dict[int, float] = {}
+        for size in (int(s) for s in args.sizes.split(",")):
+            target = f"lake.bench.{path}_{size}"
+            writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, target), "bench", settings)
+            # The writer creates the table with its first commit; Spark fills it to the size.
+            offset = 4
+            timed_commit(writer, [ChangeRow(ChangeKind.INSERT, bench_row(0, 0),
+                                            EntryPosition("mysql-bin.000001", 1))], "create", offset)
+            print(f"{path}: filling {target} to {size:,} rows", flush=True)
+            started = time.perf_counter()
+            fill(spark, target, 1, size)
+            print(f"filled in {time.perf_counter() - started:.1f} s", flush=True)
+            made, seconds, jvm_cpu = Changes(size), [], []
+            for number in range(args.commits + 1):  # commit 0 warms the JVM and the table's caches up
+                offset += 1000
+                cpu_before = cpu_seconds(jvm)
+                took = timed_commit(writer, made.batch(args.changes, offset), f"bench-{number}", offset)
+                cpu = cpu_seconds(jvm) - cpu_before
+                if number:
+                    seconds.append(took)
+                    jvm_cpu.append(cpu)
+                print(json.dumps({"upsert_deletes": path, "table_rows": size, "commit": number,
+                                  "warm_up": not number, "changes": args.changes, "commit_s": round(took, 2),
+                                  "spark_jvm_cpu_s": round(cpu, 2)}), flush=True)
+            medians[size] = round(statistics.median(seconds), 2)
+            exact = exact_by_run[f"{path}_{size}"] = spark.table(target).count() == made.rows
+            readers = {"scan_s": scan_seconds(spark, target), "delete_files": delete_files(spark, target)}
+            TargetTable(spark, target).compact()
+            readers.update({"scan_after_compaction_s": scan_seconds(spark, target),
+                            "delete_files_after_compaction": delete_files(spark, target)})
+            print(json.dumps({"upsert_deletes": path, "table_rows": size, "median_commit_s": medians[size],
+                              "median_spark_jvm_cpu_us_per_change":
+                                  round(statistics.median(jvm_cpu) / args.changes * 1e6, 1),
+                              "rows_after": made.rows, "exact": exact, "readers": readers}), flush=True)
+        smallest, largest = min(medians), max(medians)
+        summary[path] = {"median_commit_s_by_table_rows": medians,
+                         "largest_over_smallest": round(medians[largest] / medians[smallest], 2)}
     stop_spark()
-    smallest, largest = min(medians), max(medians)
-    print(json.dumps({"benchmark": "target_size", "changes": args.changes, "median_commit_s_by_table_rows": medians,
-                      "largest_over_smallest": round(medians[largest] / medians[smallest], 2),
-                      "exact": all(exact_by_size.values())}))
+    print(json.dumps({**summary, "exact": all(exact_by_run.values())}))
 
 
 if __name__ == "__main__":

@@ -153,14 +153,18 @@ def decode_failure(exc: BaseException, table: str) -> SyncError | None:
 
 
 def maven_properties() -> list[str]:
-    """``-D`` flags for ``spark_sink/decoder/pom.xml``: the Spark and Scala of the installed pyspark."""
+    """``-D`` flags for ``spark_sink/decoder/pom.xml``: the Spark and Scala of the installed pyspark, and the
+    Iceberg runtime the session loads."""
     from pathlib import Path
 
     import pyspark
 
+    from spark_sink.session import ICEBERG_VERSION
+
     jars = Path(pyspark.__file__).parent / "jars"
     scala = next(jars.glob("scala-library-*.jar")).name.removeprefix("scala-library-").removesuffix(".jar")
-    return [f"-Dspark.version={pyspark.__version__}", f"-Dscala.version={scala}"]
+    return [f"-Dspark.version={pyspark.__version__}", f"-Dscala.version={scala}",
+            f"-Diceberg.version={ICEBERG_VERSION}"]
 
 
 if __name__ == "__main__":

@@ -49,6 +49,15 @@ class SparkSettings:
                            doc="who decodes Canal's rows: `jvm` (Spark, with the jar `make decoder-jar` builds), "
                                "`python` (the channel's thread), `auto` (the JVM when its jar is in the cache)")
 
+    upsert_deletes: str = setting(
+        "position", check=one_of("position", "equality"),
+        doc="how an upsert commit removes the rows it replaces: `position` (finds them with a join that reads the "
+            "target's key column and writes position deletes: readers pay nothing extra, the join grows with the "
+            "table), `equality` (an equality delete per changed key and no read of the target, as Flink's Iceberg "
+            "sink writes: a commit costs the same at any table size, readers apply the deletes until compaction; "
+            "needs the decoder jar and an unpartitioned format-2 target whose identifier fields are the key, and "
+            "other targets and snapshot chunks keep `position`; see the performance page)")
+
     @property
     def stages_through_driver(self) -> bool:
         """Whether staged rows reach the executors through the driver (see ``staging``)."""

@@ -12,6 +12,7 @@ import structlog
 
 from canalbridge.sync.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.errors import TargetKeyMismatchError
+from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
 from spark_sink.identifiers import quote
@@ -42,7 +43,12 @@ class IcebergUpsertWriter(IcebergWriter):
     The DELETE's semi join broadcasts the changes' keys instead, so the target
     is only scanned, never shuffled. A target with columns the mapping does
     not fill keeps MERGE INTO, whose UPDATE leaves those columns as they are.
+    With ``[spark] upsert_deletes = "equality"`` a stream commit is instead
+    one RowDelta of equality deletes and new rows, which reads nothing of the
+    target (:mod:`spark_sink.equality`).
     """
+
+    _equality = False  # whether stream commits write equality deletes (learnt when the table is prepared)
 
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
@@ -51,10 +57,22 @@ class IcebergUpsertWriter(IcebergWriter):
         super()._prepare_table(batch)
         properties = self.table.properties()
         self._check_key(batch, properties)
+        self._equality = self._equality_deletes(batch)
         mode = "write.merge.mode" if self._unmapped else "write.delete.mode"
-        self._layout_note = slow_layout_note(properties, mode)
+        self._layout_note = None if self._equality else slow_layout_note(properties, mode)
         if self._layout_note:
             self._log.warning("spark.slow_layout", note=self._layout_note)
+
+    def _equality_deletes(self, batch: Layout) -> bool:
+        """Whether this target's stream commits write equality deletes (``[spark] upsert_deletes``)."""
+        if self.settings.upsert_deletes != "equality":
+            return False
+        keys = [batch.target_columns[i] for i in batch.key_indexes]
+        reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self._unmapped
+                  else equality.unsupported(self.spark, self.table.identifier, keys))
+        if reason is not None:
+            self._log.warning("spark.equality_deletes_off", reason=reason, deletes="position")
+        return reason is None
 
     def _check_key(self, batch: Layout, properties: dict[str, str]) -> None:
         """The rows' key must be the one the target records: a fresh mapper learns the source's key from
@@ -143,6 +161,9 @@ class IcebergUpsertWriter(IcebergWriter):
             else:
                 self._held_write(lambda target: self._merge(target, names, keys, properties), publish)
             return
+        if self._equality and not txn.chunks:
+            self._equality_write(frame, txn, properties, publish)
+            return
         broadcast = txn.staged_rows <= BROADCAST_ROWS
         stale = self._stale(txn, frame)
         if txn.chunks and not txn.raw_staging.count and not txn.staging.count:
@@ -157,6 +178,22 @@ class IcebergUpsertWriter(IcebergWriter):
             # Two or three statements: always on the branch, so that main moves once.
             self._held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, stale,
                                                                     properties), publish)
+
+    def _equality_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
+        """The transaction as one RowDelta of equality deletes and new rows (:mod:`spark_sink.equality`): on
+        main at once when nothing is held (one commit is atomic without the branch), else on the branch."""
+        assert txn.batch is not None
+        keys = [txn.batch.target_columns[i] for i in txn.batch.key_indexes]
+
+        def write(branch: str | None) -> None:
+            written = equality.commit(self.spark, self.table.identifier, frame, keys, branch, properties)
+            self._log.debug("spark.equality_commit", data_files=written.data_files,
+                            delete_files=written.delete_files, rows=written.rows, deletes=written.deletes)
+
+        if publish and not self._holding:
+            write(None)
+        else:
+            self._held_write(lambda _target: write(self._branch), publish)
 
     def _chunks_into(self, target: str, frame: DataFrame, names: list[str], keys: list[str], broadcast: bool,
                      bound: str, stale: str, properties: dict[str, str]) -> None:

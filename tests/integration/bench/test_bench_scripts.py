@@ -82,8 +82,9 @@ def test_real_stack_bench_drains_mariadb_through_canal_and_checks_the_targets():
 @pytest.mark.real
 @pytest.mark.flink
 def test_peers_bench_replays_one_binlog_through_flink_cdc_canalbridge_and_canals_recorded_stream():
+    # canalbridge by the equality-delete path: the one run of it through the real Canal and MariaDB.
     flink, canalbridge, recorded, flink_readers, canalbridge_readers, summary = run_bench(
-        "bench.peers", "--rows", "2000", "--interval", "1")
+        "bench.peers", "--rows", "2000", "--interval", "1", "--upsert-deletes", "equality", "--no-warm")
     assert [run["pipeline"] for run in (flink, canalbridge, recorded)] == ["flink", "canalbridge", "recorded"]
     assert flink["rows"] == canalbridge["rows"] == recorded["rows"] == 2003  # and a sentinel row in each table
     for name in ("flink", "canalbridge", "recorded"):
@@ -92,22 +93,29 @@ def test_peers_bench_replays_one_binlog_through_flink_cdc_canalbridge_and_canals
     assert flink["cpu_us_per_row"]["flink_jvm"] > 0
     assert all(figure > 0 for figure in canalbridge["cpu_us_per_row"].values())
     assert summary["recorded_rate_vs_flink"] > 0 and isinstance(summary["target_recorded_rate_met"], bool)
-    assert recorded["warm"]["rows_per_s"] > 0 and summary["recorded_warm_bridge_cpu_us_per_row"] > 0
+    assert "warm" not in recorded and summary["upsert_deletes"] == "equality"
     assert flink["pipeline_cpu_us_per_row"] == flink["bridge_cpu_us_per_row"]  # its JVM reads the binlog itself
     assert canalbridge["pipeline_cpu_us_per_row"] > canalbridge["bridge_cpu_us_per_row"]  # Canal's JVM besides
     for readers in (flink_readers["readers"], canalbridge_readers["readers"]):
         assert readers["before_compaction"]["data_files"] > 0 and readers["after_compaction"]["scan_s"] > 0
-    # Flink's sink writes an equality delete for every upserted key; canalbridge's upserts none.
+    # Both sinks write an equality delete for every upserted key, and canalbridge no position delete.
     assert flink_readers["readers"]["before_compaction"]["equality_delete_files"] > 0
-    assert canalbridge_readers["readers"]["before_compaction"]["equality_delete_files"] == 0
+    assert canalbridge_readers["readers"]["before_compaction"]["equality_delete_files"] > 0
+    assert canalbridge_readers["readers"]["before_compaction"]["position_delete_files"] == 0
 
 
 @pytest.mark.spark
-def test_target_size_bench_commits_exactly_into_each_size():
-    *_, summary = run_bench("bench.target_size", "--sizes", "2000,6000", "--changes", "500", "--commits", "2")
+def test_target_size_bench_commits_exactly_into_each_size_by_both_write_paths():
+    *runs, summary = run_bench("bench.target_size", "--sizes", "2000,6000", "--changes", "500", "--commits", "1")
     assert summary["exact"] is True
-    assert set(summary["median_commit_s_by_table_rows"]) == {"2000", "6000"}
-    assert summary["largest_over_smallest"] > 0
+    for path in ("position", "equality"):
+        assert set(summary[path]["median_commit_s_by_table_rows"]) == {"2000", "6000"}
+        assert summary[path]["largest_over_smallest"] > 0
+    sizes = [run for run in runs if "readers" in run]
+    assert [(run["upsert_deletes"], run["table_rows"]) for run in sizes] == [
+        ("position", 2000), ("position", 6000), ("equality", 2000), ("equality", 6000)]
+    assert all(run["median_spark_jvm_cpu_us_per_change"] > 0 and run["readers"]["delete_files"] > 0
+               for run in sizes)
 
 
 @pytest.mark.spark

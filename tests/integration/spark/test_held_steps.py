@@ -3,6 +3,8 @@ transaction) reaches main in one snapshot change, through the job's branch, in e
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
@@ -15,6 +17,7 @@ from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit,
 
 PATHS = {  # a write path -> the channel that takes it
     "upsert": ChannelSettings("db.t", "lake.held_steps.upsert"),
+    "equality": ChannelSettings("db.t", "lake.held_steps.equality"),  # upsert_deletes = "equality"
     "merge": ChannelSettings("db.t", "lake.held_steps.merge", columns=("id", "name")),  # a column left unmapped
     "changelog": ChannelSettings("db.t", "lake.held_steps.changelog", mode="changelog"),
 }
@@ -44,6 +47,8 @@ def test_held_steps_reach_main_together_and_a_failed_step_drops_them(spark, spar
         TargetTable(spark, channel.target).create(
             [TargetColumn("id", "int", True), TargetColumn("name", "string"), TargetColumn("note", "string")],
             ["id"])
+    if path == "equality":
+        spark_settings = dataclasses.replace(spark_settings, upsert_deletes="equality")
     sink = make_sink(spark, channel, JOB, spark_settings)
     commit(sink, "c1", position(100), (1, "a"))
     before = made_current(spark, channel.target)

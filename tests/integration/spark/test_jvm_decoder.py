@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
@@ -113,7 +115,7 @@ NARROWER = TableDef("src", "two_keys", TWO_KEYS.columns[:2])  # name dropped
 KEY_RETYPED = TableDef("src", "two_keys", (ColumnDef.of("tenant", "varchar(8)", True), *TWO_KEYS.columns[1:]))
 
 
-@pytest.mark.parametrize("mode", ["changelog", "upsert"])
+@pytest.mark.parametrize("mode", ["changelog", "upsert", "equality"])  # (equality: upsert_deletes = "equality")
 @pytest.mark.parametrize("altered_table, values", [
     (NARROWER, {"tenant": 1, "id": 2}),
     (KEY_RETYPED, {"tenant": "x", "id": 2, "name": "b"}),
@@ -126,7 +128,9 @@ def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_setti
     altered = binlog.rows(altered_table, entry_pb.EventType.INSERT, [(None, values)])
     kind = IcebergChangelogWriter if mode == "changelog" else IcebergUpsertWriter
     target = f"lake.decoder.other_columns_{mode}_{len(values)}"
-    writer = kind(spark, ChannelSettings(TWO_KEYS.qualified, target, mode=mode), "decoder", spark_settings)
+    settings = dataclasses.replace(spark_settings, upsert_deletes="equality" if mode == "equality" else "position")
+    channel = ChannelSettings(TWO_KEYS.qualified, target, mode="changelog" if mode == "changelog" else "upsert")
+    writer = kind(spark, channel, "decoder", settings)
     assert writer.decodes_row_changes()
     mapper = RowMapper(TWO_KEYS.qualified, None, before_images=writer.before_images())
     mapper.map(entry_pb.RowChange.FromString(fits.storeValue), EntryPosition.of(fits))

@@ -51,20 +51,39 @@ def assert_tables_exact(spark, workload, namespace):
         assert actual == expected_typed(table, expected.rows.values()), name
 
 
-def test_workload_lands_exactly_in_iceberg(spark, spark_settings, dev_server_factory):
+def delete_files(spark, target: str) -> set[str]:
+    """The kinds of delete file ``target``'s main holds."""
+    kinds = {1: "position", 2: "equality"}
+    return {kinds[row["content"]] for row in
+            spark.sql(f"SELECT DISTINCT content FROM {quote_table(target)}.files WHERE content > 0").collect()}
+
+
+@pytest.mark.parametrize("deletes", ["position", "equality"])  # [spark] upsert_deletes
+def test_workload_lands_exactly_in_iceberg(spark, spark_settings, dev_server_factory, deletes):
     server = dev_server_factory(DestinationConfig("example"))
     workload = Workload(WorkloadSpec(tables=standard_tables(3), row_changes=1500, pk_change_ratio=0.2, seed=5))
     server.feed("example", workload)
-    settings = settings_for(server, workload.spec.tables, "e2e")
-    job = SyncJob(settings, factory(spark, spark_settings, settings.name))
+    namespace = f"e2e_{deletes}"
+    settings = settings_for(server, workload.spec.tables, namespace)
+    job = SyncJob(settings, factory(spark, dataclasses.replace(spark_settings, upsert_deletes=deletes),
+                                    settings.name))
     job.start()
     assert server.destinations["example"].wait_acked(180), (job.state, job.fail_message)
     job.pause()
     assert job.stats.rollbacks == 0
-    assert_tables_exact(spark, workload, "e2e")
-    summary = spark.sql("SELECT summary FROM lake.e2e.orders.snapshots ORDER BY committed_at DESC LIMIT 1").first()
-    assert summary["summary"]["canalbridge.job"] == "job-e2e"
+    assert_tables_exact(spark, workload, namespace)
+    summary = spark.sql(f"SELECT summary FROM lake.{namespace}.orders.snapshots ORDER BY committed_at DESC "
+                        "LIMIT 1").first()
+    assert summary["summary"]["canalbridge.job"] == f"job-{namespace}"
     assert int(summary["summary"]["canalbridge.offset"]) > 0
+    for table in workload.spec.tables:
+        target = f"lake.{namespace}.{table.name}"
+        found = delete_files(spark, target)
+        # (A table whose changes all land in its first commit has nothing to delete by position.)
+        assert found == {"equality"} if deletes == "equality" else found <= {"position"}, (target, found)
+        if deletes == "equality":  # one snapshot per commit, straight onto main: no branch, no DELETE then INSERT
+            operations = spark.sql(f"SELECT DISTINCT operation FROM {quote_table(target)}.snapshots").collect()
+            assert {row["operation"] for row in operations} <= {"append", "overwrite"}, target
 
 
 def changelog_rows_expected(entries, table: str) -> int:

@@ -1,0 +1,66 @@
+"""Upsert commits as equality deletes (``[spark] upsert_deletes = "equality"``), written in Spark's tasks.
+
+Today's path (:mod:`spark_sink.upsert`) finds the rows a commit replaces by a
+join that reads the target's key column, and writes position deletes: readers
+pay nothing extra, but the join's cost grows with the table. This one writes,
+for every changed key, an equality delete of the key and (unless the key is
+gone) its new row, with Iceberg's own Parquet writers inside Spark's tasks,
+and commits both as one ``RowDelta`` stamped with the channel's position, as
+Flink's Iceberg sink does: nothing reads the target, and readers apply the
+deletes until compaction rewrites them away. The JVM side is
+``spark_sink/decoder/.../EqualityDeltaWriter.java``, in the decoder's jar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_sink.session import SparkSetupError, decoder_jar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+WRITER_CLASS = "canalbridge.spark.EqualityDeltaWriter"
+
+
+@dataclass(frozen=True)
+class EqualityCommit:
+    """What one equality-delete commit wrote."""
+
+    data_files: int
+    delete_files: int
+    rows: int
+    deletes: int
+
+
+def _writer(spark: SparkSession) -> Any:
+    from py4j.java_gateway import JavaClass
+
+    writer = spark._jvm
+    for part in WRITER_CLASS.split("."):
+        writer = getattr(writer, part)
+    if not isinstance(writer, JavaClass):
+        raise SparkSetupError(
+            f'[spark] upsert_deletes = "equality" needs the canalbridge decoder jar on Spark\'s classpath '
+            f"(looked for {decoder_jar()}): run `make decoder-jar`")
+    return writer
+
+
+def unsupported(spark: SparkSession, identifier: str, keys: Sequence[str]) -> str | None:
+    """Why ``identifier`` cannot take equality deletes keyed by ``keys`` (None: it can): it must be an
+    unpartitioned format-2 table whose Iceberg identifier fields are the key."""
+    reason = _writer(spark).unsupported(spark._jsparkSession, identifier, list(keys))
+    return None if reason is None else str(reason)
+
+
+def commit(spark: SparkSession, identifier: str, changes: DataFrame, keys: Sequence[str], branch: str | None,
+           properties: Mapping[str, str]) -> EqualityCommit:
+    """Write ``changes`` (the last change per key: the table's columns by name, then ``_op``, "D" for a key
+    that is gone) into ``identifier`` as one RowDelta stamped with ``properties``, onto ``branch`` (None:
+    main)."""
+    summary = _writer(spark).commit(spark._jsparkSession, identifier, changes._jdf, list(keys), branch,
+                                    dict(properties))
+    data_files, delete_files, rows, deletes = (int(part) for part in str(summary).split(","))
+    return EqualityCommit(data_files, delete_files, rows, deletes)

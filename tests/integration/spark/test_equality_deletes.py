@@ -1,0 +1,66 @@
+"""``[spark] upsert_deletes = "equality"``: upsert commits as equality deletes and new rows in one RowDelta,
+with no read of the target, exact as today's path (a whole workload: test_sync_into_iceberg; steps of one
+commit: test_held_steps; the real stack: the peers benchmark's smoke test)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
+from canalbridge.sync.settings import ChannelSettings
+from spark_sink.identifiers import quote_table
+from spark_sink.sink import make_sink
+from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit, position
+
+
+@pytest.fixture
+def equality_settings(spark_settings):
+    return dataclasses.replace(spark_settings, upsert_deletes="equality")
+
+
+def files_by_content(spark, target: str) -> dict[str, int]:
+    names = {0: "data", 1: "position deletes", 2: "equality deletes"}
+    rows = spark.sql(f"SELECT content, count(*) AS n FROM {quote_table(target)}.files GROUP BY content").collect()
+    return {names[row["content"]]: row["n"] for row in rows}
+
+
+def changes(sink, end, *rows: tuple[ChangeKind, int, str | None]) -> None:
+    """One transaction of ``(kind, id, name)`` changes through the sink, as a channel runs it."""
+    sink.writer.begin()
+    sink.writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), tuple(
+        ChangeRow(kind, (str(key), name), end) for kind, key, name in rows)))
+    sink.writer.commit(end, f"at-{end.offset}")
+
+
+def test_updates_deletes_and_key_changes_across_commits_leave_each_key_once(spark, equality_settings):
+    target = "lake.equality_keys.t"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, equality_settings)
+    changes(sink, position(100), (ChangeKind.INSERT, 1, "a"), (ChangeKind.INSERT, 2, "b"),
+            (ChangeKind.INSERT, 3, "c"))
+    # 1 updated twice, 2 deleted, 3 moved to key 4: only a key's last change counts.
+    changes(sink, position(200), (ChangeKind.UPDATE_AFTER, 1, "a1"), (ChangeKind.UPDATE_AFTER, 1, "a2"),
+            (ChangeKind.DELETE, 2, "b"), (ChangeKind.UPDATE_BEFORE, 3, None), (ChangeKind.UPDATE_AFTER, 4, "c"))
+    # A commit of deletes alone (no data file), then the deleted key back.
+    changes(sink, position(300), (ChangeKind.DELETE, 1, "a2"))
+    changes(sink, position(400), (ChangeKind.INSERT, 2, "b again"))
+    assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(2, "b again"),
+                                                                                            (4, "c")]
+    assert sink.state.read_state().position == position(400)
+    files = files_by_content(spark, target)  # (a commit writes a file per Spark task that had its rows)
+    assert set(files) == {"data", "equality deletes"} and files["data"] >= 3 and files["equality deletes"] >= 4
+
+
+def test_a_target_that_cannot_take_equality_deletes_keeps_the_position_path(spark, equality_settings):
+    target = "lake.equality_partitioned.t"
+    spark.sql(f"CREATE TABLE {quote_table(target)} (id int NOT NULL, name string) USING iceberg "
+              "PARTITIONED BY (bucket(4, id)) TBLPROPERTIES ('format-version' = '2', "
+              "'write.delete.mode' = 'merge-on-read')")
+    spark.sql(f"ALTER TABLE {quote_table(target)} SET IDENTIFIER FIELDS id")
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, equality_settings)
+    commit(sink, "l1", position(100), (1, "a"), (2, "b"))
+    commit(sink, "l2", position(200), (2, "B"))
+    assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(1, "a"), (2, "B")]
+    assert "equality deletes" not in files_by_content(spark, target)
+    assert sink.state.read_state().position == position(200)
