@@ -31,8 +31,8 @@ class EqualityCommit:
 
     data_files: int
     delete_files: int
-    rows: int
-    deletes: int
+    rows: int  # new rows written
+    keys: int  # keys changed: each has an equality delete
 
 
 def _writer(spark: SparkSession) -> Any:
@@ -46,6 +46,11 @@ def _writer(spark: SparkSession) -> Any:
             f'[spark] upsert_deletes = "equality" needs the canalbridge decoder jar on Spark\'s classpath '
             f"(looked for {decoder_jar()}): run `make decoder-jar`")
     return writer
+
+
+def require(spark: SparkSession) -> None:
+    """Raise :class:`SparkSetupError` unless the writer is on Spark's classpath."""
+    _writer(spark)
 
 
 def unsupported(spark: SparkSession, identifier: str, keys: Sequence[str]) -> str | None:
@@ -62,5 +67,11 @@ def commit(spark: SparkSession, identifier: str, changes: DataFrame, keys: Seque
     main)."""
     summary = _writer(spark).commit(spark._jsparkSession, identifier, changes._jdf, list(keys), branch,
                                     dict(properties))
-    data_files, delete_files, rows, deletes = (int(part) for part in str(summary).split(","))
-    return EqualityCommit(data_files, delete_files, rows, deletes)
+    data_files, delete_files, rows, changed = (int(part) for part in str(summary).split(","))
+    return EqualityCommit(data_files, delete_files, rows, changed)
+
+
+def remove_dangling_deletes(spark: SparkSession, identifier: str) -> int:
+    """Remove ``identifier``'s equality-delete files that apply to no live data file (after a compaction);
+    how many. A partitioned table is left to Iceberg's own clean-up."""
+    return int(_writer(spark).removeDanglingEqualityDeletes(spark._jsparkSession, identifier))

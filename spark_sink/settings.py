@@ -52,9 +52,10 @@ class SparkSettings:
     upsert_deletes: str = setting(
         "position", check=one_of("position", "equality"),
         doc="how an upsert commit removes the rows it replaces: `position` (finds them with a join that reads the "
-            "target's key column and writes position deletes: readers pay nothing extra, the join grows with the "
-            "table), `equality` (an equality delete per changed key and no read of the target, as Flink's Iceberg "
-            "sink writes: a commit costs the same at any table size, readers apply the deletes until compaction; "
+            "target's key column and writes position deletes: the join grows with the table), `equality` (an "
+            "equality delete per changed key and no read of the target, as Flink's Iceberg sink writes: a commit "
+            "costs the same at any table size, readers match rows against the deletes until compaction, which "
+            "then rewrites every file they apply to; "
             "needs the decoder jar and an unpartitioned format-2 target whose identifier fields are the key, and "
             "other targets and snapshot chunks keep `position`; see the performance page)")
 

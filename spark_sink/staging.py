@@ -176,6 +176,11 @@ def _read_in_driver(spark: SparkSession, files: Sequence[Path], schema: str) -> 
 Layout = RowBatch | RawBatch | ChunkBatch  # what a transaction's column facts come with
 
 
+def key_names(batch: Layout) -> list[str]:
+    """The target columns of the rows' key, in the order the batch names the key."""
+    return [batch.target_columns[i] for i in batch.key_indexes]
+
+
 @dataclass
 class Transaction:
     """One transaction's staged rows and column facts; staged by the channel thread, then applied."""

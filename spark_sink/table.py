@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from canalbridge.sync.ddl import Place
 from canalbridge.sync.position import Position, position_from_dict
 from canalbridge.sync.snapshot.progress import TableProgress, progress_from_json, progress_to_json
+from spark_sink import equality
 from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
 from spark_sink.identifiers import quote, quote_table, split_table, sql_string
+from spark_sink.session import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,8 +127,8 @@ class TargetTable:
             "write.merge.mode": "merge-on-read",
             "write.update.mode": "merge-on-read",
             "write.delete.mode": "merge-on-read",
-            # Each upsert commit writes four metadata files (branch, delete, insert,
-            # fast-forward): keep the newest 100 (Iceberg's default) rather than all.
+            # Each upsert commit writes four metadata files (branch, delete, insert, fast-forward; one with
+            # equality deletes): keep the newest 100 (Iceberg's default) rather than all.
             "write.metadata.delete-after-commit.enabled": "true",
             PROP_PRIMARY_KEY: json.dumps(list(primary_key)),
         }
@@ -314,10 +316,25 @@ class TargetTable:
 
     def compact(self) -> None:
         """Rewrite small data files and those with many deleted rows, then compact position delete
-        files and drop dangling ones (each by Iceberg's default thresholds)."""
+        files and drop dangling ones (each by Iceberg's default thresholds). A table with equality
+        deletes has every data file they apply to rewritten, and then holds none."""
         catalog, table = self._procedure_names()
+        options = {"remove-dangling-deletes": "true"}
+        equality_deletes = bool(
+            self.spark.sql(f"SELECT 1 FROM {self.identifier}.files WHERE content = 2 LIMIT 1").take(1))
+        if equality_deletes:
+            # An equality delete applies to every older data file, and Iceberg's thresholds never pick a file
+            # for one (its delete ratio counts deletes scoped to one file): left alone, they pile up. Every file
+            # they touch rewritten, they are all dangling.
+            options["delete-file-threshold"] = "1"
+        pairs = ", ".join(f"{sql_string(key)}, {sql_string(value)}" for key, value in options.items())
         self.spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => {table}, "
-                       f"options => map('remove-dangling-deletes', 'true'))").collect()
+                       f"options => map({pairs}))").collect()
+        if equality_deletes:
+            try:
+                equality.remove_dangling_deletes(self.spark, self.identifier)
+            except SparkSetupError:
+                pass  # (written by another tool, and no canalbridge jar: what Iceberg removed must do)
         self.spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => {table})").collect()
 
     def live_files(self) -> tuple[int, int]:

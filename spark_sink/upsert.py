@@ -12,17 +12,20 @@ import structlog
 
 from canalbridge.sync.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.errors import TargetKeyMismatchError
+from canalbridge.sync.settings import ChannelSettings
 from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
 from spark_sink.identifiers import quote
 from spark_sink.session import release_checkpoint
+from spark_sink.settings import SparkSettings
+from spark_sink.staging import key_names
 from spark_sink.table import PROP_PRIMARY_KEY, slow_layout_note
 from spark_sink.types import convert
 from spark_sink.writer import IcebergWriter, Layout, Transaction
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
 log = structlog.get_logger("canalbridge.spark")
@@ -48,7 +51,16 @@ class IcebergUpsertWriter(IcebergWriter):
     target (:mod:`spark_sink.equality`).
     """
 
-    _equality = False  # whether stream commits write equality deletes (learnt when the table is prepared)
+    def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
+        super().__init__(spark, channel, job, settings)
+        if settings.upsert_deletes == "equality":
+            equality.require(spark)  # (a setup error at start, not a commit retried for ever)
+        self._equality = False  # whether stream commits write equality deletes: learnt as the table is prepared
+
+    @property
+    def equality_deletes(self) -> bool:
+        """Whether the stream's commits into this target write equality deletes (``[spark] upsert_deletes``)."""
+        return self._equality
 
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
@@ -67,9 +79,8 @@ class IcebergUpsertWriter(IcebergWriter):
         """Whether this target's stream commits write equality deletes (``[spark] upsert_deletes``)."""
         if self.settings.upsert_deletes != "equality":
             return False
-        keys = [batch.target_columns[i] for i in batch.key_indexes]
         reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self._unmapped
-                  else equality.unsupported(self.spark, self.table.identifier, keys))
+                  else equality.unsupported(self.spark, self.table.identifier, key_names(batch)))
         if reason is not None:
             self._log.warning("spark.equality_deletes_off", reason=reason, deletes="position")
         return reason is None
@@ -82,7 +93,7 @@ class IcebergUpsertWriter(IcebergWriter):
         if recorded is None:
             return  # a table made by hand: its key is the rows'
         target_key = json.loads(recorded)
-        rows_key = [batch.target_columns[i] for i in batch.key_indexes]
+        rows_key = key_names(batch)
         # As sets: a DDL names the key's columns in its own order, the rows in the table's. The columns that
         # record a row's source are the channel's, whatever the source's key.
         origin = {c.lower() for c in self.channel.origin_columns} if self.channel.source_in_key else set()
@@ -153,7 +164,7 @@ class IcebergUpsertWriter(IcebergWriter):
     def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None
         names = [quote(name) for name in txn.batch.target_columns]
-        keys = [quote(txn.batch.target_columns[i]) for i in txn.batch.key_indexes]
+        keys = [quote(name) for name in key_names(txn.batch)]
         if self._unmapped:
             frame.createOrReplaceTempView(self._view)
             if publish and not self._holding:
@@ -183,12 +194,12 @@ class IcebergUpsertWriter(IcebergWriter):
         """The transaction as one RowDelta of equality deletes and new rows (:mod:`spark_sink.equality`): on
         main at once when nothing is held (one commit is atomic without the branch), else on the branch."""
         assert txn.batch is not None
-        keys = [txn.batch.target_columns[i] for i in txn.batch.key_indexes]
+        keys = key_names(txn.batch)
 
         def write(branch: str | None) -> None:
             written = equality.commit(self.spark, self.table.identifier, frame, keys, branch, properties)
             self._log.debug("spark.equality_commit", data_files=written.data_files,
-                            delete_files=written.delete_files, rows=written.rows, deletes=written.deletes)
+                            delete_files=written.delete_files, rows=written.rows, keys=written.keys)
 
         if publish and not self._holding:
             write(None)

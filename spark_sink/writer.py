@@ -36,7 +36,7 @@ from spark_sink.evolve import Column as TargetSchemaColumn
 from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
-from spark_sink.staging import Layout, Staging, Transaction
+from spark_sink.staging import Layout, Staging, Transaction, key_names
 from spark_sink.table import TargetColumn, TargetTable, position_properties
 from spark_sink.types import convert, spark_type
 
@@ -191,8 +191,10 @@ class IcebergWriter:
                 self._held_progress = progress  # (what the held writes stamp lands only with them)
         except Exception as exc:
             # Whatever failed (the table's checks, a lost session, the write): what the branch holds
-            # is dropped, and the next apply starts it from main again.
+            # is dropped, and the next apply starts it from main again, after checking the table again
+            # (it may have been changed behind the writer's back).
             self._holding = False
+            self._ready = False
             self._held_progress = None
             failure = decode_failure(exc, self.channel.source)
             if failure is not None:
@@ -265,14 +267,14 @@ class IcebergWriter:
     def _prepare_table(self, batch: Layout) -> None:
         wanted = list(batch.target_columns)
         if self.table.columns() is None:
-            keys = {batch.target_columns[i] for i in batch.key_indexes}
+            keys = set(key_names(batch))
             columns = [
                 TargetColumn(name, spark_type(source.mysql_type), name in keys)
                 for name, source in zip(batch.target_columns, batch.columns)
             ]
-            key_names = [batch.target_columns[i] for i in batch.key_indexes]
-            self.table.create(columns + self.own_target_columns(), key_names,
-                              identifier_fields=self.identifier_fields(key_names))
+            keyed_by = key_names(batch)
+            self.table.create(columns + self.own_target_columns(), keyed_by,
+                              identifier_fields=self.identifier_fields(keyed_by))
             self._log.info("spark.table_created", columns=len(columns))
         self.table.validate(wanted + [c.name for c in self.own_target_columns()])
         schema = {c.name.lower(): c for c in self.table.schema()}

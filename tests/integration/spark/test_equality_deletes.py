@@ -8,10 +8,11 @@ import dataclasses
 
 import pytest
 
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
+from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
+from spark_sink.table import TargetTable
 from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit, position
 
 
@@ -48,6 +49,7 @@ def test_updates_deletes_and_key_changes_across_commits_leave_each_key_once(spar
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(2, "b again"),
                                                                                             (4, "c")]
     assert sink.state.read_state().position == position(400)
+    assert sink.writer.equality_deletes
     files = files_by_content(spark, target)  # (a commit writes a file per Spark task that had its rows)
     assert set(files) == {"data", "equality deletes"} and files["data"] >= 3 and files["equality deletes"] >= 4
 
@@ -62,5 +64,44 @@ def test_a_target_that_cannot_take_equality_deletes_keeps_the_position_path(spar
     commit(sink, "l1", position(100), (1, "a"), (2, "b"))
     commit(sink, "l2", position(200), (2, "B"))
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(1, "a"), (2, "B")]
-    assert "equality deletes" not in files_by_content(spark, target)
+    assert "equality deletes" not in files_by_content(spark, target) and not sink.writer.equality_deletes
     assert sink.state.read_state().position == position(200)
+
+
+TWO_KEYS = (SourceColumn("id", "bigint(20)", -5, True), SourceColumn("tenant", "bigint(20)", -5, True),
+            SourceColumn("name", "varchar(32)", 12, False))
+
+
+def test_a_key_named_in_another_order_than_the_tables_columns_deletes_the_right_rows(spark, equality_settings):
+    """The delete file holds the key in the table's column order, whatever order the channel names it in:
+    two BIGINT columns swapped would delete (tenant=id, id=tenant) and keep every old row."""
+    target = "lake.equality_key_order.t"
+    sink = make_sink(spark, ChannelSettings("db.t", target, key=("tenant", "id")), JOB, equality_settings)
+
+    def send(end, *rows: tuple[ChangeKind, int, int, str]) -> None:
+        sink.writer.begin()
+        sink.writer.send(RowBatch("db.t", ("id", "tenant", "name"), TWO_KEYS, (1, 0), tuple(
+            ChangeRow(kind, (str(key), str(tenant), name), end) for kind, key, tenant, name in rows)))
+        sink.writer.commit(end, f"at-{end.offset}")
+
+    send(position(100), (ChangeKind.INSERT, 1, 2, "a"), (ChangeKind.INSERT, 2, 1, "b"))
+    send(position(200), (ChangeKind.UPDATE_AFTER, 1, 2, "a2"))
+    assert sink.writer.equality_deletes
+    assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(1, 2, "a2"),
+                                                                                            (2, 1, "b")]
+
+
+def test_compaction_leaves_no_equality_delete_and_the_same_rows(spark, equality_settings):
+    """Iceberg's thresholds alone never rewrite a file for equality deletes (fewer than five small files here
+    would not even be grouped): the daemon's compaction rewrites every file they apply to, and drops them."""
+    target = "lake.equality_compacted.t"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, equality_settings)
+    changes(sink, position(100), *[(ChangeKind.INSERT, key, f"v{key}") for key in range(20)])
+    changes(sink, position(200), (ChangeKind.UPDATE_AFTER, 3, "w3"), (ChangeKind.DELETE, 4, None))
+    changes(sink, position(300), (ChangeKind.UPDATE_AFTER, 5, "w5"))
+    expected = [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()]
+    assert len(expected) == 19 and "equality deletes" in files_by_content(spark, target)
+    TargetTable(spark, target).compact()
+    assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == expected
+    assert set(files_by_content(spark, target)) == {"data"}
+    assert sink.state.read_state().position == position(300)

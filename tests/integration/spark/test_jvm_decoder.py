@@ -140,3 +140,4 @@ def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_setti
     with pytest.raises(ColumnsChangedError) as failure:
         writer.commit(EntryPosition.of(altered), "t1")
     assert failure.value.position.same_place(EntryPosition.of(altered))
+    assert getattr(writer, "equality_deletes", False) is (mode == "equality")  # (the path that failed)

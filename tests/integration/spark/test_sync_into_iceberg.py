@@ -81,9 +81,9 @@ def test_workload_lands_exactly_in_iceberg(spark, spark_settings, dev_server_fac
         found = delete_files(spark, target)
         # (A table whose changes all land in its first commit has nothing to delete by position.)
         assert found == {"equality"} if deletes == "equality" else found <= {"position"}, (target, found)
-        if deletes == "equality":  # one snapshot per commit, straight onto main: no branch, no DELETE then INSERT
+        if deletes == "equality":  # one RowDelta per commit, straight onto main: no branch, no DELETE then INSERT
             operations = spark.sql(f"SELECT DISTINCT operation FROM {quote_table(target)}.snapshots").collect()
-            assert {row["operation"] for row in operations} <= {"append", "overwrite"}, target
+            assert {row["operation"] for row in operations} <= {"overwrite", "delete"}, target  # (delete: no row)
 
 
 def changelog_rows_expected(entries, table: str) -> int:

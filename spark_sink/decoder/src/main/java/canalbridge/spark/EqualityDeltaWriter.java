@@ -11,15 +11,24 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.UUID;
+import java.util.stream.IntStream;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.FileContent;
 import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.ManifestFile;
+import org.apache.iceberg.ManifestFiles;
+import org.apache.iceberg.ManifestReader;
+import org.apache.iceberg.RewriteFiles;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
+import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableUtil;
+import org.apache.iceberg.exceptions.CleanableFailure;
 import org.apache.iceberg.deletes.EqualityDeleteWriter;
+import org.apache.iceberg.encryption.EncryptedOutputFile;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
@@ -64,7 +73,10 @@ public final class EqualityDeltaWriter {
    * when it can: a format-2 table, unpartitioned, whose identifier fields are the key.
    */
   public static String unsupported(SparkSession spark, String identifier, List<String> keys) {
-    Table table = load(spark, identifier);
+    return unsupported(load(spark, identifier), keys);
+  }
+
+  private static String unsupported(Table table, List<String> keys) {
     if (TableUtil.formatVersion(table) < 2) {
       return "format-version 1 has no delete files";
     }
@@ -84,7 +96,8 @@ public final class EqualityDeltaWriter {
   /**
    * Write {@code changes} into {@code identifier} (onto {@code branch}, or main when null) as
    * one RowDelta stamped with {@code properties}; returns "data files, delete files, rows
-   * written, keys deleted". A failed task or commit deletes the files it wrote.
+   * written, keys changed". A failed task deletes the files it wrote, and so does a commit that
+   * is known to have failed (not one whose outcome is unknown: it may have landed).
    */
   public static String commit(
       SparkSession spark,
@@ -94,6 +107,12 @@ public final class EqualityDeltaWriter {
       String branch,
       Map<String, String> properties) {
     Table table = load(spark, identifier);
+    String unsupported = unsupported(table, keys);
+    if (unsupported != null) {
+      // (changed since the writer looked: by hand, or by another tool)
+      throw new IllegalStateException(
+          "canalbridge: " + identifier + " no longer takes equality deletes: " + unsupported);
+    }
     Schema schema = table.schema();
     StructType rowType = SparkSchemaUtil.convert(schema);
     List<Column> aligned = new ArrayList<>();
@@ -101,24 +120,32 @@ public final class EqualityDeltaWriter {
       // The table's own types: a column widened by a DDL takes the narrower values as INSERT would.
       aligned.add(functions.col(quoted(field.name())).cast(field.dataType()).as(field.name()));
     }
-    aligned.add(functions.col(OP).equalTo("D").as(OP));  // (a boolean: gone or not)
+    // A boolean, so that the tasks read no string.
+    aligned.add(functions.col(OP).equalTo("D").as(OP));
     Dataset<Row> rows = changes.select(aligned.toArray(new Column[0]));
 
-    int[] keyIds = new int[keys.size()];
-    int[] keyOrdinals = new int[keys.size()];
-    for (int i = 0; i < keys.size(); i++) {
-      Types.NestedField field = schema.caseInsensitiveFindField(keys.get(i));
+    // The key in the table's column order: the delete file's schema (Schema.select) has that order,
+    // whatever order the channel names the key in.
+    TreeSet<Integer> ordinals = new TreeSet<>();
+    for (String key : keys) {
+      Types.NestedField field = schema.caseInsensitiveFindField(key);
       if (field == null) {
-        throw new IllegalArgumentException("key column " + keys.get(i) + " is not in " + identifier);
+        throw new IllegalArgumentException("key column " + key + " is not in " + identifier);
       }
-      keyIds[i] = field.fieldId();
-      keyOrdinals[i] = rowType.fieldIndex(field.name());
+      ordinals.add(rowType.fieldIndex(field.name()));
+    }
+    int[] keyOrdinals = ordinals.stream().mapToInt(Integer::intValue).toArray();
+    int[] keyIds = new int[keyOrdinals.length];
+    for (int i = 0; i < keyOrdinals.length; i++) {
+      keyIds[i] = schema.columns().get(keyOrdinals[i]).fieldId();
     }
 
     JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
     Broadcast<Table> shipped = context.broadcast(SerializableTable.copyOf(table));
-    TaskWrite write =
-        new TaskWrite(shipped, UUID.randomUUID().toString(), rowType, keyIds, keyOrdinals);
+    int[] requiredOrdinals =
+        IntStream.range(0, schema.columns().size()).filter(i -> schema.columns().get(i).isRequired()).toArray();
+    TaskWrite write = new TaskWrite(
+        shipped, UUID.randomUUID().toString(), rowType, keyIds, keyOrdinals, requiredOrdinals);
     List<TaskFiles> written;
     try {
       written = rows.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(write, false).collect();
@@ -130,7 +157,7 @@ public final class EqualityDeltaWriter {
     int dataFiles = 0;
     int deleteFiles = 0;
     long inserted = 0;
-    long deleted = 0;
+    long keysChanged = 0;
     for (TaskFiles files : written) {
       if (files.data != null) {
         delta.addRows(files.data);
@@ -140,7 +167,7 @@ public final class EqualityDeltaWriter {
       if (files.deletes != null) {
         delta.addDeletes(files.deletes);
         deleteFiles++;
-        deleted += files.deletes.recordCount();
+        keysChanged += files.deletes.recordCount();
       }
     }
     properties.forEach(delta::set);
@@ -150,12 +177,54 @@ public final class EqualityDeltaWriter {
     try {
       delta.commit();
     } catch (RuntimeException e) {
-      for (TaskFiles files : written) {
-        files.delete(table);
+      if (e instanceof CleanableFailure) {
+        for (TaskFiles files : written) {
+          files.delete(table);
+        }
       }
       throw e;
     }
-    return dataFiles + "," + deleteFiles + "," + inserted + "," + deleted;
+    return dataFiles + "," + deleteFiles + "," + inserted + "," + keysChanged;
+  }
+
+  /**
+   * Remove the equality-delete files of an unpartitioned table that apply to no live data file any
+   * more (a data sequence number at most the lowest of its data files), as one RewriteFiles;
+   * returns how many. Iceberg's own clean-up keeps those of the same sequence number as the files
+   * a compaction wrote, so each compaction would leave the last commit's behind.
+   */
+  public static int removeDanglingEqualityDeletes(SparkSession spark, String identifier) throws IOException {
+    Table table = load(spark, identifier);
+    Snapshot current = table.currentSnapshot();
+    if (current == null || table.specs().size() != 1 || !table.spec().isUnpartitioned()) {
+      return 0;  // (a partitioned table: Iceberg's remove-dangling-deletes works partition by partition)
+    }
+    long lowest = Long.MAX_VALUE;
+    for (ManifestFile manifest : current.dataManifests(table.io())) {
+      try (ManifestReader<DataFile> files = ManifestFiles.read(manifest, table.io(), table.specs())) {
+        for (DataFile file : files) {
+          lowest = Math.min(lowest, file.dataSequenceNumber());
+        }
+      }
+    }
+    RewriteFiles rewrite = table.newRewrite().validateFromSnapshot(current.snapshotId());
+    int dangling = 0;
+    for (ManifestFile manifest : current.deleteManifests(table.io())) {
+      try (ManifestReader<DeleteFile> files =
+          ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+        for (DeleteFile file : files) {
+          // An equality delete applies to data files of a lower sequence number only.
+          if (file.content() == FileContent.EQUALITY_DELETES && file.dataSequenceNumber() <= lowest) {
+            rewrite.deleteFile(file.copyWithoutStats());
+            dangling++;
+          }
+        }
+      }
+    }
+    if (dangling > 0) {
+      rewrite.commit();
+    }
+    return dangling;
   }
 
   private static Table load(SparkSession spark, String identifier) {
@@ -185,20 +254,23 @@ public final class EqualityDeltaWriter {
     }
 
     void delete(Table table) {
-      try {
-        if (data != null) {
-          table.io().deleteFile(data.location());
-        }
-        if (deletes != null) {
-          table.io().deleteFile(deletes.location());
-        }
-      } catch (RuntimeException ignored) {
-        // (best effort: what stays is an orphan file, which remove_orphan_files takes)
-      }
+      deleteQuietly(table, data == null ? null : data.location());
+      deleteQuietly(table, deletes == null ? null : deletes.location());
     }
   }
 
-  /** One task's rows into a data file and an equality-delete file of the key. */
+  private static void deleteQuietly(Table table, String location) {
+    if (location == null) {
+      return;
+    }
+    try {
+      table.io().deleteFile(location);
+    } catch (RuntimeException ignored) {
+      // (best effort: what stays is an orphan file, which Iceberg's remove_orphan_files takes)
+    }
+  }
+
+  /** One task's rows into a data file and an equality-delete file of the key; on failure, neither stays. */
   static final class TaskWrite
       implements Function2<Integer, Iterator<InternalRow>, Iterator<TaskFiles>> {
     private static final long serialVersionUID = 1L;
@@ -207,13 +279,16 @@ public final class EqualityDeltaWriter {
     private final StructType rowType;
     private final int[] keyIds;
     private final int[] keyOrdinals;
+    private final int[] requiredOrdinals;
 
-    TaskWrite(Broadcast<Table> table, String operation, StructType rowType, int[] keyIds, int[] keyOrdinals) {
+    TaskWrite(Broadcast<Table> table, String operation, StructType rowType, int[] keyIds, int[] keyOrdinals,
+        int[] requiredOrdinals) {
       this.table = table;
       this.operation = operation;
       this.rowType = rowType;
       this.keyIds = keyIds;
       this.keyOrdinals = keyOrdinals;
+      this.requiredOrdinals = requiredOrdinals;
     }
 
     @Override
@@ -243,9 +318,12 @@ public final class EqualityDeltaWriter {
       int op = rowType.fields().length;
       DataWriter<InternalRow> data = null;
       EqualityDeleteWriter<InternalRow> deletes = null;
+      List<String> opened = new ArrayList<>();
       try {
+        EncryptedOutputFile deleteFile = deleteFiles.newOutputFile();
+        opened.add(deleteFile.encryptingOutputFile().location());
         deletes =
-            Parquet.writeDeletes(deleteFiles.newOutputFile())
+            Parquet.writeDeletes(deleteFile)
                 .forTable(target)
                 .rowSchema(keySchema)
                 .equalityFieldIds(keyIds)
@@ -260,9 +338,18 @@ public final class EqualityDeltaWriter {
           }
           deletes.write(key);
           if (!row.getBoolean(op)) {
+            for (int required : requiredOrdinals) {
+              if (row.isNullAt(required)) {
+                // (Iceberg's writer would fail on it with a bare NullPointerException)
+                throw new IllegalArgumentException("canalbridge: NULL for column "
+                    + rowType.fields()[required].name() + ", which the target declares NOT NULL");
+              }
+            }
             if (data == null) {
+              EncryptedOutputFile dataFile = files.newOutputFile();
+              opened.add(dataFile.encryptingOutputFile().location());
               data =
-                  Parquet.writeData(files.newOutputFile())
+                  Parquet.writeData(dataFile)
                       .forTable(target)
                       .createWriterFunc(message -> SparkParquetWriters.buildWriter(rowType, message))
                       .overwrite()
@@ -280,6 +367,7 @@ public final class EqualityDeltaWriter {
       } catch (IOException | RuntimeException e) {
         closeQuietly(deletes);
         closeQuietly(data);
+        opened.forEach(location -> deleteQuietly(target, location));
         throw e;
       }
     }
