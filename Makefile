@@ -194,7 +194,7 @@ bench-scaling: venv check-java
 bench-commit: venv check-java
 	$(PY) -m bench.commit_latency $(BENCH_ARGS)
 
-bench-target-size: venv check-java
+bench-target-size: venv check-java decoder-jar
 	$(PY) -m bench.target_size $(BENCH_ARGS)
 
 # 10M row changes with table maintenance on: does the last tenth keep the first tenth's pace?

@@ -52,7 +52,7 @@ def add_commit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=0, help="live run rate (default: 80%% of the backlog run)")
     parser.add_argument("--decoder", choices=("auto", "jvm", "python"), default="auto",
                         help="who decodes Canal's rows (spark.decoder)")
-    parser.add_argument("--upsert-deletes", choices=("position", "equality"), default="position",
+    parser.add_argument("--upsert-deletes", choices=("auto", "position", "equality"), default="auto",
                         help="how upsert commits remove the rows they replace (spark.upsert_deletes)")
     parser.add_argument("--no-overlap", action="store_true",
                         help="wait for each commit before reading on (commit.overlap = false)")
@@ -66,7 +66,7 @@ def commit_settings(args: argparse.Namespace, *, store_capacity: int, store_batc
                           overlap=not args.no_overlap)
 
 
-def local_spark_settings(root: str | Path, decoder: str = "auto", upsert_deletes: str = "position") -> SparkSettings:
+def local_spark_settings(root: str | Path, decoder: str = "auto", upsert_deletes: str = "auto") -> SparkSettings:
     """The benchmarks' Spark: ``local[2]``, with the warehouse and spill files under ``root``."""
     return SparkSettings(master="local[2]", warehouse=f"{root}/warehouse", spill_dir=f"{root}/spill", decoder=decoder,
                          upsert_deletes=upsert_deletes)

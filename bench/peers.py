@@ -27,7 +27,7 @@ seconds:
    cuts the commits here, so they are larger.
 
 ``--upsert-deletes`` picks canalbridge's write path for both of its runs
-(``[spark] upsert_deletes``; default ``position``).
+(``[spark] upsert_deletes``; default ``auto``, as the daemon's).
 
 Every pipeline starts cold: Flink's JVM and each run's Spark JVM are new.
 For each: seconds (from the job's start, and from the launch of its first
@@ -72,6 +72,7 @@ from bench.common import (
     run_result,
     spark_pid,
 )
+from bench.readers import reading_cost
 from canalbridge.canal.connector import CanalConnector
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
@@ -83,7 +84,6 @@ from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettin
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
-from spark_sink.table import TargetTable
 from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
 
@@ -286,40 +286,6 @@ def verify(spark: SparkSession, mariadb: MariaDBServer, namespace: str) -> bool:
     return same
 
 
-def reading_cost(spark: SparkSession, catalog: str) -> dict[str, Any]:
-    """What readers pay for ``catalog``'s ``peers`` tables: a full scan (seconds, warm), the files, then the
-    same after the compaction the daemon's maintenance runs."""
-    tables = [f"{catalog}.{DATABASE}.{table}" for table in TABLES]
-    before = {"scan_s": _scan_seconds(spark, tables), **_files(spark, tables)}
-    started = time.perf_counter()
-    for table in tables:
-        TargetTable(spark, table).compact()
-    compaction_s = time.perf_counter() - started
-    after = {"scan_s": _scan_seconds(spark, tables), **_files(spark, tables)}
-    return {"before_compaction": before, "compaction_s": round(compaction_s, 1), "after_compaction": after}
-
-
-def _scan_seconds(spark: SparkSession, tables: list[str]) -> float:
-    """Seconds to read every column of every row of ``tables``, deletes applied (the second of two scans)."""
-    seconds = 0.0
-    for _ in range(2):
-        started = time.perf_counter()
-        for table in tables:
-            spark.table(table).write.format("noop").mode("overwrite").save()
-        seconds = time.perf_counter() - started
-    return round(seconds, 2)
-
-
-def _files(spark: SparkSession, tables: list[str]) -> dict[str, int]:
-    counts: Counter = Counter()
-    for table in tables:
-        for row in spark.sql(f"SELECT content, count(*) AS n FROM {table}.files GROUP BY content").collect():
-            counts[("data_files", "position_delete_files", "equality_delete_files")[row.content]] += int(row.n)
-        counts["snapshots"] += int(spark.sql(f"SELECT count(*) AS n FROM {table}.snapshots").collect()[0].n)
-    return {key: counts[key] for key in ("data_files", "position_delete_files", "equality_delete_files",
-                                         "snapshots")}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="row changes written (rounded to 100)")
@@ -374,7 +340,7 @@ def main() -> None:
         for name, catalog in (("flink", FLINK_CATALOG), ("canalbridge", spark_settings.catalog)):
             if name in results:
                 print(f"{name}: reading its tables, compacting them, reading them again", flush=True)
-                results[name]["readers"] = reading_cost(spark, catalog)
+                results[name]["readers"] = reading_cost(spark, [f"{catalog}.{DATABASE}.{t}" for t in TABLES])
                 print(json.dumps({"pipeline": name, "readers": results[name]["readers"]}), flush=True)
     stop_spark()
     summary: dict[str, Any] = {

@@ -72,8 +72,8 @@ def main() -> None:
     spark = get_spark(spark_settings)
     final = {}
     for target in recorders:
-        data, deletes = TargetTable(spark, target).live_files()
-        final[target] = {"rows": spark.table(target).count(), "data_files": data, "delete_files": deletes}
+        files = TargetTable(spark, target).live_files()
+        final[target] = {"rows": spark.table(target).count(), "data_files": files.data, "delete_files": files.deletes}
     stop_spark()
     print(json.dumps({
         "benchmark": "sustained", "rows": rows, "seconds": round(elapsed, 1), "rows_per_s": round(rows / elapsed),

@@ -1,8 +1,8 @@
 """Commit cost against target size: one upsert commit of N changes into tables of growing size (Spark local[2]).
 
-For each write path (``[spark] upsert_deletes``: ``position``, today's
-default, whose DELETE reads the target's key column, and ``equality``, which
-writes equality deletes and reads nothing) and each target size, a 10-column
+For each write path (``[spark] upsert_deletes``: ``position``, whose DELETE
+reads the target's key column, and ``equality``, the default with the
+decoder jar, which writes equality deletes and reads nothing) and each target size, a 10-column
 table is created by the Iceberg upsert writer (so it gets the layout the
 daemon gives new tables), filled to the size by Spark in one append, and
 then takes one warm-up commit and ``--commits`` counted commits through the
@@ -22,18 +22,19 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import tempfile
 import time
 
 from bench.common import bench_row, cpu_seconds, local_spark_settings, spark_pid
+from bench.readers import reading_cost
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
-from spark_sink.table import TargetTable
 from spark_sink.upsert import IcebergUpsertWriter
 
 TABLE = narrow_table(columns=10)
@@ -101,20 +102,6 @@ def fill(spark, table: str, start: int, end: int) -> None:
     spark.range(start, end).select(*columns).writeTo(table).append()
 
 
-def scan_seconds(spark, table: str) -> float:
-    """Seconds to read every column of every row of ``table``, deletes applied (the second of two scans)."""
-    seconds = 0.0
-    for _ in range(2):
-        started = time.perf_counter()
-        spark.table(table).write.format("noop").mode("overwrite").save()
-        seconds = time.perf_counter() - started
-    return round(seconds, 2)
-
-
-def delete_files(spark, table: str) -> int:
-    return int(spark.sql(f"SELECT count(*) AS n FROM {table}.files WHERE content > 0").collect()[0].n)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,10000000")
@@ -157,10 +144,7 @@ def main() -> None:
                                   "spark_jvm_cpu_s": round(cpu, 2)}), flush=True)
             medians[size] = round(statistics.median(seconds), 2)
             exact = exact_by_run[f"{path}_{size}"] = spark.table(target).count() == made.rows
-            readers = {"scan_s": scan_seconds(spark, target), "delete_files": delete_files(spark, target)}
-            TargetTable(spark, target).compact()
-            readers.update({"scan_after_compaction_s": scan_seconds(spark, target),
-                            "delete_files_after_compaction": delete_files(spark, target)})
+            readers = reading_cost(spark, [target])
             print(json.dumps({"upsert_deletes": path, "table_rows": size, "median_commit_s": medians[size],
                               "median_spark_jvm_cpu_us_per_change":
                                   round(statistics.median(jvm_cpu) / args.changes * 1e6, 1),
@@ -169,6 +153,7 @@ def main() -> None:
         summary[path] = {"median_commit_s_by_table_rows": medians,
                          "largest_over_smallest": round(medians[largest] / medians[smallest], 2)}
     stop_spark()
+    shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({**summary, "exact": all(exact_by_run.values())}))
 
 

@@ -1,6 +1,6 @@
-"""Upsert commits as equality deletes (``[spark] upsert_deletes = "equality"``), written in Spark's tasks.
+"""Upsert commits as equality deletes (``[spark] upsert_deletes``, ``auto`` by default), written in Spark's tasks.
 
-Today's path (:mod:`spark_sink.upsert`) finds the rows a commit replaces by a
+The position path (:mod:`spark_sink.upsert`) finds the rows a commit replaces by a
 join that reads the target's key column, and writes position deletes: readers
 pay nothing extra, but the join's cost grows with the table. This one writes,
 for every changed key, an equality delete of the key and (unless the key is

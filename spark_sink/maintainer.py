@@ -25,11 +25,11 @@ class IcebergMaintainer:
         table = self._writer.live()
         if table.columns() is None:
             return MaintenanceReport()  # created with the first row
-        data_before, deletes_before = table.live_files()
-        table.compact()
-        data_after, deletes_after = table.live_files()
-        files = {"data_files_before": data_before, "data_files_after": data_after,
-                 "delete_files_before": deletes_before, "delete_files_after": deletes_after}
+        before = table.live_files()
+        table.compact(before)
+        after = table.live_files()
+        files = {"data_files_before": before.data, "data_files_after": after.data,
+                 "delete_files_before": before.deletes, "delete_files_after": after.deletes}
         # The snapshot that carries the position, and every one after it, stay: the channel
         # reads its position from main's lineage at its next start.
         stamp = table.stamp(self._writer.job)

@@ -50,14 +50,15 @@ class SparkSettings:
                                "`python` (the channel's thread), `auto` (the JVM when its jar is in the cache)")
 
     upsert_deletes: str = setting(
-        "position", check=one_of("position", "equality"),
+        "auto", check=one_of("auto", "position", "equality"),
         doc="how an upsert commit removes the rows it replaces: `position` (finds them with a join that reads the "
             "target's key column and writes position deletes: the join grows with the table), `equality` (an "
             "equality delete per changed key and no read of the target, as Flink's Iceberg sink writes: a commit "
             "costs the same at any table size, readers match rows against the deletes until compaction, which "
             "then rewrites every file they apply to; "
             "needs the decoder jar and an unpartitioned format-2 target whose identifier fields are the key, and "
-            "other targets and snapshot chunks keep `position`; see the performance page)")
+            "other targets and snapshot chunks keep `position`), `auto` (`equality` when the decoder jar is on "
+            "Spark's classpath, else `position`); see the performance page")
 
     @property
     def stages_through_driver(self) -> bool:

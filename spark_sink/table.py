@@ -78,6 +78,19 @@ def position_from_summary(summary: dict[str, str]) -> Position:
 
 
 @dataclass(frozen=True)
+class LiveFiles:
+    """The files main's current snapshot holds, by kind."""
+
+    data: int = 0
+    position_deletes: int = 0
+    equality_deletes: int = 0
+
+    @property
+    def deletes(self) -> int:
+        return self.position_deletes + self.equality_deletes
+
+
+@dataclass(frozen=True)
 class Stamp:
     """What a job's commit stored with its snapshot."""
 
@@ -314,14 +327,14 @@ class TargetTable:
             snapshot_id = parents[snapshot_id]
         return None
 
-    def compact(self) -> None:
+    def compact(self, files: LiveFiles | None = None) -> None:
         """Rewrite small data files and those with many deleted rows, then compact position delete
         files and drop dangling ones (each by Iceberg's default thresholds). A table with equality
-        deletes has every data file they apply to rewritten, and then holds none."""
+        deletes has every data file they apply to rewritten, and then holds none. ``files``: what
+        :meth:`live_files` just said, when the caller has it."""
         catalog, table = self._procedure_names()
         options = {"remove-dangling-deletes": "true"}
-        equality_deletes = bool(
-            self.spark.sql(f"SELECT 1 FROM {self.identifier}.files WHERE content = 2 LIMIT 1").take(1))
+        equality_deletes = (files or self.live_files()).equality_deletes > 0
         if equality_deletes:
             # An equality delete applies to every older data file, and Iceberg's thresholds never pick a file
             # for one (its delete ratio counts deletes scoped to one file): left alone, they pile up. Every file
@@ -337,12 +350,11 @@ class TargetTable:
                 pass  # (written by another tool, and no canalbridge jar: what Iceberg removed must do)
         self.spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => {table})").collect()
 
-    def live_files(self) -> tuple[int, int]:
-        """main's live (data files, delete files)."""
-        rows = self.spark.sql(f"SELECT content = 0 AS data, count(*) AS n FROM {self.identifier}.files "
-                              f"GROUP BY content = 0").collect()
-        counts = {row["data"]: int(row["n"]) for row in rows}
-        return counts.get(True, 0), counts.get(False, 0)
+    def live_files(self) -> LiveFiles:
+        """main's live files, by kind."""
+        rows = self.spark.sql(f"SELECT content, count(*) AS n FROM {self.identifier}.files GROUP BY content").collect()
+        counts = {int(row["content"]): int(row["n"]) for row in rows}  # Iceberg's content: 0 data, 1 and 2 deletes
+        return LiveFiles(counts.get(0, 0), counts.get(1, 0), counts.get(2, 0))
 
     def expire_snapshots(self, older_than_ms: int) -> int:
         """Expire the snapshots committed before ``older_than_ms`` that no branch or tag holds (and

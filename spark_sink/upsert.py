@@ -17,7 +17,7 @@ from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
 from spark_sink.identifiers import quote
-from spark_sink.session import release_checkpoint
+from spark_sink.session import SparkSetupError, release_checkpoint
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import key_names
 from spark_sink.table import PROP_PRIMARY_KEY, slow_layout_note
@@ -46,15 +46,15 @@ class IcebergUpsertWriter(IcebergWriter):
     The DELETE's semi join broadcasts the changes' keys instead, so the target
     is only scanned, never shuffled. A target with columns the mapping does
     not fill keeps MERGE INTO, whose UPDATE leaves those columns as they are.
-    With ``[spark] upsert_deletes = "equality"`` a stream commit is instead
+    With ``[spark] upsert_deletes`` at ``equality`` (or ``auto``, the default,
+    when the decoder jar is there) a stream commit is instead
     one RowDelta of equality deletes and new rows, which reads nothing of the
     target (:mod:`spark_sink.equality`).
     """
 
     def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
         super().__init__(spark, channel, job, settings)
-        if settings.upsert_deletes == "equality":
-            equality.require(spark)  # (a setup error at start, not a commit retried for ever)
+        self._wants_equality = self._equality_available(settings.upsert_deletes)
         self._equality = False  # whether stream commits write equality deletes: learnt as the table is prepared
 
     @property
@@ -75,9 +75,23 @@ class IcebergUpsertWriter(IcebergWriter):
         if self._layout_note:
             self._log.warning("spark.slow_layout", note=self._layout_note)
 
+    def _equality_available(self, setting: str) -> bool:
+        """Whether ``[spark] upsert_deletes`` asks for equality deletes and the jar that writes them is
+        there: ``equality`` without it is a setup error at start, not a commit retried for ever."""
+        if setting == "position":
+            return False
+        try:
+            equality.require(self.spark)
+        except SparkSetupError as exc:
+            if setting == "equality":
+                raise
+            self._log.info("spark.equality_deletes_off", reason=str(exc), deletes="position")
+            return False
+        return True
+
     def _equality_deletes(self, batch: Layout) -> bool:
         """Whether this target's stream commits write equality deletes (``[spark] upsert_deletes``)."""
-        if self.settings.upsert_deletes != "equality":
+        if not self._wants_equality:
             return False
         reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self._unmapped
                   else equality.unsupported(self.spark, self.table.identifier, key_names(batch)))

@@ -16,7 +16,7 @@ from spark_sink.table import TargetColumn, TargetTable
 from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit, position
 
 PATHS = {  # a write path -> the channel that takes it
-    "upsert": ChannelSettings("db.t", "lake.held_steps.upsert"),
+    "position": ChannelSettings("db.t", "lake.held_steps.position"),  # upsert_deletes = "position"
     "equality": ChannelSettings("db.t", "lake.held_steps.equality"),  # upsert_deletes = "equality"
     "merge": ChannelSettings("db.t", "lake.held_steps.merge", columns=("id", "name")),  # a column left unmapped
     "changelog": ChannelSettings("db.t", "lake.held_steps.changelog", mode="changelog"),
@@ -47,8 +47,8 @@ def test_held_steps_reach_main_together_and_a_failed_step_drops_them(spark, spar
         TargetTable(spark, channel.target).create(
             [TargetColumn("id", "int", True), TargetColumn("name", "string"), TargetColumn("note", "string")],
             ["id"])
-    if path == "equality":
-        spark_settings = dataclasses.replace(spark_settings, upsert_deletes="equality")
+    if path in ("position", "equality"):
+        spark_settings = dataclasses.replace(spark_settings, upsert_deletes=path)
     sink = make_sink(spark, channel, JOB, spark_settings)
     commit(sink, "c1", position(100), (1, "a"))
     before = made_current(spark, channel.target)

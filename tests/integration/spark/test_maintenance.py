@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
@@ -29,10 +31,11 @@ def table_rows(spark, target: str) -> list[tuple]:
     return sorted(tuple(row) for row in spark.table(quote_table(target)).collect())
 
 
-@pytest.mark.parametrize("mode", ["upsert", "changelog"])
-def test_maintenance_compacts_expires_and_keeps_rows_and_position(spark, spark_settings, mode):
-    target = f"lake.maintenance_{mode}.t"
-    sink = make_sink(spark, ChannelSettings("db.t", target, mode=mode), JOB, spark_settings)
+@pytest.mark.parametrize("mode, deletes", [("upsert", "position"), ("upsert", "equality"), ("changelog", None)])
+def test_maintenance_compacts_expires_and_keeps_rows_and_position(spark, spark_settings, mode, deletes):
+    target = f"lake.maintenance_{mode}_{deletes}.t"
+    settings = dataclasses.replace(spark_settings, upsert_deletes=deletes) if deletes else spark_settings
+    sink = make_sink(spark, ChannelSettings("db.t", target, mode=mode), JOB, settings)
     for n in range(8):  # overlapping keys: each upsert commit deletes rows of earlier files
         commit(sink, f"l{n}", position(100 * (n + 1)), *[(key, f"v{n}") for key in range(n * 3, n * 3 + 10)])
     before = live_files(spark, target)
@@ -44,10 +47,11 @@ def test_maintenance_compacts_expires_and_keeps_rows_and_position(spark, spark_s
     after = live_files(spark, target)
     assert (report.data_files_before, report.data_files_after) == (before["data"], after["data"])
     assert after["data"] < before["data"] and before["data"] >= 8
-    if mode == "upsert":
-        assert before["position_deletes"] >= 7
-    assert (report.delete_files_before, report.delete_files_after) == (before.get("position_deletes", 0), 0)
-    assert "position_deletes" not in after
+    if deletes is not None:
+        assert before[f"{deletes}_deletes"] >= 7
+    deleted = before.get("position_deletes", 0) + before.get("equality_deletes", 0)
+    assert (report.delete_files_before, report.delete_files_after) == (deleted, 0)
+    assert set(after) == {"data"}
     assert table_rows(spark, target) == rows
     # Everything older than the snapshot holding the position went; it and its descendants stay.
     assert report.snapshots_expired > 0 and snapshot_times(spark, target)[0] == kept_from

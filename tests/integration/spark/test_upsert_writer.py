@@ -1,4 +1,5 @@
-"""The upsert writer's commit: delete and insert on the job's branch, then main fast-forwarded to it."""
+"""The upsert writer's position-delete commit (``[spark] upsert_deletes = "position"``): delete and insert on
+the job's branch, then main fast-forwarded to it."""
 
 from __future__ import annotations
 
@@ -15,13 +16,18 @@ from spark_sink.table import TargetColumn, TargetTable
 from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit, position
 
 
+@pytest.fixture
+def position_settings(spark_settings):
+    return dataclasses.replace(spark_settings, upsert_deletes="position")
+
+
 def rows(spark, target: str) -> list[tuple]:
     return [tuple(row) for row in spark.table(quote_table(target)).orderBy("id").collect()]
 
 
-def test_what_a_failed_commit_left_on_the_branch_never_reaches_main(spark, spark_settings):
+def test_what_a_failed_commit_left_on_the_branch_never_reaches_main(spark, position_settings):
     target = "lake.upsert_branch.t"
-    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
     commit(sink, "l1", position(100), (1, "a"), (2, "b"))
     # A commit that wrote to the branch and died before its fast-forward.
     spark.sql(f"INSERT INTO {quote_table(target)}.`branch_canalbridge-staging-{JOB}` VALUES (66, 'half')")
@@ -30,9 +36,11 @@ def test_what_a_failed_commit_left_on_the_branch_never_reaches_main(spark, spark
     assert sink.state.read_state().position == position(200)
 
 
-def test_commits_on_main_by_another_writer_are_kept(spark, spark_settings):
-    target = "lake.upsert_other_writer.t"
-    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+@pytest.mark.parametrize("deletes", ["position", "equality"])
+def test_commits_on_main_by_another_writer_are_kept(spark, spark_settings, deletes):
+    target = f"lake.upsert_other_writer.{deletes}"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB,
+                     dataclasses.replace(spark_settings, upsert_deletes=deletes))
     commit(sink, "l1", position(100), (1, "a"))
     spark.sql(f"INSERT INTO {quote_table(target)} VALUES (9, 'by hand')")  # main moves past the branch
     commit(sink, "l2", position(200), (1, "A"), (2, "b"))
@@ -40,23 +48,23 @@ def test_commits_on_main_by_another_writer_are_kept(spark, spark_settings):
     assert sink.state.read_state().position == position(200)
 
 
-def test_a_target_column_outside_the_mapping_keeps_its_value_on_update(spark, spark_settings):
+def test_a_target_column_outside_the_mapping_keeps_its_value_on_update(spark, position_settings):
     target = "lake.upsert_unmapped.t"
     TargetTable(spark, target).create(
         [TargetColumn("id", "int", True), TargetColumn("name", "string"), TargetColumn("note", "string")], ["id"])
     spark.sql(f"INSERT INTO {quote_table(target)} VALUES (1, 'a', 'kept')")
-    sink = make_sink(spark, ChannelSettings("db.t", target, columns=("id", "name")), JOB, spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target, columns=("id", "name")), JOB, position_settings)
     commit(sink, "l1", position(100), (1, "A"), (2, "b"))
     assert rows(spark, target) == [(1, "A", "kept"), (2, "b", None)]
 
 
-def test_a_copy_on_write_target_gets_a_note_its_commits_grow_with_the_table(spark, spark_settings):
-    created = make_sink(spark, ChannelSettings("db.t", "lake.upsert_layout.created"), JOB, spark_settings)
+def test_a_copy_on_write_target_gets_a_note_its_commits_grow_with_the_table(spark, position_settings):
+    created = make_sink(spark, ChannelSettings("db.t", "lake.upsert_layout.created"), JOB, position_settings)
     commit(created, "l1", position(100), (1, "a"))
     assert created.writer.layout_note() is None
     target = "lake.upsert_layout.by_hand"
     spark.sql(f"CREATE TABLE {quote_table(target)} (id int NOT NULL, name string) USING iceberg")
-    by_hand = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    by_hand = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
     commit(by_hand, "l1", position(100), (1, "a"))
     assert "write.delete.mode is copy-on-write" in (by_hand.writer.layout_note() or "")
     assert rows(spark, target) == [(1, "a")]
@@ -68,9 +76,9 @@ def held_rdds(spark) -> set[int]:
 
 
 def test_a_commit_computes_its_changes_once_and_releases_them_whatever_the_outcome(
-        spark, spark_settings, monkeypatch):
+        spark, position_settings, monkeypatch):
     target = "lake.upsert_held.t"
-    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
     before = held_rdds(spark)
     held_during: list[set[int]] = []
     fast_forward = sink.writer.table.fast_forward_main
@@ -95,16 +103,16 @@ def test_a_commit_computes_its_changes_once_and_releases_them_whatever_the_outco
 
 
 @pytest.mark.parametrize("configured", [False, True], ids=["source-key", "channel-key"])
-def test_rows_keyed_otherwise_than_the_target_pause_rather_than_upsert(spark, spark_settings, configured):
+def test_rows_keyed_otherwise_than_the_target_pause_rather_than_upsert(spark, position_settings, configured):
     """Issue 33, hole 2 after a restart: a fresh mapper learns the rows' key; one that is not the key the
     target records (a key change behind where the job resumed, or a channel's key setting changed) pauses
     the job, naming both, before anything is written."""
     target = f"lake.upsert_key_mismatch.{'channel' if configured else 'source'}"
-    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
     commit(sink, "l1", position(100), (1, "a"))
     # Restarted: now the rows say (id, name), by Canal's isKey flags or by the channel's own key.
     key = ("id", "name") if configured else None
-    restarted = make_sink(spark, ChannelSettings("db.t", target, key=key), JOB, spark_settings)
+    restarted = make_sink(spark, ChannelSettings("db.t", target, key=key), JOB, position_settings)
     restarted.writer.begin()
     restarted.writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0, 1),
                             (ChangeRow(ChangeKind.INSERT, ("1", "b"), position(200)),)))
@@ -115,15 +123,15 @@ def test_rows_keyed_otherwise_than_the_target_pause_rather_than_upsert(spark, sp
     assert restarted.state.read_state().position == position(100)
 
 
-def test_a_composite_key_named_in_another_order_is_the_same_key(spark, spark_settings):
+def test_a_composite_key_named_in_another_order_is_the_same_key(spark, position_settings):
     target = "lake.upsert_key_order.t"
-    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
     batch = RowBatch("db.t", ("id", "name"), COLUMNS, (0, 1),
                      (ChangeRow(ChangeKind.INSERT, ("1", "a"), position(100)),))
     sink.writer.begin()
     sink.writer.send(batch)
     sink.writer.commit(position(100), "l1")
-    restarted = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    restarted = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
     restarted.writer.begin()  # (a DDL names the key (name, id); Canal's rows flag it in column order)
     restarted.writer.send(dataclasses.replace(batch, key_indexes=(1, 0),
                                        rows=(ChangeRow(ChangeKind.INSERT, ("1", "b"), position(200)),)))
