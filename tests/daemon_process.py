@@ -19,6 +19,7 @@ from pathlib import Path
 
 from canalbridge.daemon.config import load_config
 from canalbridge.daemon.control import ControlError, request
+from canalbridge.daemon.control_access import client_endpoint
 from tests.infra.processes import free_port
 
 CLI = [sys.executable, "-m", "canalbridge"]
@@ -26,13 +27,13 @@ PASSWORD = "pw-" + os.urandom(4).hex()
 
 
 def daemon_sections(warehouse: str, daemon_extra: str = "", spark: str | None = None) -> str:
-    """``[daemon]`` and ``[spark]``: state in ./state, control and metrics on free loopback ports; Spark
-    ``local[2]`` with a Hadoop catalog at ``warehouse``, unless ``spark`` gives the section's body."""
+    """``[daemon]`` and ``[spark]``: state in ./state, the control endpoint where it is by default (unless
+    ``daemon_extra`` sets it), metrics on a free loopback port; Spark ``local[2]`` with a Hadoop catalog at
+    ``warehouse``, unless ``spark`` gives the section's body."""
     spark = f'master = "local[2]"\nwarehouse = "{warehouse}"' if spark is None else spark
     return f"""
 [daemon]
 state_dir = "state"
-control = "127.0.0.1:{free_port()}"
 log_format = "json"
 metrics_port = {free_port()}
 {daemon_extra}
@@ -66,14 +67,14 @@ retry_initial_seconds = 0.1
 
 
 def write_config(tmp_path: Path, server_port: int, warehouse: str, namespace: str, tables, *,
-                 commit: str = "", channels: str | None = None) -> Path:
+                 commit: str = "", channels: str | None = None, daemon: str = "") -> Path:
     """One job ``shop`` reading destination ``example``, a channel per table into ``lake.NAMESPACE`` (or
-    the ``[[job.channel]]`` sections given)."""
+    the ``[[job.channel]]`` sections given); ``daemon``: more ``[daemon]`` settings."""
     if channels is None:
         channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "lake.{namespace}.{t.name}"'
                              for t in tables)
     path = tmp_path / "canalbridge.toml"
-    path.write_text(daemon_sections(warehouse) + job_section(
+    path.write_text(daemon_sections(warehouse, daemon) + job_section(
         "shop", port=server_port, destination="example", credentials='password_env = "TEST_CANAL_PASSWORD"',
         batch_size=1024, min_events=2000, commit=commit, channels=channels))
     path.chmod(0o600)
@@ -130,7 +131,7 @@ def job_status(config: Path, name: str) -> dict | None:
     """
     settings = load_config(config, secrets=False)
     try:
-        document = request(settings.daemon.control, "GET", "/status", settings.daemon.control_token, timeout=30)
+        document = request(client_endpoint(settings.daemon), "GET", "/status", timeout=30)
     except ControlError:
         return None
     return next(job for job in document["jobs"] if job["name"] == name)

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from canalbridge.daemon.config import Config, ConfigError, load_config
 from canalbridge.daemon.control import ControlError, ControlUnreachable, request
+from canalbridge.daemon.control_access import client_endpoint
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.daemon.state import StateError, StateStore
 from canalbridge.daemon.status import job_json, render_text
@@ -75,20 +76,25 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return Daemon(config, stop_requested).run()
-    except (DaemonError, StateError, SparkSetupError) as exc:
+    except (DaemonError, StateError, SparkSetupError, ControlError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
 def status(args: argparse.Namespace) -> int:
-    # Reading the status needs no Canal or Kafka password; the control token, when the daemon has one, is used
-    # if its variable is set (a daemon that wants it says no, and that is reported). Only an endpoint where
-    # nothing listens means the daemon is down: then the state store says what it last recorded.
+    # Reading the status needs no Canal or Kafka password; the control token, when the daemon asks for one, is
+    # its variable's or the one it wrote (a daemon that wants another says no, and that is reported). Only an
+    # endpoint where nothing listens means the daemon is down: then the state store says what it last recorded.
     config = load(args, secrets=False)
     if config is None:
         return EXIT_CONFIG
     try:
-        document = request(config.daemon.control, "GET", "/status", config.daemon.control_token)
+        endpoint = client_endpoint(config.daemon)
+    except ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        document = request(endpoint, "GET", "/status")
     except ControlError as exc:
         if not isinstance(exc, ControlUnreachable):
             print(f"error: the daemon is running but {exc}", file=sys.stderr)
@@ -162,13 +168,16 @@ def act(args: argparse.Namespace) -> int:
     return 0
 
 
-def post_action(config: Config, job: str, action: str, query: Sequence[tuple[str, str]] = (),
+def post_action(config: Config, job: str, action: str, parameters: Sequence[tuple[str, str]] = (),
                 unreachable: str = "") -> dict[str, Any] | None:
-    """Ask the daemon to do ``action`` to ``job`` (``query``: its parameters); its answer, or None once the
+    """Ask the daemon to do ``action`` to ``job`` (``parameters``: name and value pairs); its answer, or None once the
     error is printed (``unreachable``: what to add when the daemon does not answer)."""
-    path = f"/jobs/{quote(job, safe='')}/{action}" + ("?" + urlencode(query) if query else "")
+    body: dict[str, list[str]] = {}
+    for name, value in parameters:
+        body.setdefault(name, []).append(value)
     try:
-        answer: dict[str, Any] = request(config.daemon.control, "POST", path, config.daemon.control_token)
+        answer: dict[str, Any] = request(client_endpoint(config.daemon), "POST",
+                                         f"/jobs/{quote(job, safe='')}/{action}", body)
         return answer
     except ControlUnreachable as exc:
         print(f"error: {exc}" + (f"; {unreachable}" if unreachable else ""), file=sys.stderr)
@@ -181,7 +190,7 @@ def daemon_job(config: Config, job: str) -> dict[str, Any] | None:
     """``job``'s status from the daemon; None once why not is printed (the daemon does not answer, or has no
     such job)."""
     try:
-        document = request(config.daemon.control, "GET", "/status", config.daemon.control_token)
+        document = request(client_endpoint(config.daemon), "GET", "/status")
     except ControlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None

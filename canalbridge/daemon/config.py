@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from canalbridge.daemon.control_access import SOCKET_NAME, address_problem
+from canalbridge.daemon.control_token import TOKEN_NAME
 from canalbridge.source_db.tls import VERIFYING
 from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
@@ -56,13 +58,16 @@ class DaemonSettings:
 
     state_dir: Path = setting(doc="SQLite state, lock file, spill files (unless `spark.spill_dir`); relative to the "
                                   "config file", check=non_empty)
-    control: str = setting("127.0.0.1:8765", doc="the control endpoint: `host:port` or a Unix socket path",
-                           check=non_empty)
+    control: str | None = setting(None, check=address_problem,
+                                  default_text=f"a Unix socket, `{SOCKET_NAME}` in `state_dir`, mode 0600",
+                                  doc="the control endpoint: an absolute Unix socket path, or `host:port` (TCP, "
+                                      "which always asks for a token; see the operations page)")
     # The token itself; the file names the variable that holds it.
     control_token: str | None = setting(None, name="control_token_env", check=non_empty, secret=True,
                                         default_text="none",
                                         doc="the environment variable holding a token every control request must "
-                                            "carry")
+                                            f"carry; without it a TCP endpoint asks for the one the daemon writes "
+                                            f"to `{TOKEN_NAME}` in `state_dir` (mode 0600) at its first start")
     log_format: str = setting("console", check=one_of("console", "json"), doc="`json` lines for journald")
     log_level: str = setting("info", check=one_of("debug", "info", "warning", "error"), doc="the least level logged")
     metrics_port: int = setting(0, check=port_or_zero, doc="Prometheus `/metrics` on 127.0.0.1; 0: off")
@@ -178,8 +183,12 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
         raw_jobs = []
 
     if "control_token_env" in daemon_values:  # the token itself replaces the variable's name
-        daemon_values["control_token_env"] = secret.read(daemon_values["control_token_env"],
-                                                         "daemon.control_token_env", empty_is_unset=True) or None
+        token = secret.read(daemon_values["control_token_env"], "daemon.control_token_env", empty_is_unset=True)
+        if not all(33 <= ord(char) <= 126 for char in token):  # (sent in a header; never shown)
+            problems.append(f"daemon.control_token_env: the token in {daemon_values['control_token_env']} must be "
+                            f"printable ASCII without spaces")
+            token = ""
+        daemon_values["control_token_env"] = token or None
     jobs = [_job(raw_job, index, path.parent, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
     _check_across_jobs(jobs, problems)
     if _has_password(raw) and _world_readable(path):

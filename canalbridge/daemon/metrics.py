@@ -99,10 +99,16 @@ class Metrics:
     def observe_commit(self, job: SyncJob) -> None:
         self.commit_seconds.labels(job.name).observe(job.stats.last_commit_seconds)
 
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """Where ``/metrics`` listens, once served."""
+        return None if self._server is None else tuple(self._server.server_address[:2])
+
     def serve(self, port: int) -> None:
         self._server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
+            self._server.server_close()
             self._server = None

@@ -16,6 +16,7 @@ import structlog
 
 from canalbridge.daemon.config import Config
 from canalbridge.daemon.control import ControlServer
+from canalbridge.daemon.control_access import daemon_endpoint
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore
 from canalbridge.daemon.status import job_json
@@ -92,7 +93,8 @@ class Daemon:
         try:
             if not self.stop_requested.is_set():
                 self._start()
-            log.info("daemon.started", jobs=sorted(self.jobs), control=self.config.daemon.control, pid=os.getpid())
+            control = self._control.endpoint.describe() if self._control is not None else None
+            log.info("daemon.started", jobs=sorted(self.jobs), control=control, pid=os.getpid())
             while not self.stop_requested.wait(1.0):  # a bounded wait, so signals are seen promptly
                 pass
             log.info("daemon.stopping")
@@ -109,6 +111,7 @@ class Daemon:
         from spark_sink.session import get_spark
 
         self._store = StateStore(self.config.daemon.state_dir)
+        control = daemon_endpoint(self.config.daemon)  # (a socket path too long, a bad token file: before Spark)
         records = self._store.load_jobs()
         self._metrics = Metrics(lambda: list(self.jobs.values()))
         get_spark(self.config.spark)  # start Spark before any job, so that a setup error stops the daemon
@@ -127,8 +130,7 @@ class Daemon:
                 # Saved before the control endpoint listens: a reset it takes must not be written over.
                 log.info("daemon.job_not_started", job=job.name, state=job.state.value)
                 self._save(job, transition=False)
-        self._control = ControlServer(self.config.daemon.control, self.config.daemon.control_token,
-                                      self.status, self.act)
+        self._control = ControlServer(control, self.status, self.act)
         self._control.start()
         for job in starting:
             self._start_job(job)

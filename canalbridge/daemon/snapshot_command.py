@@ -36,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
     if args.cancel and (args.tables or args.where is not None):
         print("error: --cancel cancels the snapshot that runs, whatever its tables: name none", file=sys.stderr)
         return EXIT_CONFIG
-    query = [("table", table) for table in args.tables] + ([("where", args.where)] if args.where is not None else [])
-    result = post_action(config, args.job, "cancel-snapshot" if args.cancel else "snapshot", query,
+    parameters = [("table", table) for table in args.tables]
+    if args.where is not None:
+        parameters.append(("where", args.where))
+    result = post_action(config, args.job, "cancel-snapshot" if args.cancel else "snapshot", parameters,
                          "a snapshot is run by the daemon: start it")
     if result is None:
         return 1

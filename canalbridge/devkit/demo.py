@@ -38,7 +38,6 @@ _CONFIG_TEMPLATE = """\
 # Written by `{written_by}`.
 [daemon]
 state_dir = "state"
-control = "127.0.0.1:0"
 log_level = "warning"
 
 [spark]

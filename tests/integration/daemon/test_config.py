@@ -34,6 +34,36 @@ def test_valid_config_loads_with_defaults(tmp_path):
     assert job.channels[0].mode == "upsert"
 
 
+@pytest.mark.parametrize("control, says", [
+    (None, None),
+    ('"127.0.0.1:8765"', None),
+    ('"/run/canalbridge/control.sock"', None),
+    ('"unix:/run/canalbridge/control.sock"', None),
+    ('"[::1]:8765"', None),
+    ('"state/control.sock"', "daemon.control: must be an absolute Unix socket path or host:port, "
+                             "got 'state/control.sock'"),
+    ('"unix:state/control.sock"', "daemon.control: a Unix socket path must be absolute, "
+                                  "got 'unix:state/control.sock'"),
+    ('"localhost"', "daemon.control: must be an absolute Unix socket path or host:port, got 'localhost'"),
+    ('"127.0.0.1:0"', "daemon.control: must be an absolute Unix socket path or host:port, got '127.0.0.1:0'"),
+])
+def test_the_control_endpoint_is_a_socket_in_the_state_dir_unless_set_to_a_path_or_host_and_port(
+        tmp_path, control, says):
+    text = VALID if control is None else VALID.replace('state_dir = "state"',
+                                                       f'state_dir = "state"\ncontrol = {control}')
+    if says is not None:
+        assert problems(tmp_path, text) == [says]
+    else:
+        assert load_config(write(tmp_path, text), {}).daemon.control == (control and control.strip('"'))
+
+
+def test_a_control_token_that_cannot_go_in_a_header_is_named_by_its_variable_not_its_value(tmp_path):
+    text = VALID.replace('state_dir = "state"', 'state_dir = "state"\ncontrol_token_env = "CONTROL_TOKEN"')
+    assert problems(tmp_path, text, {"CONTROL_TOKEN": "s3cret\n"}) == [
+        "daemon.control_token_env: the token in CONTROL_TOKEN must be printable ASCII without spaces"]
+    assert load_config(write(tmp_path, text), {"CONTROL_TOKEN": "s3cret"}).daemon.control_token == "s3cret"
+
+
 def with_spark(text: str) -> str:
     return VALID.replace("[[job]]", f"[spark]\n{text}\n\n[[job]]", 1)
 

@@ -35,6 +35,7 @@ from tests.daemon_process import (
     stop,
 )
 from tests.helpers import eventually
+from tests.infra.processes import free_port
 
 INSERT = entry_pb.EventType.INSERT
 COUNTERS = TableDef("shop", "counters", (
@@ -114,7 +115,8 @@ def test_bad_streams_pause_their_jobs_with_named_reasons(spark, spark_settings, 
             *(job(n, n, "shop.counters", f"lake.bad.{n}", port) for n in bad),
             job("nodest", "nosuch", "shop.counters", "lake.bad.nodest", port)]
     config = tmp_path / "canalbridge.toml"
-    config.write_text(daemon_sections(spark_settings.warehouse, 'control_token_env = "TEST_CONTROL_TOKEN"')
+    config.write_text(daemon_sections(spark_settings.warehouse,
+                                      f'control = "127.0.0.1:{free_port()}"\ncontrol_token_env = "TEST_CONTROL_TOKEN"')
                       + "".join(jobs))
     config.chmod(0o644)  # world-readable, with passwords in it
     monkeypatch.setenv("TEST_CONTROL_TOKEN", TOKEN)

@@ -8,6 +8,10 @@ import re
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
+
+import pytest
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
@@ -26,6 +30,7 @@ from tests.daemon_process import (
     write_config,
 )
 from tests.helpers import eventually
+from tests.infra.processes import free_port
 
 
 def assert_exact(spark, workload, namespace):
@@ -67,6 +72,9 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         assert "job shop: RUNNING" in cli("resume", "-c", str(config), "shop").stdout
         stderr = stop(daemon, config)
     assert PASSWORD not in stderr
+    # Every call above went through the default socket, which no line names by its path.
+    assert "control socket (control.sock in [daemon] state_dir)" in stderr
+    assert str(tmp_path / "state" / "control.sock") not in stderr + json.dumps(live) + text.stdout
     assert all(json.loads(line) for line in stderr.splitlines() if line.startswith("{"))  # JSON lines
 
     offline = status(config)
@@ -104,15 +112,26 @@ def test_sigterm_mid_run_then_restart_is_exact(spark, spark_settings, dev_server
     workload = Workload(WorkloadSpec(tables=tables, row_changes=4000, pk_change_ratio=0.2, seed=33))
     entries = list(workload)
     server.feed("example", entries)
-    config = write_config(tmp_path, server.port, spark_settings.warehouse, "sigterm", tables)
+    # A config from before issue 38, with the endpoint on TCP and no token: it asks for the one the daemon
+    # wrote, which the CLI reads.
+    address = f"127.0.0.1:{free_port()}"
+    config = write_config(tmp_path, server.port, spark_settings.warehouse, "sigterm", tables,
+                          daemon=f'control = "{address}"')
     store = server.destinations["example"].store
     with running_daemon(config) as daemon:
         assert store.wait_for(lambda c: c.ack > len(entries) // 4, 180)  # some commits done, more to come
+        assert status(config)["live"]
+        token = (tmp_path / "state" / "control.token").read_text().strip()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://{address}/status", timeout=30)
+        assert refused.value.code == 401
         stop(daemon, config)
     assert store.cursors().ack < len(entries) - 1
     with running_daemon(config) as daemon:
         assert server.destinations["example"].wait_acked(240)
-        stop(daemon, config)
+        assert "job shop: PAUSED" in cli("pause", "-c", str(config), "shop").stdout  # the same token, restarted
+        log = stop(daemon, config)
+    assert token not in log
     assert_exact(spark, workload, "sigterm")
 
 

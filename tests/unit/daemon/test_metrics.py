@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from canalbridge.daemon.metrics import JobCollector
+from canalbridge.daemon.metrics import JobCollector, Metrics
 from canalbridge.sync.job import JobState
 from canalbridge.sync.snapshot.progress import SnapshotStatus
 from canalbridge.sync.stats import ConsumerStats, ReceiverStats
+from tests.infra.processes import free_port
 
 
 def scrape(*statuses: tuple[str, SnapshotStatus]) -> str:
@@ -39,3 +43,20 @@ def test_each_snapshotted_table_shows_its_rows_its_estimate_its_rate_and_the_tim
 
 def test_the_connections_to_the_source_that_were_lost_are_counted():
     assert 'canalbridge_source_connections_lost_total{job="shop"} 2.0' in scrape()
+
+
+def test_the_metrics_endpoint_listens_on_loopback_only_and_takes_no_action():
+    metrics = Metrics(lambda: [])
+    port = free_port()
+    metrics.serve(port)
+    try:
+        assert metrics.address == ("127.0.0.1", port)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as scraped:
+            assert b"canalbridge_commit_duration_seconds" in scraped.read()
+        for method in ("POST", "PUT", "DELETE"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/jobs/shop/stop",
+                                                              data=b"{}", method=method), timeout=30)
+            assert refused.value.code in (405, 501), method
+    finally:
+        metrics.stop()
