@@ -20,6 +20,7 @@ import hmac
 import os
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import TYPE_CHECKING
@@ -100,30 +101,28 @@ def daemon_endpoint(settings: DaemonSettings) -> ControlEndpoint:
     endpoint = _endpoint(settings)
     if endpoint.unix:
         check_socket_path(endpoint)
-        return endpoint
-    if endpoint.token is not None:
-        return endpoint
-    try:
-        return ControlEndpoint(endpoint.address, daemon_token(settings.state_dir), endpoint.configured)
-    except TokenFileError as exc:
-        raise ControlError(str(exc)) from None
+    return _with_file_token(endpoint, lambda: daemon_token(settings.state_dir))
 
 
 def client_endpoint(settings: DaemonSettings) -> ControlEndpoint:
     """The endpoint the CLI calls, with the token the daemon asks for (none if it never wrote one yet)."""
-    endpoint = _endpoint(settings)
-    if endpoint.unix or endpoint.token is not None:
-        return endpoint
-    try:
-        return ControlEndpoint(endpoint.address, client_token(settings.state_dir), endpoint.configured)
-    except TokenFileError as exc:
-        raise ControlError(str(exc)) from None
+    return _with_file_token(_endpoint(settings), lambda: client_token(settings.state_dir))
 
 
 def _endpoint(settings: DaemonSettings) -> ControlEndpoint:
     if settings.control is not None:
         return ControlEndpoint(settings.control, settings.control_token)
     return ControlEndpoint(str(settings.state_dir / SOCKET_NAME), settings.control_token, configured=False)
+
+
+def _with_file_token(endpoint: ControlEndpoint, token: Callable[[], str | None]) -> ControlEndpoint:
+    """A TCP ``endpoint`` with no configured token, given the one of the token file (``token``: its read)."""
+    if endpoint.unix or endpoint.token is not None:
+        return endpoint
+    try:
+        return ControlEndpoint(endpoint.address, token(), endpoint.configured)
+    except TokenFileError as exc:
+        raise ControlError(str(exc)) from None
 
 
 def check_socket_path(endpoint: ControlEndpoint) -> None:
