@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint config-reference docs test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
+.PHONY: venv lint config-reference docs check test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars flink-peer decoder-jar mariadb-server real-stack \
 	clean-cache
@@ -167,8 +167,22 @@ config-reference: venv
 docs: venv
 	$(VENV)/bin/mkdocs build --strict --quiet
 
+# Two pytest-xdist workers, a file at a time each, in the order tests/conftest.py gives (the slowest
+# directories first): a file's services and module fixtures stay in one process, and one worker's waits
+# (commit intervals, broker timeouts) leave its core to the other (docs/development/tests.md#time).
+# TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 test: venv check-java real-stack flink-peer decoder-jar lint docs
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The inner loop, in under 3 minutes: style, types, this site, and every test that starts no JVM.
+CHECK_TESTS = tests/unit tests/integration/sync tests/integration/canal tests/integration/protocol \
+	tests/integration/daemon tests/integration/cli
+
+check: lint docs
+	$(PY) -m pytest $(XDIST) $(CHECK_TESTS) $(PYTEST_ARGS)
 
 proto: venv
 	$(PY) -m canalbridge.protocol.generate

@@ -89,7 +89,7 @@ def workload_file(name: str, tables: Sequence[TableDef], rows: int, *, rows_per_
         print(f"generating {rows:,} row changes into {path} (kept for the next run)", flush=True)
         spec = WorkloadSpec(tables=tuple(tables), row_changes=rows, rows_per_transaction=(1, 50),
                             rows_per_event=rows_per_event, null_ratio=0.0, pk_change_ratio=0.05, seed=seed)
-        partial = path.with_suffix(".partial")
+        partial = path.with_suffix(f".{os.getpid()}.partial")  # two runs may generate it at once
         write_entries(partial, Workload(spec))
         partial.rename(path)
     row_changes, last = 0, None

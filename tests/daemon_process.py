@@ -20,6 +20,7 @@ from pathlib import Path
 from canalbridge.daemon.config import load_config
 from canalbridge.daemon.control import ControlError, request
 from canalbridge.daemon.control_access import client_endpoint
+from canalbridge.devkit.progress import die_with_parent
 from tests.infra.processes import free_port
 
 CLI = [sys.executable, "-m", "canalbridge"]
@@ -97,7 +98,9 @@ def daemon_log(config: Path) -> str:
 
 def start_daemon(config: Path) -> subprocess.Popen:
     with open(log_path(config), "a") as log:
-        return subprocess.Popen([*CLI, "run", "-c", str(config)], stdout=log, stderr=log, text=True, env=env())
+        # Dies with the test process, as the services do: a run cut short leaves no daemon (and Spark) behind.
+        return subprocess.Popen([*CLI, "run", "-c", str(config)], stdout=log, stderr=log, text=True, env=env(),
+                                preexec_fn=die_with_parent)
 
 
 @contextlib.contextmanager

@@ -45,8 +45,8 @@ def free_port(host: str = LOOPBACK) -> int:
         low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768  # Linux's default
-    first = max(1024, low - PORTS_BELOW_EPHEMERAL)
-    for port in random.sample(range(first, low), min(100, low - first)):
+    ports = worker_share(range(max(1024, low - PORTS_BELOW_EPHEMERAL), low))
+    for port in random.sample(ports, min(100, len(ports))):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind((host, port))
@@ -57,6 +57,21 @@ def free_port(host: str = LOOPBACK) -> int:
         probe.bind((host, 0))
         chosen: int = probe.getsockname()[1]
         return chosen
+
+
+def worker_share(ports: range) -> range:
+    """This pytest-xdist worker's slice of ``ports`` (all of them outside xdist).
+
+    A port is probed free and bound later, by a service or a daemon that
+    may not retry: two workers picking from one range could both take the
+    same one in between. Each worker picks from its own slice instead. The
+    processes a worker starts inherit its environment, and with it its slice.
+    """
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
+        return ports
+    index, size = int(worker[2:]), len(ports) // int(count)
+    return ports[index * size:(index + 1) * size]
 
 
 def port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:

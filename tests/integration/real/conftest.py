@@ -1,4 +1,4 @@
-"""Session fixtures of the real stack: one private MariaDB and one real Canal server for the whole run.
+"""Session fixtures of the real stack: one private MariaDB and one real Canal server per session (xdist worker).
 
 They fail (not skip) when an artifact is missing: ``make test`` fetches them
 (``make real-stack``), and the error names the make target. Each test takes

@@ -57,10 +57,14 @@ def test_canal_sending_part_of_a_transaction_again_applies_each_change_once(dev_
 
 @pytest.fixture
 def quickly_starved(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The job counts the source as starved after 0.2 s rather than 1 s: the small store fills in the middle
+    """The job counts the source as starved after 0.05 s rather than 1 s: the small store fills in the middle
     of transactions all along, and each time the job waits that long before it splits one to free the store
     (at 1 s, some 45 waits made each of these tests take 50 s)."""
-    monkeypatch.setattr(taken, "STARVED_AFTER_S", 0.2)
+    monkeypatch.setattr(taken, "STARVED_AFTER_S", 0.05)
+
+
+# A store of 64 entries never holds min_events: every commit waits out the interval.
+SMALL_STORE_COMMITS = dataclasses.replace(FAST_COMMITS, store_capacity=64, interval_seconds=0.05)
 
 
 def _lose_the_connection_once_the_store_is_full(harness: Harness) -> None:
@@ -81,10 +85,9 @@ def test_a_first_pass_gap_behind_a_commit_is_filled_in_from_the_second_pass(dev_
     # Canal's MySQL connection breaks while its store is full: the chunk being put is lost from the
     # first pass, the job splits source transactions past it to free the store, and only Canal's
     # second pass (from the last transaction end it put) has the missing entries.
-    store_capacity = 64
-    server = dev_server_factory(DestinationConfig("example", capacity=store_capacity))
-    workload = Workload(WorkloadSpec(row_changes=3000, rows_per_transaction=(1, 30), seed=seed), BinlogWriter())
-    commit = dataclasses.replace(FAST_COMMITS, store_capacity=store_capacity)
+    server = dev_server_factory(DestinationConfig("example", capacity=SMALL_STORE_COMMITS.store_capacity))
+    workload = Workload(WorkloadSpec(row_changes=1500, rows_per_transaction=(1, 30), seed=seed), BinlogWriter())
+    commit = SMALL_STORE_COMMITS
     harness = Harness(server, workload, job_settings(server, workload, commit=commit, batch_size=16, mode=mode),
                       **{t.qualified: {"keep_changes": True} for t in workload.spec.tables})
     harness.feed()
@@ -188,10 +191,9 @@ def test_a_failed_commit_that_filled_a_first_pass_gap_is_filled_again(dev_server
     # The commit that carries what Canal's first pass missed fails. Its cut lies behind the table's
     # position, so that position cannot tell whether it landed: the replay must apply the missed
     # entries again unless the target says this very commit landed.
-    store_capacity = 64
-    server = dev_server_factory(DestinationConfig("example", capacity=store_capacity))
-    workload = Workload(WorkloadSpec(row_changes=3000, rows_per_transaction=(1, 30), seed=seed), BinlogWriter())
-    commit = dataclasses.replace(FAST_COMMITS, store_capacity=store_capacity)
+    server = dev_server_factory(DestinationConfig("example", capacity=SMALL_STORE_COMMITS.store_capacity))
+    workload = Workload(WorkloadSpec(row_changes=1500, rows_per_transaction=(1, 30), seed=seed), BinlogWriter())
+    commit = SMALL_STORE_COMMITS
     failed = threading.Event()
     jobs: list = []
 

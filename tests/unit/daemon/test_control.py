@@ -66,7 +66,12 @@ def raw(endpoint: ControlEndpoint, method: str, path: str, headers: dict[str, st
     """A request sent as given (no token unless ``headers`` has one): the status and the JSON answer."""
     http_connection = connection(endpoint, 30)
     try:
-        http_connection.request(method, path, body=body, headers=headers)
+        try:
+            http_connection.request(method, path, body=body, headers=headers)
+        except BrokenPipeError:
+            # http.client sends the body after the headers: a request refused on its headers can be answered,
+            # and the connection closed, before the body goes out. The answer waits in the socket.
+            pass
         response = http_connection.getresponse()
         return response.status, json.loads(response.read() or b"{}")
     finally:
