@@ -119,7 +119,7 @@ def dev_server(path: Path, destination: str = "bench", *, capacity: int = 65536,
         command += ["--rate", str(rate)]
     if preload:
         command.append("--preload")
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
     try:
         line = server.stdout.readline() if server.stdout else ""
         match = re.search(r":(\d+) ", line)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from canalbridge.devkit.progress import die_with_parent
+
 REPO = Path(__file__).resolve().parents[3]
 
 
 def run_bench(module: str, *args: str) -> list[dict]:
     result = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=840)
+                            timeout=840, preexec_fn=die_with_parent)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 

@@ -15,6 +15,7 @@ import pytest
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
+from canalbridge.devkit.progress import die_with_parent
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from tests.daemon_process import (
@@ -137,7 +138,7 @@ def test_sigterm_mid_run_then_restart_is_exact(spark, spark_settings, dev_server
 
 def test_demo_shows_its_progress_and_verifies_every_table(tmp_path):
     result = subprocess.run([*CLI, "demo", "--rows", "3000", "--workdir", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, preexec_fn=die_with_parent)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(r"^\[ *\d+s\] RUNNING  committed [\d,]+ rows .* lag .* acked through ", result.stdout, re.M)
     assert "demo: all tables match" in result.stdout
@@ -147,7 +148,7 @@ def test_demo_shows_its_progress_and_verifies_every_table(tmp_path):
 def test_demo_whose_dev_server_dies_stops_within_seconds_and_names_the_cause(tmp_path):
     with open(tmp_path / "stderr.log", "w") as stderr:  # Spark's warnings: never a pipe nobody reads
         demo = subprocess.Popen([*CLI, "demo", "--rows", "20000", "--workdir", str(tmp_path)],
-                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+                                stdout=subprocess.PIPE, stderr=stderr, text=True, preexec_fn=die_with_parent)
     try:
         lines = iter(demo.stdout.readline, "")
         server = next(int(m.group(1)) for line in lines if (m := re.search(r"dev server \(pid (\d+)\)", line)))
