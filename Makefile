@@ -177,11 +177,12 @@ XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --n
 test: venv check-java real-stack flink-peer decoder-jar lint docs
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-# The inner loop, in under 3 minutes: style, types, this site, and every test that starts no JVM.
+# The inner loop, in under 3 minutes: style, types, this site, and every test that starts no JVM. The
+# Iceberg jar is fetched, not run: the config tests build the Spark conf, which names it.
 CHECK_TESTS = tests/unit tests/integration/sync tests/integration/canal tests/integration/protocol \
 	tests/integration/daemon tests/integration/cli
 
-check: lint docs
+check: lint docs iceberg-jar
 	$(PY) -m pytest $(XDIST) $(CHECK_TESTS) $(PYTEST_ARGS)
 
 proto: venv
