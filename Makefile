@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint config-reference docs check test proto demo demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
+.PHONY: venv lint config-reference docs check test proto demo dist demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars flink-peer decoder-jar mariadb-server real-stack \
 	clean-cache
@@ -146,6 +146,13 @@ $(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
 	mkdir -p $(dir $@) && mv $(CACHE)/decoder.tmp/build/$(notdir $@) $@ && rm -rf $(CACHE)/decoder.tmp
 
 decoder-jar: $(DECODER_JAR)
+
+# What a user installs: a wheel and an sdist in dist/, each carrying the decoder jar (setup.py), built
+# with the virtualenv's setuptools (no download). docs/guide/deployment.md#install says how to install them.
+dist: $(DECODER_JAR) $(STAMP)
+	rm -rf build dist
+	$(PY) -m build --no-isolation --outdir dist .
+	@ls -l dist
 
 # MariaDB's binaries (Debian's mariadb-server, installed when missing and root);
 # the tests run a private instance, never the machine's service.

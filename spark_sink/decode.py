@@ -31,7 +31,7 @@ from canalbridge.sync.changes import ChangeKind, SourceColumn
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError, SyncError
 from canalbridge.sync.position import EntryPosition
 from canalbridge.sync.rows import KEY_MARK, column_signature
-from spark_sink.session import SparkSetupError, decoder_jar
+from spark_sink.classpath import SparkSetupError, decoder_jar
 from spark_sink.settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def maven_properties() -> list[str]:
 
     import pyspark
 
-    from spark_sink.session import ICEBERG_VERSION
+    from spark_sink.classpath import ICEBERG_VERSION
 
     jars = Path(pyspark.__file__).parent / "jars"
     scala = next(jars.glob("scala-library-*.jar")).name.removeprefix("scala-library-").removesuffix(".jar")

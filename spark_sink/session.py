@@ -1,16 +1,9 @@
 """The daemon's one SparkSession, with the Iceberg runtime and catalog configured.
 
-The official Iceberg Spark runtime comes the way Spark users expect, unless
-the user's conf already brings Iceberg through ``spark.jars`` or
-``spark.jars.packages``: run from a checkout, it is the jar ``make
-iceberg-jar`` put in the checkout's cache (a missing one is an error naming
-that command); installed with pip, it is the ``spark.jars.packages``
-coordinates, which Spark resolves from Maven Central at start. The JVM
-RowChange decoder (``make decoder-jar``), the JDBC driver a snapshot reads
-the source with (``make jdbc-driver``) and Iceberg's AWS bundle, whose
-``S3FileIO`` writes to S3 and compatible stores (``make cluster-jars``),
-join ``spark.jars`` when they are in the cache; Spark ships ``spark.jars``
-to a cluster's executors.
+The jars the config needs (the Iceberg runtime, a JDBC driver, Iceberg's AWS
+bundle, the canalbridge decoder) and where each comes from are
+:mod:`spark_sink.classpath`'s; Spark ships ``spark.jars`` to a cluster's
+executors and resolves ``spark.jars.packages`` at start.
 """
 
 from __future__ import annotations
@@ -18,11 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
+from spark_sink import classpath
+from spark_sink.classpath import SparkSetupError
 from spark_sink.settings import SparkSettings
 
 if TYPE_CHECKING:
@@ -30,59 +24,11 @@ if TYPE_CHECKING:
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
-ICEBERG_VERSION = "1.11.0"  # the newest that works with pyspark 3.5; the Makefile fetches the same
-ICEBERG_ARTIFACT = "iceberg-spark-runtime-3.5_2.12"
-ICEBERG_PACKAGE = f"org.apache.iceberg:{ICEBERG_ARTIFACT}:{ICEBERG_VERSION}"
-ICEBERG_JAR = f"{ICEBERG_ARTIFACT}-{ICEBERG_VERSION}.jar"
-CHECKOUT = Path(__file__).resolve().parents[1]
-DECODER_JAR = "canalbridge-decoder.jar"
 DRIVER_MEMORY = "2g"  # the driver JVM's heap unless [spark.conf] sets spark.driver.memory
 
 log = structlog.get_logger("canalbridge.spark")
 _lock = threading.Lock()
 _session: SparkSession | None = None
-
-
-class SparkSetupError(Exception):
-    """Spark cannot start here (no Java, no Iceberg runtime)."""
-
-
-def cache_dir() -> Path:
-    """The artifact cache the Makefile fills: ``CANALBRIDGE_CACHE``, or ``.cache`` in the checkout."""
-    return Path(os.environ.get("CANALBRIDGE_CACHE") or CHECKOUT / ".cache")
-
-
-def running_from_checkout() -> bool:
-    """Whether this code runs from a source checkout (with its Makefile) rather than a pip install."""
-    return (CHECKOUT / "Makefile").is_file() and (CHECKOUT / "setup.cfg").is_file()
-
-
-def iceberg_runtime() -> tuple[str, str]:
-    """The Spark conf key and value that bring the Iceberg runtime (see the module docstring)."""
-    jar = cache_dir() / "iceberg" / ICEBERG_JAR
-    if jar.is_file():
-        return "spark.jars", str(jar)
-    if running_from_checkout() or "CANALBRIDGE_CACHE" in os.environ:
-        raise SparkSetupError(
-            f"the Iceberg Spark runtime {ICEBERG_JAR} is not in {jar.parent}: run `make iceberg-jar` "
-            f"(fetches it from Maven Central), or set spark.jars.packages = \"{ICEBERG_PACKAGE}\" in [spark.conf]"
-        )
-    return "spark.jars.packages", ICEBERG_PACKAGE
-
-
-def decoder_jar() -> Path:
-    """Where ``make decoder-jar`` puts the JVM RowChange decoder (:mod:`spark_sink.decode`)."""
-    return cache_dir() / "decoder" / DECODER_JAR
-
-
-def jdbc_driver_jars() -> list[Path]:
-    """The JDBC driver ``make jdbc-driver`` put in the cache (whichever version the Makefile names), if any."""
-    return sorted((cache_dir() / "jdbc").glob("mariadb-java-client-*.jar"))
-
-
-def object_store_jars() -> list[Path]:
-    """Iceberg's AWS bundle ``make cluster-jars`` put in the cache, if it did."""
-    return sorted((cache_dir() / "cluster").glob("iceberg-aws-bundle-*.jar"))
 
 
 def session_conf(settings: SparkSettings) -> dict[str, str]:
@@ -105,21 +51,16 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
     user = {**settings.conf, **settings.secret_conf}
-    brings_iceberg = any("iceberg" in user.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
-    if not brings_iceberg:
-        key, value = iceberg_runtime()
-        conf[key] = ",".join([value] + ([user.pop(key)] if key in user else []))
     prefix = f"spark.sql.catalog.{settings.catalog}"
     if prefix not in user:
         conf[prefix] = ICEBERG_CATALOG
         conf[f"{prefix}.type"] = "hadoop"
         conf[f"{prefix}.warehouse"] = settings.warehouse
     conf.update(user)
-    decoder = decoder_jar()
-    extra = [str(decoder)] if decoder.is_file() else []  # built from this checkout; without it, Python decodes
-    extra += [str(jar) for jar in jdbc_driver_jars() + object_store_jars()]
-    if extra:
-        conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), *extra]))
+    found = classpath.resolve(settings)
+    for key, values in (("spark.jars", found.jars), ("spark.jars.packages", found.packages)):
+        if values:
+            conf[key] = ",".join(filter(None, [conf.get(key), *values]))
     return conf
 
 

@@ -46,8 +46,9 @@ class SparkSettings:
                                "under `spill_dir`), `driver` (Arrow files the driver reads and ships to the "
                                "executors in their tasks), `auto` (`files` with a `local` master, else `driver`)")
     decoder: str = setting("auto", check=one_of("auto", "jvm", "python"),
-                           doc="who decodes Canal's rows: `jvm` (Spark, with the jar `make decoder-jar` builds), "
-                               "`python` (the channel's thread), `auto` (the JVM when its jar is in the cache)")
+                           doc="who decodes Canal's rows: `jvm` (Spark, with the decoder jar a wheel carries, or `make "
+                               "decoder-jar` builds in a checkout), `python` (the channel's thread), `auto` (the JVM "
+                               "when its jar is there)")
 
     upsert_deletes: str = setting(
         "auto", check=one_of("auto", "position", "equality"),
@@ -59,6 +60,15 @@ class SparkSettings:
             "needs the decoder jar and an unpartitioned format-2 target whose identifier fields are the key, and "
             "other targets and snapshot chunks keep `position`), `auto` (`equality` when the decoder jar is on "
             "Spark's classpath, else `position`); see the performance page")
+
+    jars_dir: str | None = setting(
+        None, check=non_empty, default_text="(none)",
+        doc="a directory of jars, for a host that cannot reach a Maven repository: every jar in it joins "
+            "`spark.jars`, and a jar the config needs (the Iceberg runtime, a JDBC driver, Iceberg's AWS bundle) "
+            "that is not there stops the start, naming its Maven coordinates; without it, Spark fetches them with "
+            "`spark.jars.packages`; relative to the config file")
+    # Not a key of the file: the loader sets it when a job has a [job.snapshot], whose reads need a JDBC driver.
+    reads_sources: bool = False
 
     @property
     def stages_through_driver(self) -> bool:

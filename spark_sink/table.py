@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from canalbridge.sync.ddl import Place
+from canalbridge.sync.errors import SyncError
 from canalbridge.sync.position import Position, position_from_dict
 from canalbridge.sync.snapshot.progress import TableProgress, progress_from_json, progress_to_json
 from spark_sink import equality
@@ -50,8 +51,10 @@ PROP_COLUMN_ALIASES = "canalbridge.column-aliases"
 PROP_POSITION_RESET = "canalbridge.position-reset."
 
 
-class TargetTableError(Exception):
+class TargetTableError(SyncError):
     """The target table cannot take this channel's rows; names table and column."""
+
+    transient = False  # a person fixes the target or the config
 
 
 @dataclass(frozen=True)

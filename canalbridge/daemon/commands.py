@@ -23,6 +23,8 @@ from canalbridge.daemon.status import job_json, render_text
 from canalbridge.sync.record import JobRecord, JobState
 from canalbridge.sync.routes import known_channels
 from canalbridge.sync.snapshot.preflight import snapshot_problems
+from spark_sink import classpath
+from spark_sink.classpath import SparkSetupError
 
 EXIT_CONFIG = 2
 
@@ -55,8 +57,16 @@ def validate(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_CONFIG
+    # Every jar the config needs is there, or Spark will fetch it: a missing class would show only at a commit.
+    try:
+        jars = classpath.resolve(config.spark)
+    except SparkSetupError as exc:
+        print(f"error: {args.config}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     print(f"{args.config}: valid ({len(config.jobs)} job(s), "
           f"{sum(len(j.channels) for j in config.jobs)} channel(s))")
+    if jars.packages:
+        print(f"Spark fetches at start (spark.jars.packages): {', '.join(jars.packages)}")
     return 0
 
 
@@ -72,7 +82,6 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level if args.log_level != "info" else config.daemon.log_level,
                       config.daemon.log_format)
     from canalbridge.daemon.service import Daemon, DaemonError
-    from spark_sink.session import SparkSetupError
 
     try:
         return Daemon(config, stop_requested).run()

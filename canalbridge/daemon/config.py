@@ -70,7 +70,12 @@ class DaemonSettings:
                                             f"to `{TOKEN_NAME}` in `state_dir` (mode 0600) at its first start")
     log_format: str = setting("console", check=one_of("console", "json"), doc="`json` lines for journald")
     log_level: str = setting("info", check=one_of("debug", "info", "warning", "error"), doc="the least level logged")
-    metrics_port: int = setting(0, check=port_or_zero, doc="Prometheus `/metrics` on 127.0.0.1; 0: off")
+    metrics_port: int = setting(0, check=port_or_zero, doc="Prometheus `/metrics` on `metrics_host`; 0: off")
+    metrics_host: str = setting("127.0.0.1", check=non_empty,
+                                doc="the address `/metrics` listens on: `127.0.0.1` (this host only), an interface's "
+                                    "address, or `0.0.0.0` for every interface, for a Prometheus on another host; a "
+                                    "request whose `Host` names neither an address, this host's name nor "
+                                    "`metrics_host` is refused (403)")
 
 
 @dataclass(frozen=True)
@@ -205,7 +210,10 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
         conf={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark_values.get("conf", {}).items()},
         secret_conf=secret_conf,
         spill_dir=str((base / spark_values.get("spill_dir", str(state_dir / "spill"))).resolve()),
-        **_attributes(SparkSettings, {"spark": spark_values}, skip=("warehouse", "conf", "secret_conf", "spill_dir")),
+        jars_dir=str((base / spark_values["jars_dir"]).resolve()) if "jars_dir" in spark_values else None,
+        reads_sources=any(job is not None and job.snapshot is not None for job in jobs),
+        **_attributes(SparkSettings, {"spark": spark_values},
+                      skip=("warehouse", "conf", "secret_conf", "spill_dir", "jars_dir")),
     )
     if not spark.master.startswith("local") and spark.staging == "files" and "spill_dir" not in spark_values:
         warnings.append(f"spark.master is {spark.master!r} with staging = \"files\" but spark.spill_dir is not set: "

@@ -149,7 +149,7 @@ def request_refusal(headers: Message, endpoint: ControlEndpoint) -> tuple[int, s
     """The HTTP status and reason to refuse a request with, judged by its headers; None to serve it."""
     if headers.get("Origin") is not None:
         return 403, "requests from web pages (with an Origin header) are refused"
-    host = _host_name(headers.get("Host"))
+    host = host_name(headers.get("Host"))
     allowed = LOOPBACK_HOSTS if endpoint.unix else LOOPBACK_HOSTS | {endpoint.host_port[0].lower()}
     if host not in allowed:
         return 403, "the Host header must name this machine's loopback address or the configured [daemon] control"
@@ -161,7 +161,7 @@ def request_refusal(headers: Message, endpoint: ControlEndpoint) -> tuple[int, s
     return 401, f"a valid control token is required: {TOKEN_HINT}"
 
 
-def _host_name(header: str | None) -> str | None:
+def host_name(header: str | None) -> str | None:
     """The host of a ``Host`` header, without its port (``[::1]:8765`` -> ``::1``), lower-cased."""
     if not header:
         return None

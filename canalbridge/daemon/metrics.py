@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from canalbridge.daemon.control_access import LOOPBACK_HOSTS, host_name
 from canalbridge.sync.job import JobState, SyncJob
 
 COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+JOIN_TIMEOUT_S = 10.0  # the server thread ends once shutdown() returns
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class JobCollector(Collector):
@@ -94,7 +102,8 @@ class Metrics:
         self.registry.register(JobCollector(jobs))
         self.commit_seconds = Histogram("canalbridge_commit_duration_seconds", "Duration of a transaction commit",
                                         ["job"], buckets=COMMIT_BUCKETS, registry=self.registry)
-        self._server: Any = None
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     def observe_commit(self, job: SyncJob) -> None:
         self.commit_seconds.labels(job.name).observe(job.stats.last_commit_seconds)
@@ -102,13 +111,62 @@ class Metrics:
     @property
     def address(self) -> tuple[str, int] | None:
         """Where ``/metrics`` listens, once served."""
-        return None if self._server is None else tuple(self._server.server_address[:2])
+        if self._server is None:
+            return None
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
 
-    def serve(self, port: int) -> None:
-        self._server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+    def serve(self, host: str, port: int) -> None:
+        """Serve ``/metrics`` on ``host:port``, refusing a request whose ``Host`` could be a rebound name."""
+        app = host_checked(make_wsgi_app(self.registry), allowed_hosts(host))
+        self._server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(JOIN_TIMEOUT_S)
+            self._thread = None
+
+
+def allowed_hosts(bound: str) -> frozenset[str]:
+    """The names a ``Host`` header may give besides an address: loopback, this host's, and ``bound``'s."""
+    return LOOPBACK_HOSTS | {bound.lower(), socket.gethostname().lower(), socket.getfqdn().lower()}
+
+
+def host_checked(app: WSGIApp, allowed: frozenset[str]) -> WSGIApp:
+    """``app``, for requests whose ``Host`` is an address or one of ``allowed``; else 403.
+
+    A web page that rebinds its own DNS name to this host sends that name;
+    a scraper names the host's address or name.
+    """
+
+    def checked(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        host = host_name(environ.get("HTTP_HOST"))
+        if host is not None and (host in allowed or _is_address(host)):
+            return app(environ, start_response)
+        start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"the Host header must name this host (its address or name, or [daemon] metrics_host)\n"]
+
+    return checked
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # one line per scrape is noise, not an event
+        pass

@@ -117,13 +117,13 @@ class Daemon:
         get_spark(self.config.spark)  # start Spark before any job, so that a setup error stops the daemon
         for settings in self.config.jobs:
             job = SyncJob(settings, self._sink_factory(settings), self._on_job_change,
-                          snapshot=self._snapshot_source(settings))
+                          snapshot=self._snapshot_source(settings), retry_starts=True)
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
                 job.restore(record)
         if self.config.daemon.metrics_port:
-            self._metrics.serve(self.config.daemon.metrics_port)
+            self._metrics.serve(self.config.daemon.metrics_host, self.config.daemon.metrics_port)
         starting = [job for job in self.jobs.values() if starts_with_daemon(job)]
         for job in self.jobs.values():
             if job not in starting:
@@ -138,7 +138,7 @@ class Daemon:
     def _start_job(self, job: SyncJob) -> None:
         try:
             job.start()
-        except Exception as exc:  # the job is cancelled (SUBMIT_FAIL) and says why; others go on
+        except Exception as exc:  # the job is paused and says why (and tries again if it may pass); others go on
             log.error("daemon.job_cannot_start", job=job.name, error=str(exc))
 
     def _sink_factory(self, settings: JobSettings):  # type: ignore[no-untyped-def]
@@ -246,8 +246,10 @@ class Daemon:
 
 
 def starts_with_daemon(job: SyncJob) -> bool:
-    """Whether the daemon starts ``job``: new, running when the daemon stopped, or FINISHED by a snapshot in
-    ``mode = "only"`` whose config now says to stream on."""
+    """Whether the daemon starts ``job``: new, running when the daemon stopped, paused by an outage (its
+    retries go on), or FINISHED by a snapshot in ``mode = "only"`` whose config now says to stream on."""
     if job.state is JobState.FINISHED:
         return not job.snapshot_only
+    if job.state is JobState.PAUSED:  # by an outage, which the daemon retries: the next start is a try
+        return job.fail_message is not None and job.fail_message.kind is FailKind.OUTAGE
     return job.state in (JobState.PENDING, JobState.RUNNING)

@@ -7,7 +7,8 @@ null, or why the target's layout makes commits slow, live only;
 ``maintenance``: null, or the last maintenance run, live only),
 ``ack_position``, ``ack_time_ms``, ``delay_ms``, ``execute_time``,
 ``last_commit_time_ms``, ``position_info``, ``fail_message`` (``kind``,
-``text``) or null, ``stuck`` (threads of a stopped run still busy: a
+``text``) or null, ``start_retry`` (``attempts``, ``next_try``: a job paused by
+an outage, live only) or null, ``stuck`` (threads of a stopped run still busy: a
 commit hanging in the target), the four timestamps, ``recorded_time_ms``
 (when the state was last recorded), and ``config`` with
 the password masked. A position is ``{"journal", "offset", "gtid",
@@ -97,6 +98,8 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "position_info": format_position_info(ack, ack_time),
         "fail_message": {"kind": record.fail.kind.value, "text": record.fail.text} if record.fail else None,
         "stuck": list(record.stuck),
+        "start_retry": None if record.start_retry is None else {
+            "attempts": record.start_retry.attempts, "next_try": _iso(record.start_retry.next_try_ms)},
         "source_transactions": source_transactions(settings) if settings else None,
         "partitions": [{"partition": p.partition, "committed_offset": p.committed_offset,
                         "end_offset": p.end_offset, "lag": p.lag, "binlog_position": p.binlog_position,
@@ -123,6 +126,10 @@ def render_text(document: dict[str, Any], config_path: str | None = None) -> str
             lines.append(f"  last commit: {_iso(job['last_commit_time_ms'])}")
         if job["fail_message"]:
             lines.append(f"  reason: {job['fail_message']['kind']}: {job['fail_message']['text']}")
+        if job.get("start_retry"):
+            retry = job["start_retry"]
+            lines.append(f"  starts again at {retry['next_try']} (failed starts in a row: {retry['attempts']}); "
+                         f"`pause` stops the retries")
         if job.get("stuck"):
             lines.append(f"  stuck (a commit hangs in the target): {', '.join(job['stuck'])}")
         if job.get("source_transactions"):

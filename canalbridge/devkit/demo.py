@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -43,7 +44,7 @@ log_level = "warning"
 [spark]
 master = "local[2]"
 warehouse = "warehouse"
-
+{jars_dir}
 [[job]]
 name = "demo"
 [job.canal]
@@ -63,10 +64,12 @@ min_bytes = 1048576
 
 
 def demo_config(*, host: str, port: int, destination: str, user: str, batch_size: int, channels: str,
-                written_by: str = "canalbridge demo") -> str:
+                written_by: str = "canalbridge demo", jars_dir: Path | None = None) -> str:
     """The TOML both demos write: one job ``demo``, the password from :data:`PASSWORD_ENV`."""
+    jars = "" if jars_dir is None else f"jars_dir = {json.dumps(str(jars_dir.resolve()))}\n"
     return _CONFIG_TEMPLATE.format(written_by=written_by, host=host, port=port, destination=destination, user=user,
-                                   password_env=PASSWORD_ENV, batch_size=batch_size, channels=channels)
+                                   password_env=PASSWORD_ENV, batch_size=batch_size, channels=channels,
+                                   jars_dir=jars)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", type=int, default=3, help="source tables (default 3)")
     parser.add_argument("--workdir", type=Path, help="where config, state and warehouse go (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--jars-dir", type=Path,
+                        help="a directory holding the jars Spark needs ([spark] jars_dir), for a host without "
+                             "Maven access (default: Spark fetches them; in a checkout, its cache)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         )
         config_path = workdir / "canalbridge.toml"
         config_path.write_text(demo_config(host="127.0.0.1", port=port, destination="demo", user="canal",
-                                            batch_size=4096, channels=channels))
+                                            batch_size=4096, channels=channels, jars_dir=args.jars_dir))
         config_path.chmod(0o600)
         runner = DaemonThread(Daemon(load_config(config_path))).start()
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from canalbridge.canal.errors import CanalAuthError
 from canalbridge.sync.position import Position
 
 
@@ -126,6 +127,8 @@ class ReceiverGaveUp(SyncError):
         self.source = source
         self.attempts = attempts
         self.cause = cause
+        # An outage may pass; credentials Canal refused stay refused until a person changes them.
+        self.outage = not isinstance(cause, CanalAuthError)
         super().__init__(f"{source}: gave up after {attempts} connection attempts: {cause}")
 
 

@@ -2,10 +2,13 @@
 FINISHED once the snapshot of a job in ``mode = "only"`` is done.
 
 A transient failure that outlived its retries pauses the job with the
-reason; ``resume()`` starts it again from Canal's ack cursor. A job that
-cannot run (a channel's target cannot be opened, a mapping that cannot fit)
-is cancelled. ``pause()`` stops every thread without acking anything
-uncommitted. Each start makes a new :class:`JobRun` (the threads); what is
+reason; ``resume()`` starts it again from Canal's ack cursor. A start that
+fails, or a source that stayed away for all its reconnect attempts, pauses
+it too: for an outage (anything but a :class:`SyncError` that retrying
+cannot fix) the daemon's jobs are started again with back-off
+(:mod:`canalbridge.sync.start_retry`); otherwise it waits for a person.
+Only a user cancels a job. ``pause()`` stops every thread without acking
+anything uncommitted. Each start makes a new :class:`JobRun` (the threads); what is
 known of the job is one :class:`JobRecord`.
 """
 
@@ -20,7 +23,7 @@ from typing import Any
 import structlog
 
 from canalbridge.sync.channel import Channel
-from canalbridge.sync.errors import SyncError
+from canalbridge.sync.errors import ReceiverGaveUp, SyncError
 from canalbridge.sync.job_run import JobRun
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.maintenance import MaintenanceRun
@@ -42,6 +45,7 @@ from canalbridge.sync.snapshot.runner import SnapshotRunner
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner
 from canalbridge.sync.snapshot.windows import Windows
+from canalbridge.sync.start_retry import StartRetry
 from canalbridge.sync.stats import ConsumerStats, ReceiverStats
 
 log = structlog.get_logger("canalbridge.job")
@@ -59,8 +63,9 @@ class SyncJob:
 
     def __init__(
         self, settings: JobSettings, sink_factory: SinkFactory, listener: JobListener | None = None,
-        snapshot: SnapshotSource | None = None,
+        snapshot: SnapshotSource | None = None, *, retry_starts: bool = False,
     ) -> None:
+        """``retry_starts``: start again, with back-off, after a pause for an outage (the daemon's jobs do)."""
         self.settings = settings
         # A snapshot's chunk windows, which a run's snapshot runner registers and every run's Consumer moves on.
         self.windows = (Windows(settings.snapshot.signal) if settings.snapshot is not None and settings.snapshot.active
@@ -82,6 +87,8 @@ class SyncJob:
         self._state_changed = threading.Condition(self._lock)
         self._handler: threading.Thread | None = None  # what a worker thread asked for, done from outside it
         self._log = log.bind(job=self.name)
+        self._start_retry = StartRetry(self.name, settings.commit.reconnect_retry, self._start_again,
+                                       enabled=retry_starts)
         # The snapshots and verifies a user asks for while the job runs.
         self.on_demand = OnDemand(settings, self._snapshot, self._lock, lambda: self._run, lambda: self.state)
 
@@ -108,10 +115,10 @@ class SyncJob:
                          self._snapshot_finished if self.snapshot_only else None, self.receiver_stats)
             try:
                 run.start()
-            except Exception as exc:  # a target that cannot be opened: this job cannot run
-                self._update(finish_time_ms=_now_ms())
-                self._set_state(JobState.CANCELLED, FailMessage(FailKind.SUBMIT_FAIL, str(exc)))
+            except Exception as exc:  # a target that cannot be opened: paused, and started again if it may pass
+                self._paused_by(exc, "job.cannot_start")
                 raise
+            self._start_retry.cancel()
             self._run = run
             self._update(last_start_time_ms=_now_ms(), finish_time_ms=None)
             self._set_state(JobState.RUNNING, None)
@@ -126,11 +133,17 @@ class SyncJob:
                                     f"\"only\"; to stream on, set mode = \"initial\" and restart the daemon")
             if self.state is not JobState.PAUSED:
                 raise JobStateError(f"job {self.name} is {self.state.value}, not PAUSED")
+            self._start_retry.cancel()
             self.start()
 
     def pause(self, reason: str | None = None) -> None:
         """RUNNING -> PAUSED: stop every thread; nothing uncommitted is acked."""
         with self._lock:
+            if self.state is JobState.PAUSED and self._start_retry.status() is not None:
+                self._start_retry.cancel()  # a person takes over from the retries, until a restart too
+                self._update(fail=None)
+                self._set_state(JobState.PAUSED, FailMessage(FailKind.RUN_FAIL, reason) if reason else None)
+                return
             if self.state is not JobState.RUNNING:
                 raise JobStateError(f"job {self.name} is {self.state.value}, not RUNNING")
             self._stop_run()
@@ -141,6 +154,7 @@ class SyncJob:
         with self._lock:
             if self.state is JobState.CANCELLED:
                 return
+            self._start_retry.cancel()
             self._stop_run()
             self._update(finish_time_ms=_now_ms())
             self._set_state(JobState.CANCELLED, FailMessage(kind, reason))
@@ -184,6 +198,7 @@ class SyncJob:
                 self.committed.forget(settings.source)
             if forget is not None:
                 forget(chosen)
+            self._start_retry.cancel()
             self.acks.forget()
             reset = {c.source for c in chosen}
             self._update(channels=tuple(replace(c, committed=None) if c.source in reset else c for c in channels))
@@ -197,6 +212,7 @@ class SyncJob:
 
         Returns the threads that did not stop within the bound.
         """
+        self._start_retry.close()  # (outside the lock: a retry in progress takes it)
         with self._lock:
             if self.state is JobState.RUNNING:
                 self._stop_run()
@@ -291,6 +307,7 @@ class SyncJob:
             updated_ms=_now_ms(),
             stuck=self.stuck,
             partitions=self._partitions(),
+            start_retry=self._start_retry.status(),
         )
 
     def _partitions(self) -> tuple[PartitionRecord, ...]:
@@ -343,12 +360,37 @@ class SyncJob:
                 if self.state is not JobState.RUNNING:
                     return
                 self._stop_run()
+                if isinstance(error, ReceiverGaveUp) and error.outage:  # the source stayed away: it may come back
+                    self._paused_by(error, "job.paused")
+                    return
                 # Paused, not cancelled: retrying cannot fix a row that does not fit
                 # its table, but an operator who fixes the target can resume.
                 self._set_state(JobState.PAUSED, FailMessage(FailKind.RUN_FAIL, str(error)))
                 self._log.error("job.paused", reason=str(error), stuck=list(self.stuck))
 
         self._elsewhere("fail", handle)
+
+    def _paused_by(self, exc: BaseException, event: str) -> None:
+        """PAUSED for ``exc``: an outage schedules a new start; an error retrying cannot fix waits for a person.
+        Call with the lock held."""
+        if isinstance(exc, SyncError) and not exc.transient:
+            self._set_state(JobState.PAUSED, FailMessage(FailKind.SUBMIT_FAIL, str(exc)))
+            self._log.error(event, reason=str(exc), retry=False)
+            return
+        wait = self._start_retry.schedule(str(exc))  # first, so that the record saved with the state shows it
+        self._set_state(JobState.PAUSED, FailMessage(FailKind.OUTAGE, str(exc)))
+        self._log.error(event, reason=str(exc), retry_in_s=None if wait is None else round(wait, 3))
+
+    def _start_again(self) -> None:
+        """The start retry's call: start, unless a person or another start has taken over meanwhile."""
+        with self._lock:
+            if self.state is not JobState.PAUSED or self.fail_message is None \
+                    or self.fail_message.kind is not FailKind.OUTAGE:
+                return
+            try:
+                self.start()
+            except Exception:  # paused again, and the next try scheduled, by start()
+                return
 
     def _snapshot_finished(self, runner: SnapshotRunner) -> None:
         """Called from ``runner``'s thread once it ended (every table done, or cancelled), in ``mode = "only"``:

@@ -13,6 +13,7 @@ from enum import Enum
 from canalbridge.sync.position import Ack, Position
 from canalbridge.sync.snapshot.progress import SnapshotStatus
 from canalbridge.sync.snapshot.verify import TableCheck
+from canalbridge.sync.start_retry import StartRetryStatus
 
 
 class JobState(Enum):
@@ -35,6 +36,8 @@ class FailKind(Enum):
     USER_CANCEL = "USER_CANCEL"
     SUBMIT_FAIL = "SUBMIT_FAIL"
     RUN_FAIL = "RUN_FAIL"
+    #: a catalog, store or source that did not answer: the job is started again with back-off
+    OUTAGE = "OUTAGE"
     UNKNOWN = "UNKNOWN"
 
 
@@ -101,3 +104,5 @@ class JobRecord:
     stuck: tuple[str, ...] = ()
     #: live only: each partition of a Kafka source
     partitions: tuple[PartitionRecord, ...] = ()
+    #: live only: the starts that failed in a row for an outage, and the next one, while one is scheduled
+    start_retry: StartRetryStatus | None = None

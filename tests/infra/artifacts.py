@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark_sink.session import cache_dir
+from spark_sink.classpath import cache_dir
 from tests.infra.processes import find_binary
 
 CANAL_VERSION = "1.1.7"  # see deploy/maven/canal/pom.xml: no 1.1.8 server modules on Maven Central

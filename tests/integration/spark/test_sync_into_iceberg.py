@@ -171,7 +171,7 @@ def test_failing_merge_rolls_back_and_converges_once_fixed(spark, spark_settings
     assert_tables_exact(spark, workload, "faulty")
 
 
-def test_malformed_target_cancels_the_job_with_the_name(spark, spark_settings, dev_server_factory):
+def test_malformed_target_pauses_the_job_with_the_name(spark, spark_settings, dev_server_factory):
     server = dev_server_factory(DestinationConfig("example"))
     tables = standard_tables(2)[1:]
     settings = settings_for(server, tables, "badname")
@@ -181,5 +181,6 @@ def test_malformed_target_cancels_the_job_with_the_name(spark, spark_settings, d
     job = SyncJob(settings, factory(spark, spark_settings, settings.name))
     with pytest.raises(TargetTableError):
         job.start()
-    assert job.state is JobState.CANCELLED and job.fail_message.kind is FailKind.SUBMIT_FAIL
+    assert job.state is JobState.PAUSED and job.fail_message.kind is FailKind.SUBMIT_FAIL  # no retry: a person
+    assert job.record().start_retry is None
     assert "lake.onlytwo" in job.fail_message.text and "catalog.namespace.table" in job.fail_message.text

@@ -295,21 +295,104 @@ def test_row_that_does_not_fit_pauses_with_table_count_and_position(dev_server_f
     assert server.cursors("example").ack < server.cursors("example").put
 
 
-def test_missing_target_cancels_the_job(dev_server_factory):
-    server = dev_server_factory(DestinationConfig("example"))
-    workload = Workload(WorkloadSpec(row_changes=5))
-    settings = job_settings(server, workload)
+def test_a_target_that_cannot_be_opened_pauses_the_job_which_starts_again_once_it_can(dev_server_factory):
+    harness = make(dev_server_factory, row_changes=300)
+    outage = threading.Event()
+    outage.set()
+    tries = []
 
-    def no_target(channel):
-        raise LookupError(f"target {channel.target} does not exist and cannot be created")
+    def catalog_down_at_first(channel):
+        if outage.is_set():
+            tries.append(channel.target)
+            if len(tries) == 3:
+                outage.clear()  # the catalog is back for the next try
+            raise ConnectionRefusedError(f"catalog unreachable opening {channel.target}")
+        return harness._make_sink(channel)
 
     from canalbridge.sync.job import SyncJob
 
-    job = SyncJob(settings, no_target)
-    with pytest.raises(LookupError):
+    saved = []  # what the daemon's state store is given at each transition
+    harness.job = SyncJob(harness.job.settings, catalog_down_at_first, retry_starts=True,
+                          listener=lambda job, transition: saved.append(job.record()) if transition else None)
+    with pytest.raises(ConnectionRefusedError):
+        harness.job.start()
+    assert harness.job.wait_state(JobState.RUNNING, 30), harness.job.fail_message
+    harness.wait_acked()
+    harness.job.pause()
+    paused = [record for record in saved if record.state is JobState.PAUSED][:3]
+    assert [record.start_retry.attempts for record in paused] == [1, 2, 3]
+    assert all(r.fail.kind is FailKind.OUTAGE and "lake.shop.all_types" in r.fail.text for r in paused)
+    assert len(tries) == 3 and harness.job.record().start_retry is None
+    harness.assert_exact()
+
+
+def test_a_canal_that_stays_away_past_the_reconnects_pauses_the_job_which_starts_again_once_it_is_back(
+        dev_server_factory):
+    from canalbridge.sync.job import SyncJob
+
+    harness = make(dev_server_factory, row_changes=1500, commit=dataclasses.replace(FAST_COMMITS,
+                                                                                   reconnect_attempts=3))
+    outage_seen = threading.Event()
+    reasons = []
+
+    def on_change(job, transition):  # (called under the job's lock, with the record of the transition)
+        if transition and job.state is JobState.PAUSED and job.fail_message.kind is FailKind.OUTAGE:
+            reasons.append(job.fail_message.text)
+            outage_seen.set()
+
+    harness.job = SyncJob(harness.job.settings, harness._make_sink, on_change, retry_starts=True)
+    store = harness.server.destinations["example"].store
+    harness.job.start()
+    assert store.wait_for(lambda c: c.ack > 300, 60)
+    harness.server.stop()  # refused from now on: three attempts, then the pause
+    assert outage_seen.wait(60), (harness.job.state, harness.job.fail_message)
+    assert "gave up after 3 connection attempts" in reasons[0]
+    harness.server.start()
+    harness.wait_acked()
+    assert harness.job.state is JobState.RUNNING
+    harness.job.pause()
+    harness.assert_exact()
+
+
+def test_a_target_that_cannot_take_the_rows_pauses_the_job_until_a_person_resumes_it(dev_server_factory):
+    from canalbridge.sync.job import SyncJob
+    from spark_sink.table import TargetTableError
+
+    server = dev_server_factory(DestinationConfig("example"))
+    settings = job_settings(server, Workload(WorkloadSpec(row_changes=5)))
+
+    def malformed(channel):
+        raise TargetTableError(f"target {channel.target}: not catalog.namespace.table")
+
+    job = SyncJob(settings, malformed)
+    with pytest.raises(TargetTableError):
         job.start()
-    assert job.state is JobState.CANCELLED
-    assert job.fail_message.kind is FailKind.SUBMIT_FAIL and "lake.shop.all_types" in job.fail_message.text
+    assert job.state is JobState.PAUSED and job.fail_message.kind is FailKind.SUBMIT_FAIL
+    assert job.record().start_retry is None  # no retry: it needs a person
+
+
+def test_a_pause_ends_the_retries_and_a_cancel_is_left_to_the_user(dev_server_factory):
+    from canalbridge.sync.job import SyncJob
+
+    server = dev_server_factory(DestinationConfig("example"))
+    slow = dataclasses.replace(FAST_COMMITS, retry_initial_seconds=60.0, retry_max_seconds=60.0)
+    settings = job_settings(server, Workload(WorkloadSpec(row_changes=5)), commit=slow)
+
+    def unreachable(channel):
+        raise OSError("no route to host")
+
+    job = SyncJob(settings, unreachable, retry_starts=True)
+    with pytest.raises(OSError):
+        job.start()
+    assert job.fail_message.kind is FailKind.OUTAGE and job.record().start_retry.attempts == 1
+    job.pause()
+    assert job.state is JobState.PAUSED and job.fail_message is None and job.record().start_retry is None
+    with pytest.raises(OSError):
+        job.resume()  # a person's try, which schedules retries again
+    assert job.record().start_retry.attempts == 1
+    job.cancel()
+    assert job.state is JobState.CANCELLED and job.record().start_retry is None
+    assert job.shutdown() == ()
 
 
 def test_commit_that_landed_despite_an_error_is_not_applied_twice(dev_server_factory):

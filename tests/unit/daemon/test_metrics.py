@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -48,7 +49,7 @@ def test_the_connections_to_the_source_that_were_lost_are_counted():
 def test_the_metrics_endpoint_listens_on_loopback_only_and_takes_no_action():
     metrics = Metrics(lambda: [])
     port = free_port()
-    metrics.serve(port)
+    metrics.serve("127.0.0.1", port)
     try:
         assert metrics.address == ("127.0.0.1", port)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as scraped:
@@ -58,5 +59,27 @@ def test_the_metrics_endpoint_listens_on_loopback_only_and_takes_no_action():
                 urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/jobs/shop/stop",
                                                               data=b"{}", method=method), timeout=30)
             assert refused.value.code in (405, 501), method
+    finally:
+        metrics.stop()
+
+
+def test_a_scrape_whose_host_header_could_be_a_rebound_name_is_refused():
+    metrics = Metrics(lambda: [])
+    port = free_port()
+    metrics.serve("127.0.0.1", port)
+
+    def scrape_as(host: str) -> int:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Host": host})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    try:
+        for named in (f"127.0.0.1:{port}", f"localhost:{port}", f"10.1.2.3:{port}", f"[::1]:{port}",
+                      f"{socket.gethostname()}:{port}"):
+            assert scrape_as(named) == 200, named
+        assert scrape_as(f"attacker.example:{port}") == 403
     finally:
         metrics.stop()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_sink import session
+from spark_sink import classpath, session
 from spark_sink.settings import SparkSettings
 from tests.infra import artifacts
 from tests.infra.canal_server import canal_passwd
@@ -30,18 +30,20 @@ def pom_property(pom: str, name: str) -> str:
 
 def test_the_versions_agree_between_makefile_poms_and_dev_kit():
     assert makefile_value("CANAL_VERSION") == pom_property("canal", "canal.version") == artifacts.CANAL_VERSION
-    assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == session.ICEBERG_VERSION
-    assert makefile_value("ICEBERG_JAR") == f"$(CACHE)/iceberg/{session.ICEBERG_ARTIFACT}-$(ICEBERG_VERSION).jar"
+    assert makefile_value("ICEBERG_VERSION") == pom_property("iceberg", "iceberg.version") == classpath.ICEBERG_VERSION
+    assert makefile_value("ICEBERG_JAR") == f"$(CACHE)/iceberg/{classpath.ICEBERG_ARTIFACT}-$(ICEBERG_VERSION).jar"
     assert makefile_value("JDBC_VERSION") == pom_property("jdbc", "jdbc.version")
+    assert classpath.MARIADB_DRIVER.coordinates.endswith(":" + makefile_value("JDBC_VERSION"))
     assert makefile_value("JDBC_JAR") == "$(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar"
     assert makefile_value("S3PROXY_VERSION") == pom_property("cluster", "s3proxy.version")
-    assert pom_property("cluster", "iceberg.version") == session.ICEBERG_VERSION
+    assert pom_property("cluster", "iceberg.version") == classpath.ICEBERG_VERSION
+    assert makefile_value("DECODER_JAR") == f"$(CACHE)/decoder/{classpath.DECODER_JAR}"
 
 
 def test_the_cached_jdbc_driver_joins_the_sessions_jars(tmp_path, monkeypatch):
     monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
     settings = SparkSettings(master="local[1]", warehouse="/w", spill_dir="/s",
-                             conf={"spark.jars.packages": session.ICEBERG_PACKAGE})
+                             conf={"spark.jars.packages": classpath.ICEBERG_PACKAGE})
     assert "spark.jars" not in session.session_conf(settings)
     (tmp_path / "jdbc").mkdir()
     (tmp_path / "jdbc" / "mariadb-java-client-3.5.7.jar").write_bytes(b"")
@@ -64,18 +66,7 @@ def test_missing_artifacts_name_the_make_target(tmp_path, monkeypatch):
     with pytest.raises(artifacts.MissingArtifact, match="make canal-jars"):
         artifacts.canal_home()
     with pytest.raises(session.SparkSetupError, match="make iceberg-jar"):
-        session.iceberg_runtime()
-
-
-def test_the_iceberg_runtime_is_the_cached_jar_in_a_checkout_and_coordinates_when_installed(tmp_path, monkeypatch):
-    monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
-    (tmp_path / "iceberg").mkdir()
-    (tmp_path / "iceberg" / session.ICEBERG_JAR).write_bytes(b"")
-    assert session.iceberg_runtime() == ("spark.jars", str(tmp_path / "iceberg" / session.ICEBERG_JAR))
-    monkeypatch.delenv("CANALBRIDGE_CACHE")
-    monkeypatch.setattr(session, "CHECKOUT", tmp_path / "site-packages")  # no Makefile beside the package
-    assert session.iceberg_runtime() == (
-        "spark.jars.packages", f"org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:{session.ICEBERG_VERSION}")
+        session.session_conf(SparkSettings(warehouse="/w", spill_dir="/s"))
 
 
 def test_missing_mariadb_names_the_make_target(monkeypatch):
@@ -90,7 +81,7 @@ def test_canal_passwd_is_mysql_password_without_the_star():
 
 
 def test_the_driver_heap_is_explicit_unless_the_user_sets_it():
-    iceberg = {"spark.jars.packages": session.ICEBERG_PACKAGE}  # so that no jar need be in the cache
+    iceberg = {"spark.jars.packages": classpath.ICEBERG_PACKAGE}  # so that no jar need be in the cache
     settings = SparkSettings(master="local[1]", warehouse="/w", spill_dir="/s", conf=iceberg)
     assert session.session_conf(settings)["spark.driver.memory"] == session.DRIVER_MEMORY
     mine = dataclasses.replace(settings, conf={**iceberg, "spark.driver.memory": "6g"})
