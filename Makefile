@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint config-reference docs check test proto demo dist demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
-	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars flink-peer decoder-jar mariadb-server real-stack \
+	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog flink-peer decoder-jar mariadb-server real-stack \
 	clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
@@ -30,6 +30,9 @@ CLUSTER_STAMP := $(CACHE)/cluster/.complete
 FLINK_PEER_HOME := $(CACHE)/flink-cdc-peer
 FLINK_PEER_STAMP := $(FLINK_PEER_HOME)/.complete
 FLINK_PEER_HARNESS := deploy/maven/flink/harness/FlinkCdcPeer.java
+REST_HOME := $(CACHE)/rest-catalog
+REST_STAMP := $(REST_HOME)/.complete
+REST_LAUNCHER := deploy/maven/rest/launcher/CanalBridgeRestCatalog.java
 DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
 DECODER_SOURCES := spark_sink/decoder/pom.xml $(wildcard spark_sink/decoder/src/main/java/canalbridge/spark/*.java) \
 	proto/EntryProtocol.proto
@@ -131,6 +134,19 @@ $(FLINK_PEER_STAMP): deploy/maven/flink/pom.xml deploy/maven/settings.xml $(FLIN
 
 flink-peer: $(FLINK_PEER_STAMP)
 
+# An Iceberg REST catalog server for the tests (deploy/maven/rest/pom.xml says what and why), and our
+# launcher compiled against it. Built aside and moved into place, as Canal is.
+$(REST_STAMP): deploy/maven/rest/pom.xml deploy/maven/settings.xml $(REST_LAUNCHER)
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching an Iceberg $(ICEBERG_VERSION) REST catalog server from Maven Central into $(REST_HOME) (45 MB)"
+	rm -rf $(REST_HOME).tmp
+	$(MVN) -f deploy/maven/rest/pom.xml -Diceberg.version=$(ICEBERG_VERSION) -Drest.lib.dir=$(abspath $(REST_HOME).tmp)/lib validate
+	javac -nowarn -encoding UTF-8 -d $(REST_HOME).tmp/launcher -cp '$(REST_HOME).tmp/lib/*' $(REST_LAUNCHER)
+	rm -rf $(REST_HOME) && mv $(REST_HOME).tmp $(REST_HOME)
+	touch $@
+
+rest-catalog: $(REST_STAMP)
+
 # The JVM decoder of Canal's RowChange (spark_sink/decode.py): protoc from Maven Central
 # turns proto/ into Java, and Maven builds it with RowChangeDecoder into one shaded jar.
 $(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
@@ -159,7 +175,7 @@ dist: $(DECODER_JAR) $(STAMP)
 mariadb-server:
 	@sh deploy/dev/install-mariadb-server.sh
 
-real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars mariadb-server
+real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog mariadb-server
 
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv

@@ -27,3 +27,29 @@ def data_error(exc: BaseException) -> str | None:
     """Spark's sentence about a value that cannot convert (it names the value), if that is the error."""
     match = _DATA_ERROR_RE.search(str(exc))
     return match.group(0) if match else None
+
+
+class TargetReadError(SyncError):
+    """A target whose state could not be read when its channel opened: the catalog or the store did not answer
+    (or refused); the cause is Spark's, shortened to its exception and root cause."""
+
+    def __init__(self, target: str, cause: BaseException) -> None:
+        self.target = target
+        self.cause = cause
+        super().__init__(f"target {target}: cannot read its state: {java_error(cause)}")
+
+
+_JAVA_NAME = re.compile(r"^(?:[a-z_$][\w$]*\.)+(?=[A-Z])")  # a class name's package
+
+
+def java_error(exc: BaseException) -> str:
+    """What a Spark or py4j error says, in a line: the Java exception and, when there is one, its root cause,
+    without packages and stack frames (``RESTException: ... (caused by HttpHostConnectException: ... refused)``).
+    Anything else is as ``str`` gives it."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    thrown = next((line[2:] for line in lines if line.startswith(": ")), None)  # py4j: ": java.lang.Foo: why"
+    if thrown is None:
+        return str(exc)
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    summary = _JAVA_NAME.sub("", thrown)
+    return summary + (f" (caused by {_JAVA_NAME.sub('', causes[-1])})" if causes else "")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+from canalbridge.sync.errors import SyncError
 from canalbridge.sync.position import Position
 from canalbridge.sync.sink import TargetState
+from spark_sink.errors import TargetReadError
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_SOURCE_TABLE
 from spark_sink.writer import IcebergWriter
 
@@ -22,6 +24,14 @@ class IcebergTargetReader:
         self._writer = writer
 
     def read_state(self) -> TargetState:
+        try:
+            return self._read_state()
+        except SyncError:
+            raise
+        except Exception as exc:  # the catalog or the store: Spark's words, shortened, with the target's name
+            raise TargetReadError(self._writer.channel.target, exc) from exc
+
+    def _read_state(self) -> TargetState:
         writer = self._writer
         table = writer.live()
         columns = table.columns()

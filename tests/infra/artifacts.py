@@ -53,6 +53,17 @@ def flink_peer_home() -> Path:
     return home
 
 
+def rest_catalog_home() -> Path:
+    """The Iceberg REST catalog server's cached ``lib/`` and our compiled ``launcher/``."""
+    home = cache_dir() / "rest-catalog"
+    if not (home / ".complete").is_file() or not any((home / "lib").glob("iceberg-core-*-tests.jar")):
+        raise MissingArtifact(
+            f"the Iceberg REST catalog server's jars are not in {home}: run `make rest-catalog` "
+            "(fetches them from Maven Central with mvn)"
+        )
+    return home
+
+
 def canal_kafka_plugin() -> Path:
     """Canal's Kafka producer plugin (``connector.kafka``, with its dependencies), cached with Canal."""
     plugin = canal_home() / "plugin" / f"connector.kafka-{CANAL_VERSION}-jar-with-dependencies.jar"

@@ -22,6 +22,15 @@ from tests.infra.processes import LOOPBACK, ServiceError, ServiceProcess, free_p
 CLIENT_ENV = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
 
 
+def store_client_in(spark) -> None:  # type: ignore[no-untyped-def]
+    """Make a running SparkSession's JVM a client of this kind of store: the AWS SDK reads :data:`CLIENT_ENV`
+    as system properties too (a session's environment is fixed when its JVM starts)."""
+    jvm = spark.sparkContext._jvm
+    for key, value in CLIENT_ENV.items():
+        first, *rest = key.removeprefix("AWS_").lower().split("_")
+        jvm.java.lang.System.setProperty("aws." + first + "".join(part.title() for part in rest), value)
+
+
 class S3ProxyServer(ServiceProcess):
     """One S3Proxy process with one bucket, on 127.0.0.1."""
 

@@ -37,6 +37,7 @@ def test_the_versions_agree_between_makefile_poms_and_dev_kit():
     assert makefile_value("JDBC_JAR") == "$(CACHE)/jdbc/mariadb-java-client-$(JDBC_VERSION).jar"
     assert makefile_value("S3PROXY_VERSION") == pom_property("cluster", "s3proxy.version")
     assert pom_property("cluster", "iceberg.version") == classpath.ICEBERG_VERSION
+    assert pom_property("rest", "iceberg.version") == classpath.ICEBERG_VERSION
     assert makefile_value("DECODER_JAR") == f"$(CACHE)/decoder/{classpath.DECODER_JAR}"
 
 
@@ -65,6 +66,8 @@ def test_missing_artifacts_name_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("CANALBRIDGE_CACHE", str(tmp_path))
     with pytest.raises(artifacts.MissingArtifact, match="make canal-jars"):
         artifacts.canal_home()
+    with pytest.raises(artifacts.MissingArtifact, match="make rest-catalog"):
+        artifacts.rest_catalog_home()
     with pytest.raises(session.SparkSetupError, match="make iceberg-jar"):
         session.session_conf(SparkSettings(warehouse="/w", spill_dir="/s"))
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.infra.mariadb import MariaDBServer
-from tests.infra.s3proxy import CLIENT_ENV, S3ProxyServer
+from tests.infra.s3proxy import S3ProxyServer, store_client_in
 from tests.infra.shared_lake import CATALOG, SharedLake, shared_lake, two_worker_cluster
 from tests.infra.spark_cluster import SparkStandaloneCluster
 
@@ -46,17 +46,9 @@ def lake(catalog_db: MariaDBServer, s3_store: S3ProxyServer) -> SharedLake:
 @pytest.fixture(scope="session")
 def lake_reader(spark, lake: SharedLake):
     """The test run's own SparkSession as a second application on the shared lake (catalog :data:`CATALOG`)."""
-    jvm = spark.sparkContext._jvm
-    for key, value in CLIENT_ENV.items():  # the AWS SDK reads these as system properties too
-        jvm.java.lang.System.setProperty("aws." + _camel(key.removeprefix("AWS_")), value)
+    store_client_in(spark)
     for key, value in lake.spark_conf().items():
         spark.conf.set(key, value)
     # Iceberg's catalog caches the tables it loads: a reader polling one kept seeing it as it first loaded it.
     spark.conf.set(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
     return spark
-
-
-def _camel(name: str) -> str:
-    """``REQUEST_CHECKSUM_CALCULATION`` -> ``requestChecksumCalculation``."""
-    first, *rest = name.lower().split("_")
-    return first + "".join(part.title() for part in rest)
