@@ -54,7 +54,7 @@ class IcebergUpsertWriter(IcebergWriter):
 
     def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
         super().__init__(spark, channel, job, settings)
-        self._wants_equality = self._equality_available(settings.upsert_deletes)
+        self._wants_equality = self._equality_available(channel.upsert_deletes or settings.upsert_deletes)
         self._equality = False  # whether stream commits write equality deletes: learnt as the table is prepared
 
     @property

@@ -237,6 +237,10 @@ class ChannelSettings:
                                           doc="key columns, for tables without a primary key")
     mode: str = setting("upsert", check=one_of("upsert", "changelog"),
                         doc="`upsert` keeps the last change per key; `changelog` appends every change")
+    upsert_deletes: str | None = setting(
+        None, check=one_of("auto", "position", "equality"), default_text="`[spark] upsert_deletes`",
+        doc="this target's `[spark] upsert_deletes`: `position` for a table that readers without equality-delete "
+            "support read (pyiceberg, DuckDB: see the reading page)")
     pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
     schema_column: str | None = setting(None, check=non_empty,
                                         doc="a target column that records each row's source schema (shards merged "
