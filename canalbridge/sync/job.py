@@ -8,8 +8,8 @@ it too: for an outage (anything but a :class:`SyncError` that retrying
 cannot fix) the daemon's jobs are started again with back-off
 (:mod:`canalbridge.sync.start_retry`); otherwise it waits for a person.
 Only a user cancels a job. ``pause()`` stops every thread without acking
-anything uncommitted. Each start makes a new :class:`JobRun` (the threads); what is
-known of the job is one :class:`JobRecord`.
+anything uncommitted. Each start makes a new :class:`JobRun` (the
+threads); what is known of the job is one :class:`JobRecord`.
 """
 
 from __future__ import annotations
@@ -140,9 +140,11 @@ class SyncJob:
         """RUNNING -> PAUSED: stop every thread; nothing uncommitted is acked."""
         with self._lock:
             if self.state is JobState.PAUSED and self._start_retry.status() is not None:
-                self._start_retry.cancel()  # a person takes over from the retries, until a restart too
-                self._update(fail=None)
-                self._set_state(JobState.PAUSED, FailMessage(FailKind.RUN_FAIL, reason) if reason else None)
+                # A person takes over from the retries, across a restart too (the kind is no longer OUTAGE).
+                self._start_retry.cancel()
+                last = self.fail_message.text if self.fail_message is not None else "unknown"
+                self._set_state(JobState.PAUSED, FailMessage(
+                    FailKind.RUN_FAIL, reason or f"paused while it waited to start again; the last start: {last}"))
                 return
             if self.state is not JobState.RUNNING:
                 raise JobStateError(f"job {self.name} is {self.state.value}, not RUNNING")

@@ -386,7 +386,8 @@ def test_a_pause_ends_the_retries_and_a_cancel_is_left_to_the_user(dev_server_fa
         job.start()
     assert job.fail_message.kind is FailKind.OUTAGE and job.record().start_retry.attempts == 1
     job.pause()
-    assert job.state is JobState.PAUSED and job.fail_message is None and job.record().start_retry is None
+    assert job.state is JobState.PAUSED and job.record().start_retry is None
+    assert job.fail_message.kind is FailKind.RUN_FAIL and "no route to host" in job.fail_message.text
     with pytest.raises(OSError):
         job.resume()  # a person's try, which schedules retries again
     assert job.record().start_retry.attempts == 1
