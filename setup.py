@@ -19,7 +19,7 @@ from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
 HERE = Path(__file__).resolve().parent
-PACKAGED = Path("spark_sink") / "jars" / "canalbridge-decoder.jar"  # where spark_sink.session looks for it
+PACKAGED = Path("spark_sink") / "jars" / "canalbridge-decoder.jar"  # where spark_sink.classpath looks for it
 
 
 def decoder_jar() -> Path:

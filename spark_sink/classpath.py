@@ -60,9 +60,9 @@ class Jar:
     make_target: str | None  # None: the Makefile does not fetch it
 
     @property
-    def probe_class(self) -> str:
-        """The probe's Java class name."""
-        return self.probe.removesuffix(".class").replace("/", ".")
+    def artifact(self) -> str:
+        """``group:artifact``, without the version."""
+        return self.coordinates.rpartition(":")[0]
 
 
 ICEBERG_RUNTIME = Jar(f"org.apache.iceberg:{ICEBERG_ARTIFACT}:{ICEBERG_VERSION}",
@@ -160,7 +160,11 @@ def resolve(settings: SparkSettings) -> Classpath:
     if uses_cache():
         return Classpath(tuple(str(jar) for jar in [*_cached(wanted), *_cached_extras(wanted)]
                                + ([decoder] if decoder.is_file() else [])), ())
-    return Classpath((str(decoder),), tuple(dict.fromkeys(need.jar.coordinates for need in wanted)))
+    # (a jar the user's spark.jars.packages names already, in whatever version, is theirs to give)
+    theirs = {package.strip().rpartition(":")[0]
+              for package in {**settings.conf, **settings.secret_conf}.get("spark.jars.packages", "").split(",")}
+    return Classpath((str(decoder),), tuple(dict.fromkeys(need.jar.coordinates for need in wanted
+                                                          if need.jar.artifact not in theirs)))
 
 
 def jars_in(directory: Path) -> list[Path]:
@@ -186,10 +190,10 @@ def _cached(wanted: list[Need]) -> list[Path]:
         matches = sorted(cache_dir().glob(need.jar.cache_glob))
         if not matches:
             fetch = (f"run `make {need.jar.make_target}` (fetches it from Maven Central)"
-                     if need.jar.make_target else "put it in the cache")
+                     if need.jar.make_target else f"put it in {cache_dir() / need.jar.cache_glob.split('/')[0]}")
             raise SparkSetupError(
-                f"{need.jar.purpose} ({need.jar.coordinates}) is not in {cache_dir()}: {fetch}, or name it in "
-                f"[spark.conf] spark.jars.packages; needed because {need.because}")
+                f"{need.jar.purpose} ({need.jar.coordinates}) is not in {cache_dir()}: {fetch}, or put it in a "
+                f"directory named by [spark] jars_dir; needed because {need.because}")
         found.append(matches[-1])
     return list(dict.fromkeys(found))
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from canalbridge.daemon.service import starts_with_daemon
-from canalbridge.sync.job import JobState, JobStateError, SyncJob
+from canalbridge.sync.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
 from canalbridge.sync.record import JobRecord
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings, SnapshotSettings
 
@@ -33,6 +33,14 @@ def job(state: JobState, mode: str = "only") -> SyncJob:
 ])
 def test_the_daemon_starts_new_and_running_jobs_and_finished_ones_told_to_stream_on(state, mode, starts):
     assert starts_with_daemon(job(state, mode)) is starts
+
+
+@pytest.mark.parametrize("kind, starts", [(FailKind.OUTAGE, True), (FailKind.RUN_FAIL, False),
+                                          (FailKind.SUBMIT_FAIL, False)])
+def test_a_job_paused_by_an_outage_starts_with_the_daemon_and_one_paused_for_a_person_does_not(kind, starts):
+    paused = job(JobState.PAUSED, "initial")
+    paused.restore(JobRecord("shop", JobState.PAUSED, (), fail=FailMessage(kind, "why")))
+    assert starts_with_daemon(paused) is starts
 
 
 def test_a_finished_job_is_not_resumed_and_says_how_to_stream_on():

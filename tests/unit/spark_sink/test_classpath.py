@@ -102,3 +102,9 @@ def test_a_jars_dir_supplies_every_jar_and_one_it_lacks_is_named_with_its_coordi
 def test_a_jars_dir_that_is_not_a_directory_is_named(installed, tmp_path):
     with pytest.raises(SparkSetupError, match=r"spark.jars_dir .*nowhere is not a directory"):
         session_conf(replace(PLAIN, jars_dir=str(tmp_path / "nowhere")))
+
+
+def test_a_jar_the_users_packages_name_in_another_version_is_not_asked_for_again(installed):
+    mine = "org.mariadb.jdbc:mariadb-java-client:3.4.1"
+    conf = session_conf(replace(PLAIN, reads_sources=True, conf={"spark.jars.packages": mine}))
+    assert conf["spark.jars.packages"].split(",") == [mine, ICEBERG_RUNTIME.coordinates]
