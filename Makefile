@@ -264,7 +264,7 @@ bench: bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench
 
 # Keeps $(CACHE) (fetched jars, Maven's repository): `make clean-cache` drops it.
 clean:
-	rm -rf $(VENV) build site *.egg-info .pytest_cache deploy/maven/*/target
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache deploy/maven/*/target
 
 clean-cache:
 	rm -rf $(CACHE)

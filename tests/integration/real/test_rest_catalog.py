@@ -71,10 +71,15 @@ def test_a_job_through_a_rest_catalog_starts_by_itself_once_the_catalog_and_then
 
         # The catalog is down when the daemon starts: the job waits, and starts once the catalog answers.
         with running_daemon(config) as daemon:
-            paused = eventually(lambda: daemon.poll() is not None or outage_pause(config) is not None, 180)
-            assert paused and daemon.poll() is None, daemon_log(config)[-3000:]
-            status = outage_pause(config)
-            assert status["fail_message"]["kind"] == "OUTAGE" and TARGET in status["fail_message"]["text"], status
+            seen: list[dict] = []  # (the status that showed it: the next try may be under way by now)
+
+            def paused() -> bool:
+                status = outage_pause(config)
+                seen.extend([status] if status else [])
+                return daemon.poll() is not None or status is not None
+
+            assert eventually(paused, 180) and daemon.poll() is None, daemon_log(config)[-3000:]
+            assert seen[0]["fail_message"]["kind"] == "OUTAGE" and TARGET in seen[0]["fail_message"]["text"], seen
             catalog.start()
             insert_and_wait(source, mariadb, config, daemon, batches=10)
             assert eventually(lambda: '"snapshot.finished"' in daemon_log(config), 120), daemon_log(config)[-3000:]
