@@ -127,14 +127,15 @@ def needs(settings: SparkSettings) -> list[Need]:
     prefix = f"spark.sql.catalog.{settings.catalog}"
     uri = conf.get(f"{prefix}.uri", "")
     if conf.get(f"{prefix}.type") == "jdbc" or conf.get(f"{prefix}.catalog-impl", "").endswith(".JdbcCatalog"):
-        if uri.startswith(("jdbc:mariadb:", "jdbc:mysql:")) and not settings.reads_sources:
+        if uri.startswith(("jdbc:mariadb:", "jdbc:mysql:")):
             found.append(Need(MARIADB_DRIVER, f"the JDBC catalog {settings.catalog} is at {uri.split('?')[0]}"))
         elif uri.startswith("jdbc:postgresql:"):
             found.append(Need(POSTGRESQL_DRIVER, f"the JDBC catalog {settings.catalog} is at {uri.split('?')[0]}"))
     warehouse = conf.get(f"{prefix}.warehouse", settings.warehouse)
     if conf.get(f"{prefix}.io-impl", "").endswith(".S3FileIO") or warehouse.startswith(("s3://", "s3a://")):
         found.append(Need(AWS_BUNDLE, f"the catalog {settings.catalog} stores its files in S3"))
-    return found
+    first = {need.jar: need for need in reversed(found)}  # one need per jar: the first reason given
+    return [need for need in found if first[need.jar] is need]
 
 
 def brings_iceberg_runtime(conf: Mapping[str, str]) -> bool:

@@ -30,14 +30,19 @@ SECRET_VARIABLE = "REST_S3_SECRET"
 STORE_RETRY = "Retrying task after failure"  # the catalog's log, each time it tries the store again
 
 
+def catalog_keys(catalog: RestCatalogServer, store: S3ProxyServer) -> dict[str, str]:
+    """The Spark keys of a client of the REST catalog over the store, its secret key among them."""
+    return {**catalog.spark_conf(CATALOG), **{f"spark.sql.catalog.{CATALOG}.{key}": value
+                                              for key, value in store.iceberg_properties().items()}}
+
+
 def spark_section(catalog: RestCatalogServer, store: S3ProxyServer) -> str:
     """``[spark]`` for the REST catalog over the store, the store's secret key by environment variable."""
-    keys = {**catalog.spark_conf(CATALOG), **{f"spark.sql.catalog.{CATALOG}.{key}": value
-                                              for key, value in store.iceberg_properties().items()
-                                              if key != "s3.secret-access-key"}}
+    secret = f"spark.sql.catalog.{CATALOG}.s3.secret-access-key"
+    keys = {key: value for key, value in catalog_keys(catalog, store).items() if key != secret}
     return (f'master = "local[2]"\ncatalog = "{CATALOG}"\n[spark.conf]\n'
             + "".join(f'"{key}" = "{value}"\n' for key, value in keys.items())
-            + f'[spark.conf_env]\n"spark.sql.catalog.{CATALOG}.s3.secret-access-key" = "{SECRET_VARIABLE}"\n')
+            + f'[spark.conf_env]\n"{secret}" = "{SECRET_VARIABLE}"\n')
 
 
 def outage_pause(config) -> dict | None:
@@ -103,8 +108,7 @@ def test_a_job_through_a_rest_catalog_starts_by_itself_once_the_catalog_and_then
         assert store.secret_key not in log and store.secret_key not in log_path(config).read_text()
 
         store_client_in(spark)
-        for key, value in {**catalog.spark_conf(CATALOG), **{f"spark.sql.catalog.{CATALOG}.{key}": value for
-                                                             key, value in store.iceberg_properties().items()}}.items():
+        for key, value in catalog_keys(catalog, store).items():
             spark.conf.set(key, value)
         assert_target_equals_source(spark, source, ORDERS, TARGET)
         assert spark.table(TARGET).count() == 300 + 10 * 4 + 20 + 5 * 4
