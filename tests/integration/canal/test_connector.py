@@ -191,9 +191,11 @@ def past_cursor(acked: list) -> list:
 
 
 def drain_offsets(client, entries: int) -> list[tuple[str, int]]:
+    """The next ``entries`` entries' offsets. After a restart the server's parser fills its store again while
+    the client asks, so each get waits (on the server, bounded) for the entries still to come."""
     taken: list[tuple[str, int]] = []
     while len(taken) < entries:
-        batch = client.get_without_ack(entries - len(taken))
+        batch = client.get_without_ack(entries - len(taken), timeout_ms=5_000)
         assert not batch.is_empty, f"only {len(taken)} of {entries} entries came"
         taken += offsets(batch)
     return taken
