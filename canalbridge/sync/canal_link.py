@@ -21,6 +21,7 @@ import structlog
 from canalbridge.canal import CanalBatch, CanalConnector, CanalError
 from canalbridge.sync.boundaries import SeenBoundaries
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
+from canalbridge.sync.get_size import GetSize
 from canalbridge.sync.handoff import HandOff
 from canalbridge.sync.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Outstanding, Verdict
 from canalbridge.sync.position import AckState, EntryPosition, Position, PositionRange
@@ -37,11 +38,11 @@ class CanalLink:
     marks_transactions = True
 
     def __init__(self, job: str, connector: CanalConnector, canal: CanalSettings, subscribe_filter: str,
-                 capacity: int, acks: AckState, *, fetch_size: int) -> None:
+                 capacity: int, acks: AckState, *, get_size: GetSize) -> None:
         self.job = job
         self.connector = connector
         self.canal = canal
-        self.fetch_size = fetch_size  # JobSettings.fetch_size: batch_size, capped below Canal's store
+        self.get_size = get_size  # (the Receiver's thread's alone)
         self.subscribe_filter = subscribe_filter
         self.acks = acks
         self._ledger = BatchLedger()
@@ -95,7 +96,9 @@ class CanalLink:
                 if self._ledger.epoch == epoch:
                     self._ledger.rolled_back()
                 epoch = self._ledger.epoch
-        batch = self.connector.get_without_ack(self.fetch_size, self.canal.poll_timeout_ms)
+        batch = self.connector.get_without_ack(self.get_size.next(), self.canal.poll_timeout_ms)
+        if not batch.is_empty:
+            self.get_size.observe(len(batch.entries), batch.raw_size)
         with self._cond:
             self._acks_landed_locked()
             if batch.is_empty:

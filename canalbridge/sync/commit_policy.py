@@ -18,8 +18,9 @@ Either way the commit then takes part of the source transaction, and the
 log says so. Well before that, from half of the store on, a commit is due
 at the next clean cut (the store's ``store_capacity`` reason): so only a
 source transaction too large for the room left ever has to be split. A get
-takes at most a quarter of the store (:attr:`JobSettings.fetch_size`), so
-that no single batch fills it. The store counts entries, and in MEMSIZE
+takes at most a quarter of the store (:attr:`JobSettings.fetch_size`, and
+:mod:`canalbridge.sync.get_size` in MEMSIZE mode), so that no single batch
+fills it. The store counts entries, and in MEMSIZE
 mode (Canal's shipped default) also serialized bytes against
 ``store_capacity x memunit``, with a get's size in memunits; whichever bound
 is nearer decides.

@@ -20,6 +20,7 @@ from canalbridge.sync.canal_link import CanalLink
 from canalbridge.sync.channel import Channel
 from canalbridge.sync.consumer import Consumer
 from canalbridge.sync.errors import ChannelOpenError, SnapshotError, SyncError, TargetSourceMismatchError
+from canalbridge.sync.get_size import GetSize
 from canalbridge.sync.kafka_link import KafkaLink
 from canalbridge.sync.position import AckState, CommittedPositions, KafkaPosition, Position
 from canalbridge.sync.receiver import Receiver
@@ -249,7 +250,7 @@ class JobRun:
         connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
                                    password=canal.password, client_id=canal.client_id)
         return CanalLink(settings.name, connector, canal, settings.canal_filter, capacity, self._acks,
-                         fetch_size=settings.fetch_size)
+                         get_size=GetSize.of(settings))
 
     @property
     def link(self) -> SourceLink | None:

@@ -80,8 +80,9 @@ class CanalSettings:
     client_id: str = setting("1001", doc="the Canal client id (a Java short)", check=java_short)
     batch_size: int = setting(8192, check=positive,
                               doc="a getWithoutAck's size (Doris `canal.batchSize`): entries in `ITEMSIZE` mode, KB "
-                                  "in `MEMSIZE` mode; at most a quarter of `store_capacity` is asked for, so that no "
-                                  "get can fill Canal's store in the middle of a transaction")
+                                  "in `MEMSIZE` mode; at most a quarter of `store_capacity` is asked for (in `MEMSIZE` "
+                                  "mode, and no more KB than a quarter of its slots take at the last batch's entry "
+                                  "size), so that no get can fill Canal's store in the middle of a transaction")
     poll_timeout_ms: int = setting(1000, doc="how long a get may wait on the server for a full batch",
                                    check=positive)
     debug: bool = setting(False, doc="log a summary of every batch and every row (Doris's `printSummary`)")
