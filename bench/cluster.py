@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import cpu_seconds, in_child
-from canalbridge.sync.position import Position
+from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import CommitSettings
 from spark_sink.settings import SparkSettings
 from tests.infra.mariadb import MariaDBServer

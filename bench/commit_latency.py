@@ -20,8 +20,8 @@ import time
 from bench.common import local_spark_settings, make_rows
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
-from canalbridge.sync.changes import RowBatch, SourceColumn
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.changes import RowBatch, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.upsert import IcebergUpsertWriter

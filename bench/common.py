@@ -27,12 +27,12 @@ from canalbridge.devkit.entry_file import read_entries, write_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.progress import die_with_parent, lag_text
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import EntryPosition, Position
+from canalbridge.sync.channel.maintenance import MaintenanceReport
+from canalbridge.sync.channel.sink import ChannelSink, SealedTransaction
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
+from canalbridge.sync.model.position import EntryPosition, Position
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
-from canalbridge.sync.sink import ChannelSink, SealedTransaction
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink

@@ -46,12 +46,12 @@ from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.entry_file import read_entries, read_raw_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.changes import BeforeImages
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
-from canalbridge.sync.sink import ChannelSink
 from tests.infra.memory_writer import InMemoryWriter
 from tests.infra.replay import apply_entries
 

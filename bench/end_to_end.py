@@ -43,7 +43,7 @@ from bench.common import (
     workload_file,
 )
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import CommitSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings

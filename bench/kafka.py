@@ -49,9 +49,9 @@ from canalbridge.devkit.entry_file import read_entries
 from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.progress import lag_text
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import SyncJob
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
-from canalbridge.sync.sink import ChannelSink
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink

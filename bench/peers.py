@@ -78,8 +78,8 @@ from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
 from canalbridge.devkit.entry_file import write_entries
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings

@@ -57,8 +57,8 @@ from bench.common import (
 )
 from bench.end_to_end import run as run_dev_server
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings

@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bench.common import bench_tables, dev_server, local_spark_settings, make_rows, rss_mb, workload_file
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.sync.changes import RowBatch, SourceColumn
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.changes import RowBatch, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings

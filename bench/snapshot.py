@@ -45,7 +45,7 @@ from canalbridge.daemon.logs import configure_logging
 from canalbridge.source_db import ChunkPlanner, SourceDb, table_columns, table_key
 from canalbridge.source_db.chunks import chunk_predicate
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.job import SyncJob
+from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunking import groups, source_columns
 from canalbridge.sync.snapshot.source import SnapshotSource

@@ -31,8 +31,8 @@ from bench.common import bench_row, cpu_seconds, local_spark_settings, spark_pid
 from bench.readers import reading_cost
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.upsert import IcebergUpsertWriter

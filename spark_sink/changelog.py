@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from canalbridge.sync.changes import BeforeImages, ChunkBatch, RowBatch
-from canalbridge.sync.position import EntryPosition, Position
+from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
+from canalbridge.sync.model.position import EntryPosition, Position
 from spark_sink.table import TargetColumn
 from spark_sink.writer import IcebergWriter, Layout, Transaction
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, cast
 from canalbridge.source_db.chunks import SESSION_SETUP, KeyRange, chunk_predicate, quote
 from canalbridge.source_db.keys import TableKey
 from canalbridge.source_db.tls import NO_TLS, SourceTls
-from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.settings import SnapshotSettings
 from canalbridge.sync.snapshot.source import ReadRows
 from spark_sink.session import release_checkpoint

@@ -4,7 +4,7 @@ The daemon's Python thread can hand Spark the RowChange bytes of an entry as
 they came, with the entry's position, and never touch a cell: this module
 turns such raw rows into the staged rows the writers already take (an
 operation, an order, the position, then the values as Canal's text in
-``c0..cN``), the same rows :class:`canalbridge.sync.rows.RowMapper` gives in
+``c0..cN``), the same rows :class:`canalbridge.sync.schema.rows.RowMapper` gives in
 Python. The RowChange layout itself is read by ``RowChangeDecoder.java``,
 which mirrors ``RowMapper`` rule for rule (old images, key changes, NULLs).
 
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from canalbridge.sync.changes import ChangeKind, SourceColumn
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError, SyncError
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import KEY_MARK, column_signature
+from canalbridge.sync.model.changes import ChangeKind, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import KEY_MARK, column_signature
 from spark_sink.classpath import SparkSetupError, decoder_jar
 from spark_sink.settings import SparkSettings
 

@@ -1,4 +1,4 @@
-"""A DDL's column changes (:mod:`canalbridge.sync.ddl`) planned as Iceberg schema operations.
+"""A DDL's column changes (:mod:`canalbridge.sync.schema.ddl`) planned as Iceberg schema operations.
 
 Pure planning over the target's columns as Spark sees them, so it runs
 without Spark; :meth:`spark_sink.table.TargetTable.evolve` carries the plan
@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from canalbridge.sync.ddl import AddColumn, ChangeColumn, DropColumn, Place, RenameColumn, SchemaChange
+from canalbridge.sync.schema.ddl import AddColumn, ChangeColumn, DropColumn, Place, RenameColumn, SchemaChange
 from spark_sink.types import UnsupportedTypeError, spark_type
 
 

@@ -6,7 +6,7 @@ import time
 
 import structlog
 
-from canalbridge.sync.maintenance import MaintenanceReport
+from canalbridge.sync.channel.maintenance import MaintenanceReport
 from canalbridge.sync.settings import MaintenanceSettings
 from spark_sink.writer import IcebergWriter
 
@@ -14,7 +14,7 @@ log = structlog.get_logger("canalbridge.spark")
 
 
 class IcebergMaintainer:
-    """Maintains the table a channel's writer holds (a :class:`~canalbridge.sync.sink.Maintainer`), between
+    """Maintains the table a channel's writer holds (a :class:`~canalbridge.sync.channel.sink.Maintainer`), between
     two of the writer's applies."""
 
     def __init__(self, writer: IcebergWriter) -> None:

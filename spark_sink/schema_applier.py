@@ -6,10 +6,10 @@ import json
 
 import structlog
 
-from canalbridge.sync.changes import Alteration
-from canalbridge.sync.ddl import ChangeKey, RenameTable, SchemaChange, TruncateTable, key_after, renamed
 from canalbridge.sync.errors import SchemaChangeError
-from canalbridge.sync.position import Position
+from canalbridge.sync.model.changes import Alteration
+from canalbridge.sync.model.position import Position
+from canalbridge.sync.schema.ddl import ChangeKey, RenameTable, SchemaChange, TruncateTable, key_after, renamed
 from spark_sink.evolve import Column, EvolutionRefused, MakeNullable, Operation, plan
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_PRIMARY_KEY, PROP_SOURCE_TABLE, position_properties
 from spark_sink.writer import IcebergWriter
@@ -18,7 +18,7 @@ log = structlog.get_logger("canalbridge.spark")
 
 
 class IcebergSchemaApplier:
-    """Applies the schema steps of one channel (a :class:`~canalbridge.sync.sink.SchemaApplier`) to the
+    """Applies the schema steps of one channel (a :class:`~canalbridge.sync.channel.sink.SchemaApplier`) to the
     table its writer holds, between two of the writer's applies."""
 
     def __init__(self, writer: IcebergWriter) -> None:

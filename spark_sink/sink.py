@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.settings import ChannelSettings
-from canalbridge.sync.sink import ChannelSink
 from spark_sink.changelog import IcebergChangelogWriter
 from spark_sink.maintainer import IcebergMaintainer
 from spark_sink.schema_applier import IcebergSchemaApplier

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from canalbridge.sync.changes import ChunkBatch, RawBatch, RowBatch
+from canalbridge.sync.model.changes import ChunkBatch, RawBatch, RowBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from canalbridge.sync.ddl import Place
 from canalbridge.sync.errors import SyncError
-from canalbridge.sync.position import Position, position_from_dict
+from canalbridge.sync.model.position import Position, position_from_dict
+from canalbridge.sync.schema.ddl import Place
 from canalbridge.sync.snapshot.progress import TableProgress, progress_from_json, progress_to_json
 from spark_sink import equality
 from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 PROP_JOB = "canalbridge.job"
 PROP_LABEL = "canalbridge.label"
 # A commit behind the table's position (it filled in what Canal's first pass missed): where it really
-# reached, the position's to_dict() as JSON (see canalbridge.sync.first_pass.Refill).
+# reached, the position's to_dict() as JSON (see canalbridge.sync.consumer.second_pass.Refill).
 PROP_BEHIND = "canalbridge.refill-behind"
 # How far the snapshot of each source table came (canalbridge.sync.snapshot.progress), once one began: every
 # later commit of the job stamps it again, so the newest stamp always holds it.

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 
+from canalbridge.sync.channel.sink import TargetState
 from canalbridge.sync.errors import SyncError
-from canalbridge.sync.position import Position
-from canalbridge.sync.sink import TargetState
+from canalbridge.sync.model.position import Position
 from spark_sink.errors import TargetReadError
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_SOURCE_TABLE
 from spark_sink.writer import IcebergWriter
 
 
 class IcebergTargetReader:
-    """Reads the state of the table a channel's writer holds (a :class:`~canalbridge.sync.sink.TargetReader`).
+    """Reads the state of the table a channel's writer holds (a :class:`~canalbridge.sync.channel.sink.TargetReader`).
 
     The position comes from the newest snapshot of the job in main's lineage
     (:meth:`~spark_sink.table.TargetTable.stamp`); aliases and the followed

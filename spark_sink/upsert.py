@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from canalbridge.sync.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.errors import TargetKeyMismatchError
+from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from canalbridge.mysql_types import MySqlType
 from canalbridge.source_db import KeyRange, KeyValues, TableKey
-from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.snapshot.chunk_window import CanalKey
 from canalbridge.sync.snapshot.source import Differing
-from canalbridge.sync.snapshot.window import CanalKey
 from spark_sink.session import make_active
 from spark_sink.table import TargetTable
 from spark_sink.types import convert

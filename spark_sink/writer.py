@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, cast
 
 import structlog
 
-from canalbridge.sync.changes import BeforeImages, ChunkBatch, RawBatch, RowBatch
-from canalbridge.sync.position import Position
+from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RawBatch, RowBatch
+from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
@@ -63,7 +63,7 @@ class _Sealed:
 
 
 class IcebergWriter:
-    """A channel's transactions into its Iceberg table (a :class:`~canalbridge.sync.sink.TransactionWriter`);
+    """A channel's transactions into its Iceberg table (a :class:`~canalbridge.sync.channel.sink.TransactionWriter`);
     the modes subclass it."""
 
     meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint"))

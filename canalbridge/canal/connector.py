@@ -38,7 +38,7 @@ class CanalConnector:
     while ack and rollback, which have no reply, only take ``_write_lock``.
     Canal handles a connection's packets in order, so an ack sent while a
     get waits takes effect when that get returns. (The sync core sends all
-    of them from one thread: see ``canalbridge.sync.canal_link``.)
+    of them from one thread: see ``canalbridge.sync.source.canal.link``.)
     """
 
     def __init__(

@@ -20,8 +20,8 @@ from canalbridge.daemon.control_access import client_endpoint
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.daemon.state import StateError, StateStore
 from canalbridge.daemon.status import job_json, render_text
-from canalbridge.sync.record import JobRecord, JobState
-from canalbridge.sync.routes import known_channels
+from canalbridge.sync.model.record import JobRecord, JobState
+from canalbridge.sync.routing.rules import known_channels
 from canalbridge.sync.snapshot.preflight import snapshot_problems
 from spark_sink import classpath
 from spark_sink.classpath import SparkSetupError

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from canalbridge.daemon.control_access import LOOPBACK_HOSTS, host_name
-from canalbridge.sync.job import JobState, SyncJob
+from canalbridge.sync.job.job import JobState, SyncJob
 
 COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 JOIN_TIMEOUT_S = 10.0  # the server thread ends once shutdown() returns

@@ -20,8 +20,8 @@ from canalbridge.daemon.control_access import daemon_endpoint
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore
 from canalbridge.daemon.status import job_json
-from canalbridge.sync.job import FailKind, JobState, JobStateError, SyncJob
-from canalbridge.sync.record import ChannelRecord
+from canalbridge.sync.job.job import FailKind, JobState, JobStateError, SyncJob
+from canalbridge.sync.model.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
 

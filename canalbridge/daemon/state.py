@@ -15,8 +15,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from canalbridge.sync.position import Ack, Position, position_from_dict
-from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
+from canalbridge.sync.model.position import Ack, Position, position_from_dict
+from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 
 SCHEMA_VERSION = 1
 APPLICATION = "canalbridge"

@@ -24,8 +24,9 @@ import shlex
 import time
 from typing import Any
 
-from canalbridge.sync.position import Position, format_position_info
-from canalbridge.sync.record import JobRecord
+from canalbridge.sync.model.position import Position
+from canalbridge.sync.model.record import JobRecord
+from canalbridge.sync.model.tracking import format_position_info
 from canalbridge.sync.settings import JobSettings
 
 MASK = "******"

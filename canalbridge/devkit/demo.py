@@ -32,7 +32,7 @@ from canalbridge.devkit.entry_file import write_entries
 from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through, die_with_parent
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 
 PASSWORD_ENV = "CANALBRIDGE_DEMO_PASSWORD"
 _CONFIG_TEMPLATE = """\

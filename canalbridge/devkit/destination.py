@@ -24,7 +24,7 @@ from canalbridge.devkit.meta import ClientMeta
 from canalbridge.devkit.store import BatchMode, EventStore, PutInterrupted, StoreClosed, StoredEvent
 from canalbridge.devkit.table_filter import TableFilter
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from canalbridge.devkit.entry_file import read_entries
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.rows import rows_count
+from canalbridge.sync.schema.rows import rows_count
 
 ROWDATA = entry_pb.EntryType.ROWDATA
 # Round N moves binlog file K to K + N * JOURNAL_STRIDE, after every file of round N - 1.

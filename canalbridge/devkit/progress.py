@@ -24,11 +24,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 
 if TYPE_CHECKING:
     from canalbridge.daemon.service import Daemon
-    from canalbridge.sync.job import SyncJob
+    from canalbridge.sync.job.job import SyncJob
 
 # A check of something the run needs besides the daemon (a server process): why it is gone, or None.
 Check = Callable[[], str | None]

@@ -23,7 +23,7 @@ from enum import Enum
 
 from canalbridge.canal.server_defaults import STORE_BUFFER_SIZE, STORE_MEMUNIT
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 
 INIT_SEQUENCE = -1
 

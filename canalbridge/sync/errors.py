@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from canalbridge.canal.errors import CanalAuthError
-from canalbridge.sync.position import Position
+from canalbridge.sync.model.position import Position
 
 
 class SyncError(Exception):

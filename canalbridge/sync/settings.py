@@ -19,6 +19,7 @@ from canalbridge.canal.server_defaults import (
 )
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.tls import TLS_MODES, SourceTls
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.options import (
     Option,
     java_short,
@@ -30,7 +31,6 @@ from canalbridge.sync.options import (
     positive,
     setting,
 )
-from canalbridge.sync.tables import TablePattern
 
 MB = 1024 * 1024
 GET_SHARE_OF_STORE = 4  # a get asks for at most 1/4 of Canal's store (JobSettings.fetch_size)
@@ -213,7 +213,7 @@ class ChannelSettings:
     """One source table synced into one target table, or a rule that makes such channels (a ``[[job.channel]]``).
 
     A rule (``pattern`` set) takes every table its pattern matches, each into
-    the target its template names (:mod:`canalbridge.sync.routes` makes the
+    the target its template names (:mod:`canalbridge.sync.routing.rules` makes the
     channels as the tables appear). A channel a rule made names it in
     ``rule``; one that several tables share (``merged``, shards of one table)
     is named by the rule's pattern. ``schema_column`` / ``table_column`` are

@@ -31,7 +31,7 @@ from canalbridge.devkit.demo import PASSWORD_ENV, demo_config
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.progress import DaemonThread, RunWatch, acked_through
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from tests.infra.canal_server import CanalDestination, CanalServer
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.processes import ServiceProcess

@@ -9,8 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import Alteration, BeforeImages, ChangeKind, ChangeRow, ChunkBatch, RawBatch, RowBatch
-from canalbridge.sync.ddl import (
+from canalbridge.sync.channel.maintenance import MaintenanceReport
+from canalbridge.sync.channel.sink import TargetState
+from canalbridge.sync.errors import ColumnsChangedError
+from canalbridge.sync.model.changes import (
+    Alteration,
+    BeforeImages,
+    ChangeKind,
+    ChangeRow,
+    ChunkBatch,
+    RawBatch,
+    RowBatch,
+)
+from canalbridge.sync.model.position import EntryPosition, Position
+from canalbridge.sync.schema.ddl import (
     DropColumn,
     RenameTable,
     TruncateTable,
@@ -18,12 +30,8 @@ from canalbridge.sync.ddl import (
     key_after,
     renamed,
 )
-from canalbridge.sync.errors import ColumnsChangedError
-from canalbridge.sync.maintenance import MaintenanceReport
-from canalbridge.sync.position import EntryPosition, Position
-from canalbridge.sync.rows import RowMapper, column_signature
+from canalbridge.sync.schema.rows import RowMapper, column_signature
 from canalbridge.sync.settings import MaintenanceSettings
-from canalbridge.sync.sink import TargetState
 from canalbridge.sync.snapshot.progress import TableProgress
 
 

@@ -28,10 +28,38 @@ LAYERS = (CLIENT, SYNC, SINK, DAEMON, DEVKIT, PACKAGE)
 FORBIDDEN = {
     CLIENT: (*SYNC, *SINK, *DAEMON, *DEVKIT),
     SYNC: (*SINK, *DAEMON, *DEVKIT),
-    # The sink speaks the change vocabulary (canalbridge.sync.changes), not Canal's wire format.
+    # The sink speaks the change vocabulary (canalbridge.sync.model.changes), not Canal's wire format.
     SINK: (*DAEMON, *DEVKIT, "canalbridge.protocol"),
 }
 CLI_MAY_USE_DEVKIT = "canalbridge.daemon.cli"
+
+# Inside the sync core, each sub-package owns one role (docs/design/layout.md); what each may not import.
+S = "canalbridge.sync."
+CANAL_SOURCE, KAFKA_SOURCE = f"{S}source.canal", f"{S}source.kafka"
+THREADS = (f"{S}source", f"{S}consumer", f"{S}channel", f"{S}routing", f"{S}job")  # the parts that run
+SYNC_ROLES = {
+    # Values and shapes: no part that runs.
+    f"{S}model": THREADS,
+    f"{S}schema": THREADS,
+    # A source hands batches over and takes acks; it knows nothing of what consumes them.
+    f"{S}source": (f"{S}consumer", f"{S}channel", f"{S}routing", f"{S}job", f"{S}snapshot"),
+    CANAL_SOURCE: (KAFKA_SOURCE,),
+    KAFKA_SOURCE: (CANAL_SOURCE,),
+    # The Consumer speaks to any source through the source protocol alone.
+    f"{S}consumer": (f"{S}job", CANAL_SOURCE, KAFKA_SOURCE),
+    # A channel is fed; it never reaches back to what feeds it.
+    f"{S}channel": (f"{S}consumer", f"{S}source", f"{S}routing", f"{S}job"),
+    f"{S}routing": (f"{S}consumer", f"{S}source", f"{S}job", f"{S}snapshot"),
+    f"{S}snapshot": (f"{S}consumer", f"{S}source", f"{S}channel", f"{S}job"),
+}
+# The modules directly in canalbridge/sync (errors, settings, options, retry, worker) serve every role: of the
+# roles they may use only the values.
+SYNC_SHARED = tuple(p for p in (*THREADS, f"{S}schema", f"{S}snapshot"))
+GENERIC_SOURCE = (f"{S}source.link", f"{S}source.handoff", f"{S}source.receiver")
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
 TEST_INFRA = "tests"  # test infrastructure (tests/infra): outside the wheel, so nothing in it may be imported
 
 
@@ -74,9 +102,24 @@ def test_imports_follow_the_layers(module):
         assert not devkit, f"{module} (product) imports the dev kit: {devkit}"
 
 
+@pytest.mark.parametrize("module", sorted(name for name in MODULES if within(name, "canalbridge.sync")))
+def test_sync_packages_keep_to_their_roles(module):
+    imported = {name for name in imports_of(MODULES[module]) if within(name, "canalbridge.sync")}
+    forbidden: tuple[str, ...] = ()
+    for package, not_these in SYNC_ROLES.items():
+        if within(module, package):
+            forbidden += not_these
+    if module.count(".") == 2:  # canalbridge.sync.<module>: shared by every role
+        forbidden += SYNC_SHARED
+    if any(within(module, generic) for generic in GENERIC_SOURCE):
+        forbidden += (CANAL_SOURCE, KAFKA_SOURCE)
+    broken = sorted(name for name in imported if any(within(name, package) for package in forbidden))
+    assert not broken, f"{module} imports {broken}, which its role may not use"
+
+
 def test_the_contract_sees_the_modules_it_guards():
     # A contract over nothing passes vacuously: make sure each layer is there.
-    for prefix in (*CLIENT, *SYNC, *SINK, *DAEMON, *DEVKIT, CLI_MAY_USE_DEVKIT):
+    for prefix in (*CLIENT, *SYNC, *SINK, *DAEMON, *DEVKIT, CLI_MAY_USE_DEVKIT, *SYNC_ROLES, *GENERIC_SOURCE):
         assert any(name.startswith(prefix) for name in MODULES), prefix
 
 
@@ -86,14 +129,27 @@ def test_every_module_belongs_to_a_named_layer(module):
 
 
 def test_the_layout_page_names_every_module():
+    # The sync core's page describes packages, each module by its name within one: a package named there
+    # covers the modules directly in it that its paragraph names (or, for its __init__, the package itself).
     page = ROOT.joinpath("docs", "design", "layout.md").read_text()
-    unnamed = sorted(path.relative_to(ROOT).as_posix() for path in MODULES.values()
-                     if f"`{path.relative_to(ROOT).as_posix()}`" not in page)
+    named_packages = set(re.findall(r"`((?:canalbridge|spark_sink)/[\w/]+/)`", page))
+
+    def named(path: Path) -> bool:
+        relative = path.relative_to(ROOT).as_posix()
+        package = relative.rsplit("/", 1)[0] + "/"
+        if f"`{relative}`" in page:
+            return True
+        if package not in named_packages:
+            return False
+        paragraph = next(p for p in page.split("\n\n") if f"`{package}`" in p)
+        return path.name == "__init__.py" or f"`{path.name}`" in paragraph
+
+    unnamed = sorted(path.relative_to(ROOT).as_posix() for path in MODULES.values() if not named(path))
     assert not unnamed, f"docs/design/layout.md does not name {unnamed}"
 
 
 def test_the_layout_page_names_no_module_that_is_gone():
     page = ROOT.joinpath("docs", "design", "layout.md").read_text()
-    named = set(re.findall(r"`((?:canalbridge|spark_sink)/[\w/]+\.py)`", page))
-    gone = sorted(path for path in named if not ROOT.joinpath(path).is_file())
-    assert not gone, f"docs/design/layout.md names modules that do not exist: {gone}"
+    named = set(re.findall(r"`((?:canalbridge|spark_sink)/[\w/]+(?:\.py|/))`", page))
+    gone = sorted(path for path in named if not ROOT.joinpath(path).exists())
+    assert not gone, f"docs/design/layout.md names modules or packages that do not exist: {gone}"

@@ -3,6 +3,6 @@
 Each chunk is read between two watermarks, signal rows the stream carries
 (:mod:`canalbridge.source_db.signals`), and goes into its target at the
 second one, without the rows whose keys the stream changed in between
-(:mod:`canalbridge.sync.snapshot.window`): DBLog's algorithm, as Flink CDC
+(:mod:`canalbridge.sync.snapshot.chunk_window`): DBLog's algorithm, as Flink CDC
 and Debezium run it.
 """

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from canalbridge.source_db import KeyRange, KeyValues, TableKey
-from canalbridge.sync.changes import SourceColumn
 from canalbridge.sync.errors import SnapshotError
-from canalbridge.sync.snapshot.window import ChunkWindow, WindowState
+from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState
 from canalbridge.sync.snapshot.windows import Windows
 
 POLL_S = 0.5  # how often a wait asks whether to stop

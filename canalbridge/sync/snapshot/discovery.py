@@ -3,7 +3,7 @@
 A rule's channels open as the stream meets their tables, so the tables
 whose rows were written before the stream began are found in the source
 instead: ``information_schema``, each table resolved as the stream would
-resolve it (:class:`~canalbridge.sync.routes.Routes`: a channel named for
+resolve it (:class:`~canalbridge.sync.routing.rules.Routes`: a channel named for
 the table wins, then the first rule that matches). Tables created later
 need no snapshot: every row of theirs comes after their CREATE, in the
 stream.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from canalbridge.source_db import SourceDb, TableKeyError, table_key
 from canalbridge.sync.errors import RouteConflictError, SnapshotError
-from canalbridge.sync.routes import Routes
+from canalbridge.sync.routing.rules import Routes
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotTable

@@ -58,11 +58,11 @@ from canalbridge.source_db import (
 from canalbridge.sync.errors import SnapshotError, SyncError
 from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk
 from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress, combined
 from canalbridge.sync.snapshot.reconnect import run_reconnecting
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
-from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.worker import CancellableWorker
 

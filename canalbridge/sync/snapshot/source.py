@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from canalbridge.source_db import KeyRange, SourceDb, TableKey
-from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.snapshot.chunk_window import CanalKey
 from canalbridge.sync.snapshot.progress import TableProgress
-from canalbridge.sync.snapshot.window import CanalKey
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ Signals of windows not registered here (an earlier process's, met again
 after a restart) are ignored: that process's chunk is planned again.
 
 A verify window's close signal carries no chunk: the window stays among the
-open ones, noting, until its thread forgets it (see :mod:`canalbridge.sync.snapshot.window`).
+open ones, noting, until its thread forgets it (see :mod:`canalbridge.sync.snapshot.chunk_window`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import OPEN
 from canalbridge.sync.errors import SnapshotError
-from canalbridge.sync.snapshot.window import CanalKey, ChunkWindow, SnapshotChunk, WindowState, signals_in
+from canalbridge.sync.snapshot.chunk_window import CanalKey, ChunkWindow, SnapshotChunk, WindowState, signals_in
 
 Table = tuple[str, str]  # (schema, table)
 

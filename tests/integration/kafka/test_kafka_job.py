@@ -20,14 +20,14 @@ from kafka.structs import OffsetAndMetadata
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db import SourceDbError
+from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.errors import TargetSourceMismatchError
-from canalbridge.sync.job import FailKind, JobState, SyncJob
-from canalbridge.sync.position import EntryPosition, KafkaPosition
-from canalbridge.sync.record import PartitionRecord
+from canalbridge.sync.job.job import FailKind, JobState, SyncJob
+from canalbridge.sync.model.position import EntryPosition, KafkaPosition
+from canalbridge.sync.model.record import PartitionRecord
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings, SnapshotSettings
-from canalbridge.sync.sink import ChannelSink
 from canalbridge.sync.snapshot.source import SnapshotSource
-from canalbridge.sync.tables import TablePattern
 from tests.helpers import eventually
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.verify import read_typed
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from tests.daemon_process import daemon_sections, job_section, job_status
 from tests.infra.sql_source import Source, expected_target
 

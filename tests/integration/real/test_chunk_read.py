@@ -11,7 +11,7 @@ import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as pb
 from canalbridge.source_db import ChunkPlanner, KeyRange, SourceDb, table_columns, table_key
-from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.model.changes import SourceColumn
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader, read_chunk
 from spark_sink.types import convert
 from tests.infra.canal_server import CanalDestination

@@ -21,10 +21,10 @@ import signal
 import pytest
 
 from canalbridge.devkit.entries import ColumnDef, TableDef
-from canalbridge.sync.job import JobState, SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.job.job import JobState, SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings
-from canalbridge.sync.sink import ChannelSink
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from tests.daemon_process import daemon_log, running_daemon, stop

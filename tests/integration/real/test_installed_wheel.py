@@ -18,7 +18,7 @@ from canalbridge.devkit.catalog import ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
 from canalbridge.devkit.progress import die_with_parent
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from spark_sink.classpath import ICEBERG_RUNTIME, MARIADB_DRIVER, cache_dir
 from tests.daemon_process import job_status
 from tests.helpers import eventually
@@ -72,7 +72,7 @@ def user_env() -> dict[str, str]:
 
 def test_the_installed_package_is_the_wheels_and_carries_the_decoder(installed, tmp_path):
     where = run([str(installed / "python"), "-c",
-                 "import canalbridge.sync.job, spark_sink.classpath as c; print(c.__file__, c.decoder_jar())"],
+                 "import canalbridge.sync.job.job, spark_sink.classpath as c; print(c.__file__, c.decoder_jar())"],
                 cwd=tmp_path).stdout.split()
     assert all(path.startswith(str(installed.parent)) for path in where), where
     assert Path(where[1]).is_file()

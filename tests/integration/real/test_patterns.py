@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.sync.job import JobState, SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import JobState, SyncJob
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
-from canalbridge.sync.tables import TablePattern
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from tests.infra.canal_server import CanalDestination

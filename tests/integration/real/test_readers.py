@@ -18,8 +18,8 @@ import pytest
 
 from canalbridge.devkit.catalog import ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from spark_sink.sink import make_sink
 from tests.infra.sql_source import Source

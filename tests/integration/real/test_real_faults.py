@@ -17,7 +17,7 @@ import pytest
 
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination

@@ -24,10 +24,10 @@ from canalbridge.canal.kafka_records import RecordFormat, decode_record
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import JobState, SyncJob
-from canalbridge.sync.position import KafkaPosition
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.job.job import JobState, SyncJob
+from canalbridge.sync.model.position import KafkaPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
-from canalbridge.sync.sink import ChannelSink
 from tests.daemon_process import cli, daemon_log, daemon_sections, job_status, metrics_text, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.kafka_broker import KafkaBroker

@@ -9,7 +9,7 @@ import pytest
 from canalbridge.devkit.catalog import ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from tests.daemon_process import daemon_log, job_status, log_path, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination

@@ -11,7 +11,7 @@ import pytest
 from canalbridge.canal.kafka_records import RecordFormat
 from canalbridge.source_db import SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.job import JobState, SyncJob
+from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader

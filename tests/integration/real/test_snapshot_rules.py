@@ -11,10 +11,10 @@ import pytest
 
 from canalbridge.source_db import SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.job import JobState, JobStateError, SyncJob
+from canalbridge.sync.job.job import JobState, JobStateError, SyncJob
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
-from canalbridge.sync.tables import TablePattern
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.sink import make_sink
 from spark_sink.snapshot_progress import SparkProgressReader

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from canalbridge.sync.job import JobState, SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.job.job import JobState, SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
-from canalbridge.sync.sink import ChannelSink
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from tests.infra.memory_writer import InMemoryWriter, SealedInMemory

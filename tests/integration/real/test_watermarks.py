@@ -9,7 +9,7 @@ import pytest
 from canalbridge.protocol import EntryProtocol_pb2 as pb
 from canalbridge.source_db import CLOSE, OPEN, Signal, SignalTable, SignalTableError, SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.snapshot.window import ChunkWindow, WindowState, signals_in
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState, signals_in
 from tests.integration.real.entries import describe, fetch_until, row_change
 
 pytestmark = pytest.mark.real

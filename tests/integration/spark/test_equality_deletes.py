@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch
+from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.errors import ValueConversionError
 from spark_sink.identifiers import quote_table

@@ -10,10 +10,10 @@ from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages, RawChange
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowMapper, rows_count
+from canalbridge.sync.model.changes import BeforeImages, RawChange
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import RowMapper, rows_count
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.changelog import IcebergChangelogWriter
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, register

@@ -14,9 +14,9 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote_table, split_table

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from canalbridge.sync.changes import Alteration, ChangeKind, ChangeRow, RowBatch, SourceColumn
-from canalbridge.sync.ddl import parse_ddl
 from canalbridge.sync.errors import SchemaChangeError
+from canalbridge.sync.model.changes import Alteration, ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.schema.ddl import parse_ddl
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink

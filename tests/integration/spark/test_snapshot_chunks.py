@@ -13,12 +13,12 @@ import pytest
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.chunks import KeyRange
-from canalbridge.sync.changes import RawChange, SourceColumn
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowMapper, rows_count
+from canalbridge.sync.model.changes import RawChange, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import RowMapper, rows_count
 from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.snapshot.chunk_window import SnapshotChunk
 from canalbridge.sync.snapshot.progress import TableProgress
-from canalbridge.sync.snapshot.window import SnapshotChunk
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from spark_sink.upsert import _key_bound

@@ -15,8 +15,8 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import FailKind, JobState, SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import FailKind, JobState, SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import (
     CanalSettings,
     ChannelSettings,

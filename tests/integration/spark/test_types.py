@@ -15,9 +15,9 @@ from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
 from canalbridge.devkit.entries import BinlogWriter, TableDef
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import RawChange
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.model.changes import RawChange
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.errors import ValueConversionError
 from spark_sink.types import spark_type
@@ -114,7 +114,7 @@ def identifier_fields(spark, table: str) -> list[str]:
 def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings, thread):
     """Also from a thread of its own, as a channel's, whose JVM thread has no active session until told
     (Spark's defaults there have ANSI off: the value became NULL and the commit went through)."""
-    from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
+    from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 
     target = f"lake.types.bad_{thread}"
     writer = IcebergUpsertWriter(spark, ChannelSettings("src.bad", target), "types", spark_settings)

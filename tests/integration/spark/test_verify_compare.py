@@ -9,7 +9,7 @@ import pytest
 
 from canalbridge.source_db import KeyRange, TableKey
 from canalbridge.source_db.chunks import KeyColumn
-from canalbridge.sync.changes import SourceColumn
+from canalbridge.sync.model.changes import SourceColumn
 from spark_sink.identifiers import quote_table
 from spark_sink.verify import SparkComparer
 

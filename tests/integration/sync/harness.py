@@ -12,10 +12,10 @@ from canalbridge.devkit.destination import Destination
 from canalbridge.devkit.store import StoredEvent
 from canalbridge.devkit.workload import Workload
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import SyncJob
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.job.job import SyncJob
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
-from canalbridge.sync.sink import ChannelSink
 from tests.infra.memory_writer import InMemoryWriter
 from tests.infra.replay import row_changes
 

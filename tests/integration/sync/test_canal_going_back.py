@@ -2,7 +2,7 @@
 
 Canal then dumps the binlog again from the last transaction end it had put,
 with no rollback; its first pass can even have a gap there that only the
-second pass fills (docs/guide/limits.md#canal-lost-connection, :mod:`canalbridge.sync.first_pass`).
+second pass fills (docs/guide/limits.md#canal-lost-connection, :mod:`canalbridge.sync.consumer.second_pass`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, Flavor, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync import taken
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
-from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.consumer import taken
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from tests.helpers import eventually
 

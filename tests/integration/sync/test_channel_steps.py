@@ -6,11 +6,11 @@ import threading
 
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
-from canalbridge.sync.channel import Channel
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.channel.channel import Channel
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
-from canalbridge.sync.sink import ChannelSink
 from tests.infra.memory_writer import InMemoryWriter
 
 EventType = entry_pb.EventType

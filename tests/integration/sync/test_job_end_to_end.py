@@ -16,8 +16,8 @@ from canalbridge.devkit.entries import BinlogWriter, Flavor
 from canalbridge.devkit.store import BatchMode
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import FailKind, JobState, JobStateError
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import FailKind, JobState, JobStateError
+from canalbridge.sync.model.position import EntryPosition
 
 from .harness import FAST_COMMITS, Harness, Strike, job_settings, run_through
 
@@ -309,7 +309,7 @@ def test_a_target_that_cannot_be_opened_pauses_the_job_which_starts_again_once_i
             raise ConnectionRefusedError(f"catalog unreachable opening {channel.target}")
         return harness._make_sink(channel)
 
-    from canalbridge.sync.job import SyncJob
+    from canalbridge.sync.job.job import SyncJob
 
     saved = []  # what the daemon's state store is given at each transition
     harness.job = SyncJob(harness.job.settings, catalog_down_at_first, retry_starts=True,
@@ -328,7 +328,7 @@ def test_a_target_that_cannot_be_opened_pauses_the_job_which_starts_again_once_i
 
 def test_a_canal_that_stays_away_past_the_reconnects_pauses_the_job_which_starts_again_once_it_is_back(
         dev_server_factory):
-    from canalbridge.sync.job import SyncJob
+    from canalbridge.sync.job.job import SyncJob
 
     harness = make(dev_server_factory, row_changes=1500, commit=dataclasses.replace(FAST_COMMITS,
                                                                                    reconnect_attempts=3))
@@ -355,7 +355,7 @@ def test_a_canal_that_stays_away_past_the_reconnects_pauses_the_job_which_starts
 
 
 def test_a_target_that_cannot_take_the_rows_pauses_the_job_until_a_person_resumes_it(dev_server_factory):
-    from canalbridge.sync.job import SyncJob
+    from canalbridge.sync.job.job import SyncJob
     from spark_sink.table import TargetTableError
 
     server = dev_server_factory(DestinationConfig("example"))
@@ -372,7 +372,7 @@ def test_a_target_that_cannot_take_the_rows_pauses_the_job_until_a_person_resume
 
 
 def test_a_pause_ends_the_retries_and_a_cancel_is_left_to_the_user(dev_server_factory):
-    from canalbridge.sync.job import SyncJob
+    from canalbridge.sync.job.job import SyncJob
 
     server = dev_server_factory(DestinationConfig("example"))
     slow = dataclasses.replace(FAST_COMMITS, retry_initial_seconds=60.0, retry_max_seconds=60.0)

@@ -7,7 +7,7 @@ import threading
 
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.job import JobState
+from canalbridge.sync.job.job import JobState
 from canalbridge.sync.settings import MaintenanceSettings
 
 from .harness import FAST_COMMITS, Harness, job_settings

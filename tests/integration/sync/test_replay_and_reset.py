@@ -14,7 +14,7 @@ import pytest
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.job import JobState, JobStateError
+from canalbridge.sync.job.job import JobState, JobStateError
 
 from .harness import Harness, job_settings
 

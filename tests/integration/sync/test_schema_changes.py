@@ -16,8 +16,8 @@ from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import SchemaSettings
 
 from .harness import Harness, job_settings

@@ -18,12 +18,12 @@ from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import CLOSE, OPEN
-from canalbridge.sync.changes import SourceColumn
-from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import JobSettings, SnapshotSettings
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.progress import TableProgress
-from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
 
 from .harness import Harness, job_settings
 

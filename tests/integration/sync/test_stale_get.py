@@ -16,8 +16,8 @@ from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.position import EntryPosition
 
 from .harness import Harness, job_settings
 

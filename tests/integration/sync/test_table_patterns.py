@@ -11,10 +11,10 @@ from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition, Position
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.position import EntryPosition, Position
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
-from canalbridge.sync.tables import TablePattern
 from tests.infra.memory_writer import InjectedFailure, InMemoryWriter
 
 from .harness import Harness, job_settings

@@ -6,9 +6,9 @@ from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job import JobState
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import rows_count
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import rows_count
 
 from .harness import Harness, job_settings
 

@@ -9,7 +9,7 @@ import pytest
 from canalbridge.canal.kafka_records import RecordDecodeError, RecordFormat, decode_record
 from canalbridge.protocol import CanalProtocol_pb2 as canal_pb
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.rows import rows_count
+from canalbridge.sync.schema.rows import rows_count
 
 # The shape Canal 1.1.7 writes (fastjson2, nulls written), as captured from a real Canal.
 FLAT_UPDATE = {

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from canalbridge.daemon.service import starts_with_daemon
-from canalbridge.sync.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
-from canalbridge.sync.record import JobRecord
+from canalbridge.sync.job.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
+from canalbridge.sync.model.record import JobRecord
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings, SnapshotSettings
 
 SNAPSHOT = SnapshotSettings(host="127.0.0.1", user="snapshotter", signal_table="db.canalbridge_signal")

@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from canalbridge.daemon.metrics import JobCollector, Metrics
-from canalbridge.sync.job import JobState
+from canalbridge.sync.job.job import JobState
+from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.snapshot.progress import SnapshotStatus
-from canalbridge.sync.stats import ConsumerStats, ReceiverStats
 from tests.infra.processes import free_port
 
 

@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 from canalbridge.daemon.state import STATE_FILE, StateError, StateStore
-from canalbridge.sync.position import Ack, EntryPosition
-from canalbridge.sync.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
+from canalbridge.sync.model.position import Ack, EntryPosition
+from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 
 
 def snapshot(state=JobState.RUNNING, ack=None, committed=None, fail=None):

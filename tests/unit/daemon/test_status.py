@@ -6,13 +6,13 @@ import dataclasses
 import shlex
 
 from canalbridge.daemon.status import job_json, render_text, snapshot_line, verify_lines
-from canalbridge.sync.maintenance import MaintenanceReport, MaintenanceRun
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.record import ChannelRecord, JobRecord, JobState
+from canalbridge.sync.channel.maintenance import MaintenanceReport, MaintenanceRun
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.record import ChannelRecord, JobRecord, JobState
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.progress import SnapshotStatus
 from canalbridge.sync.snapshot.verify import Difference, TableCheck
-from canalbridge.sync.tables import TablePattern
 from spark_sink.table import slow_layout_note
 
 NOTE = "write.delete.mode is copy-on-write: every commit rewrites each data file holding a changed key"

@@ -6,7 +6,7 @@ import pytest
 
 from canalbridge.devkit.store import BatchMode, EventStore, StoredEvent
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 
 
 def event(offset: int, entry_type: int = entry_pb.EntryType.ROWDATA, size: int = 10) -> StoredEvent:

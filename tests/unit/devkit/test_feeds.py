@@ -9,7 +9,7 @@ from canalbridge.devkit.catalog import narrow_table
 from canalbridge.devkit.entry_file import write_entries
 from canalbridge.devkit.feeds import paced, repeated, rows_in
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 
 
 def saved(tmp_path, rows=200):

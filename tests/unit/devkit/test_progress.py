@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from canalbridge.devkit.progress import DaemonThread, RunWatch
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.record import FailKind, FailMessage, JobState
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.record import FailKind, FailMessage, JobState
 
 
 class FakeDaemon:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.sync.ddl import Place, parse_ddl
+from canalbridge.sync.schema.ddl import Place, parse_ddl
 from spark_sink.evolve import Add, Column, Drop, EvolutionRefused, MakeNullable, Move, Rename, Widen, plan
 
 TARGET = (Column("id", "int", nullable=False), Column("name", "string"), Column("qty", "int", nullable=False),

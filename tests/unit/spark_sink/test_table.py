@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import pytest
 
-from canalbridge.sync.position import EntryPosition, KafkaPosition, LaneMark
+from canalbridge.sync.model.position import EntryPosition, KafkaPosition, LaneMark
 from spark_sink.table import position_from_summary, position_properties
 
 

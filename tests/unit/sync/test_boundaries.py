@@ -6,7 +6,7 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.boundaries import SeenBoundaries
+from canalbridge.sync.source.canal.boundaries import SeenBoundaries
 
 BOUNDARY = (entry_pb.EntryType.TRANSACTIONBEGIN, entry_pb.EntryType.TRANSACTIONEND)
 

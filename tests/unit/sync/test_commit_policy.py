@@ -6,14 +6,14 @@ import dataclasses
 
 import pytest
 
-from canalbridge.sync.commit_policy import IN_FLIGHT_POLL_S, CommitPolicy, PendingWork
-from canalbridge.sync.ledger import Outstanding
+from canalbridge.sync.consumer.policy import IN_FLIGHT_POLL_S, CommitPolicy, PendingWork
 from canalbridge.sync.settings import (
     CanalSettings,
     ChannelSettings,
     CommitSettings,
     JobSettings,
 )
+from canalbridge.sync.source.link import Outstanding
 
 SETTINGS = CommitSettings(interval_seconds=10, min_events=100, min_bytes=1000, max_bytes=5000,
                           store_capacity=1024, max_source_txn_wait_seconds=30, store_batch_mode="ITEMSIZE",

@@ -1,4 +1,4 @@
-"""DDL text, as Canal forwards it, read into schema changes (canalbridge.sync.ddl)."""
+"""DDL text, as Canal forwards it, read into schema changes (canalbridge.sync.schema.ddl)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from canalbridge.mysql_types import MySqlType
-from canalbridge.sync.ddl import (
+from canalbridge.sync.schema.ddl import (
     AddColumn,
     ChangeColumn,
     ColumnDef,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import structlog
 
-from canalbridge.sync.first_pass import Refill, RoutedSinceEnd, SecondPass
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.consumer.second_pass import RoutedSinceEnd, SecondPass
+from canalbridge.sync.model.position import EntryPosition, Refill
 
 
 def at(offset: int, journal: str = "mysql-bin.000001") -> EntryPosition:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from canalbridge.sync.get_size import GetSize
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.get_size import GetSize
 
 
 def job(capacity: int, mode: str, batch_size: int = 8192) -> JobSettings:

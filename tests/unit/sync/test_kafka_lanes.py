@@ -7,7 +7,7 @@ import pytest
 from canalbridge.canal import CanalBatch
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import KafkaSourceError
-from canalbridge.sync.kafka_lanes import KafkaLanes
+from canalbridge.sync.source.kafka.lanes import KafkaLanes
 
 TOPIC = "example"
 

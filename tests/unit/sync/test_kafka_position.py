@@ -6,15 +6,14 @@ from types import MappingProxyType
 
 import pytest
 
-from canalbridge.sync.position import (
-    AckState,
-    CommittedPositions,
+from canalbridge.sync.model.position import (
     EntryPosition,
     KafkaPosition,
     LaneMark,
     later,
     position_from_dict,
 )
+from canalbridge.sync.model.tracking import AckState, CommittedPositions
 
 
 def flat(lane: str, record: int, index: int = 0, **lanes: LaneMark) -> KafkaPosition:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.sync.errors import KafkaSourceError
-from canalbridge.sync.kafka_start import from_beginning, held_by_targets, ran_before, start_offset
-from canalbridge.sync.position import CommittedPositions, EntryPosition, KafkaPosition, LaneMark
+from canalbridge.sync.model.position import EntryPosition, KafkaPosition, LaneMark
+from canalbridge.sync.model.tracking import CommittedPositions
+from canalbridge.sync.source.kafka.start import from_beginning, held_by_targets, ran_before, start_offset
 
 
 def committed(**positions) -> CommittedPositions:

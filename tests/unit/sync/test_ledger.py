@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from canalbridge.sync.ledger import IDLE_ROLLBACK_POLLS, BatchLedger, Verdict
-from canalbridge.sync.position import EntryPosition, PositionRange
+from canalbridge.sync.model.position import EntryPosition, PositionRange
+from canalbridge.sync.source.canal.ledger import IDLE_ROLLBACK_POLLS, BatchLedger, Verdict
 
 
 def span(start: int, end: int) -> PositionRange:

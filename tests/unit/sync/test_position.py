@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.sync.position import CommittedPositions, EntryPosition, TakenPositions, format_position_info
+from canalbridge.sync.consumer.taken import TakenPositions
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.tracking import CommittedPositions, format_position_info
 
 
 def pos(journal: str, offset: int) -> EntryPosition:

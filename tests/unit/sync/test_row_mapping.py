@@ -6,10 +6,10 @@ import pytest
 
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages, ChangeKind
 from canalbridge.sync.errors import RowMappingError
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.model.changes import BeforeImages, ChangeKind
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.rows import RowMapper
 
 EventType = entry_pb.EventType
 TABLE = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.commit_policy import PendingWork
+from canalbridge.sync.consumer.policy import PendingWork
+from canalbridge.sync.consumer.source_txns import SourceTransactions
+from canalbridge.sync.consumer.stream_order import StreamOrder
 from canalbridge.sync.errors import SourceSwitchedError
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.source_txns import SourceTransactions
-from canalbridge.sync.stream_order import StreamOrder
+from canalbridge.sync.model.position import EntryPosition
 
 BEGIN = int(entry_pb.EntryType.TRANSACTIONBEGIN)
 END = int(entry_pb.EntryType.TRANSACTIONEND)

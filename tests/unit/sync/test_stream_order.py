@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from canalbridge.sync.consumer.stream_order import StreamOrder
 from canalbridge.sync.errors import SourceSwitchedError
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.stream_order import StreamOrder
+from canalbridge.sync.model.position import EntryPosition
 
 
 def at(offset: int, journal: str = "mysql-bin.000001") -> EntryPosition:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import BeforeImages
 from canalbridge.sync.errors import RouteConflictError
-from canalbridge.sync.position import EntryPosition
-from canalbridge.sync.routes import Routes
-from canalbridge.sync.rows import RowMapper
+from canalbridge.sync.model.changes import BeforeImages
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.tables import PatternError, TablePattern, TargetTemplate, merges
+from canalbridge.sync.routing.rules import Routes
+from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
-from canalbridge.sync.tables import PatternError, TablePattern, TargetTemplate, merges
 
 
 def rule(source: str, target: str, *, regex: bool = False, **options) -> ChannelSettings:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from canalbridge.canal import CanalBatch
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.ledger import Outstanding
-from canalbridge.sync.position import EntryPosition, Position
-from canalbridge.sync.source import TakenBatch
-from canalbridge.sync.taken import STARVED_AFTER_S, Taken
+from canalbridge.sync.consumer.taken import STARVED_AFTER_S, Taken
+from canalbridge.sync.model.position import EntryPosition, Position
+from canalbridge.sync.source.link import Outstanding, TakenBatch
 
 
 class Link:

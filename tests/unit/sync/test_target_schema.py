@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import structlog
 
-from canalbridge.sync.changes import BeforeImages
-from canalbridge.sync.ddl import AddColumn, RenameTable, TableName, TruncateTable
 from canalbridge.sync.errors import SchemaChangeError
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.changes import BeforeImages
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.schema.ddl import AddColumn, RenameTable, TableName, TruncateTable
+from canalbridge.sync.schema.target import TargetSchema
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
-from canalbridge.sync.target_schema import TargetSchema
 
 AT = EntryPosition("mysql-bin.000001", 400, 0)
 ORDERS = ("db", "orders")

@@ -3,7 +3,7 @@ environment, and a wait for its acks."""
 
 from __future__ import annotations
 
-from canalbridge.sync.position import EntryPosition
+from canalbridge.sync.model.position import EntryPosition
 from tests.daemon_process import job_status
 from tests.helpers import eventually
 from tests.infra.s3proxy import CLIENT_ENV

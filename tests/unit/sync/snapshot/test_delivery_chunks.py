@@ -6,16 +6,17 @@ from __future__ import annotations
 import structlog
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import SourceColumn
-from canalbridge.sync.delivery import Delivery
-from canalbridge.sync.first_pass import SecondPass
-from canalbridge.sync.position import CommittedPositions, EntryPosition
+from canalbridge.sync.consumer.delivery import Delivery
+from canalbridge.sync.consumer.second_pass import SecondPass
+from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.stats import ConsumerStats
+from canalbridge.sync.model.tables import TablePattern
+from canalbridge.sync.model.tracking import CommittedPositions
 from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.progress import TableProgress
-from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.stats import ConsumerStats
-from canalbridge.sync.tables import TablePattern
 from tests.unit.sync.snapshot.signal_rows import signal
 
 SIGNALS = ("shop_1", "canalbridge_signal")

@@ -18,14 +18,14 @@ import pytest
 from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, SourceDbAccessError, SourceDbConnectionError, TableKey
 from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.errors import SnapshotError, SyncError
+from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
+from canalbridge.sync.snapshot.chunk_window import WindowState
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
-from canalbridge.sync.snapshot.window import WindowState
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.tables import TablePattern
 from tests.unit.sync.snapshot.signal_rows import signal
 
 TABLE = ("db", "t")

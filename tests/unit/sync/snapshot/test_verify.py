@@ -18,9 +18,9 @@ from canalbridge.source_db import KeyRange, Signal, SourceDbConnectionError, Tab
 from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.settings import SnapshotSettings
 from canalbridge.sync.snapshot import verify as verify_module
+from canalbridge.sync.snapshot.chunk_window import CanalKey
 from canalbridge.sync.snapshot.source import Differing, ReadRows, SnapshotSource
 from canalbridge.sync.snapshot.verify import TableCheck, VerifyRunner, VerifyTable
-from canalbridge.sync.snapshot.window import CanalKey
 from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal
 

@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.changes import SourceColumn
 from canalbridge.sync.errors import SnapshotError
+from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.progress import TableProgress
-from canalbridge.sync.snapshot.window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal
 

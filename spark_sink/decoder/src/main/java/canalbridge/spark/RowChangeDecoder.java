@@ -15,7 +15,7 @@ import org.apache.spark.sql.api.java.UDF2;
 
 /**
  * Canal's RowChange bytes turned into row changes, inside Spark: the JVM twin of
- * canalbridge.sync.rows.RowMapper, so that the daemon's Python thread hands Spark
+ * canalbridge.sync.schema.rows.RowMapper, so that the daemon's Python thread hands Spark
  * the bytes and never touches a cell.
  *
  * <p>Registered as a SQL function {@code (binary storeValue, string keyIndexes)
@@ -105,7 +105,7 @@ public final class RowChangeDecoder implements UDF2<byte[], String, List<Row>> {
       }
       text.append(column.getName()).append(' ').append(column.getMysqlType());
       if (column.getIsKey()) {
-        text.append(" key");  // a primary-key column (canalbridge.sync.rows.KEY_MARK)
+        text.append(" key");  // a primary-key column (canalbridge.sync.schema.rows.KEY_MARK)
       }
     }
     return text.toString();

@@ -1,0 +1,183 @@
+"""A channel's committer thread: applies sealed transactions step by step, and maintains the target.
+
+The channel's staging thread seals a transaction into steps (rows, and the
+schema changes between them) and hands it here (:class:`Apply`); this
+thread applies it while the next transaction is staged. Each step is
+atomic in the target and stamped with the last position it holds, so a
+crash between two leaves a position that the replay resumes from exactly.
+Rows steps in a row (shards of a merged target on either side of an
+ALTER) are held by the writer and published together. Only the last step
+that writes carries the commit's label, so a read-back that finds the
+label knows the whole commit landed.
+
+After a commit, once its schedule says so, the thread runs the target's
+maintenance (:mod:`canalbridge.sync.channel.maintenance`) before it applies the next
+transaction; waits on the channel meanwhile are bounded by the
+maintenance's own ``timeout_seconds``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+
+import structlog
+
+from canalbridge.sync.channel.maintenance import MaintenanceRun, MaintenanceSchedule
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.channel.work import Apply, ReadBack, ReadPosition, Rows, Step, discard, drop, take
+from canalbridge.sync.errors import ChannelCommitError, ColumnsChangedError
+from canalbridge.sync.model.changes import Alteration
+from canalbridge.sync.model.position import EntryPosition, Position, later
+from canalbridge.sync.schema.ddl import RenameTable
+from canalbridge.sync.schema.rows import ColumnsHistory
+from canalbridge.sync.settings import MaintenanceSettings
+
+
+class Committer:
+    """The thread that applies a channel's sealed transactions. Its fields are written by that thread only."""
+
+    def __init__(self, source: str, sink: ChannelSink, stop: threading.Event, maintenance: MaintenanceSettings,
+                 stall_timeout_s: float, committed_position: Position | None,
+                 log: structlog.typing.FilteringBoundLogger) -> None:
+        self.source = source
+        self._sink = sink
+        self.maintenance = maintenance
+        self.committed_position = committed_position
+        self.last_maintenance: MaintenanceRun | None = None  # for status
+        self.rows_written = 0
+        # Waits on the channel do not give up before this (monotonic) time.
+        self.grace_until = 0.0
+        self.maintaining = False
+        self._stop = stop
+        self._stall_timeout_s = stall_timeout_s
+        self._log = log
+        # From the staging thread; the Consumer's one commit at a time bounds what waits here.
+        self._sealed: queue.Queue[Apply | ReadPosition] = queue.Queue()
+        self._schedule = MaintenanceSchedule(maintenance, time.monotonic())
+
+    def put(self, item: Apply | ReadPosition) -> None:
+        self._sealed.put(item)
+
+    def run(self) -> None:
+        """The thread's body: until the job stops."""
+        while (item := take(self._sealed, self._stop)) is not None:
+            if isinstance(item, Apply):
+                self._apply(item)
+            else:
+                self._read_position(item)
+        while True:  # what was sealed and not applied is consumed again: drop its staged rows
+            try:
+                drop(self._sealed.get_nowait())
+            except queue.Empty:
+                break
+
+    def _apply(self, item: Apply) -> None:
+        stamped = self.committed_position  # the last step's stamp, held or published
+        # A DDL routed again (Canal's second pass refills up to what the table holds) was applied before. (The
+        # rows before a DDL end before it: what the table holds when the DDL's turn comes decides the same.)
+        skipped = {index for index, step in enumerate(item.steps) if isinstance(step, Alteration)
+                   and stamped is not None and not step.position > stamped}
+        # Only the commit's last step that writes carries its label (see Channel.read_committed_position).
+        writing = [index for index in range(len(item.steps)) if index not in skipped]
+        labelled = writing[-1] if writing else None
+        for index, step in enumerate(item.steps):
+            # Each step is stamped with the last position it holds: the transaction's end for the last
+            # one. A commit that fills in what Canal's first pass missed can end before the table's
+            # position (see the Consumer): the table still holds everything through that. A Kafka
+            # cut carries each partition's mark: the two merge lane by lane.
+            last = index == len(item.steps) - 1
+            through = item.end_position if last else _through(step)
+            position = later(stamped, through)
+            # A commit behind the table's position (it fills in what Canal's first pass missed): where it
+            # really reached goes with the stamp, for a restart to go on from (see position.Refill).
+            behind = through if isinstance(through, EntryPosition) and through != position else None
+            label = item.label if index == labelled else f"{item.label}~{index + 1}"
+            published = True
+            try:
+                if isinstance(step, Rows):
+                    # Rows steps in a row may split a source transaction (two layouts in it): held until the
+                    # last of them.
+                    published = last or not isinstance(item.steps[index + 1], Rows)
+                    step.sealed.apply(position, label, publish=published, behind=behind)
+                elif index in skipped:
+                    self._log.info("channel.ddl_applied_before", sql=step.sql, position=str(step.position))
+                else:
+                    self._sink.schema.alter(step, position, label)
+                    self._log.info("channel.schema_changed", label=item.label, sql=step.sql,
+                                   position=str(step.position))
+                    for change in step.changes:
+                        if isinstance(change, RenameTable):
+                            self._log.info("channel.table_renamed", table=f"{change.to.schema}.{change.to.table}")
+            except Exception as exc:
+                for rest in item.steps[index + 1:]:
+                    discard(rest, "an earlier step failed")
+                if isinstance(exc, ColumnsChangedError):
+                    exc = _named(exc, item.histories)
+                self._log.warning("channel.commit_failed", label=item.label, error=brief(exc))
+                item.result.set_exception(ChannelCommitError(self.source, item.label, exc))
+                return
+            stamped = position
+            if published:
+                self.committed_position = position
+        self.rows_written += item.rows
+        self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(self.committed_position))
+        item.result.set_result(True)
+        if self._schedule.due(time.monotonic()) and not self._stop.is_set():
+            self._maintain()
+
+    def _maintain(self) -> None:
+        started, started_ms = time.monotonic(), int(time.time() * 1000)
+        self.grace_until = started + self.maintenance.timeout_seconds
+        self.maintaining = True
+        report, error = None, None
+        try:
+            report = self._sink.maintainer.maintain(self.maintenance)
+        except Exception as exc:  # the sync goes on; the next run tries again
+            error = brief(exc)
+        finally:
+            ended = time.monotonic()
+            self.grace_until = ended + self._stall_timeout_s
+            self.maintaining = False
+            self._schedule.ran(ended)
+        self.last_maintenance = MaintenanceRun(started_ms, ended - started, report, error)
+        if report is None:
+            self._log.warning("channel.maintenance_failed", error=error, seconds=round(ended - started, 3))
+        else:
+            self._log.info("channel.maintained", seconds=round(ended - started, 3), **dataclasses.asdict(report))
+
+    def _read_position(self, item: ReadPosition) -> None:
+        try:
+            state = self._sink.state.read_state()
+            position, label = state.position, state.label
+        except Exception as exc:
+            item.result.set_exception(ChannelCommitError(self.source, item.label, exc))
+            return
+        if position is not None and (self.committed_position is None or position > self.committed_position):
+            self._log.warning("channel.commit_landed_despite_error", position=str(position))
+            self.committed_position = position
+        item.result.set_result(ReadBack(self.committed_position, label))
+
+
+def _named(exc: ColumnsChangedError, histories: tuple[ColumnsHistory, ...]) -> Exception:
+    """A writer's error for rows whose columns changed, naming the table's last DDL where it is known."""
+    history = next((h for h in histories if h.table.lower() == exc.table.lower()),
+                   histories[0] if len(histories) == 1 else None)
+    return exc if history is None else history.columns_changed(exc.columns, exc.count, exc.position)
+
+
+def _through(step: Step) -> Position:
+    """The last position a step that is not its transaction's last holds."""
+    if isinstance(step, Rows):
+        assert step.last is not None, "rows sealed before a DDL know their last position"
+        return step.last
+    return step.position
+
+
+def brief(exc: BaseException) -> str:
+    """An error's first line, bounded: a Spark error's text can carry the whole JVM stack."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text[:500]

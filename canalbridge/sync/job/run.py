@@ -1,0 +1,289 @@
+"""One run of a job's threads: channels, the source's link, Receiver, Consumer and the snapshot's runner (while a
+table's snapshot is left to do), from start to a bounded stop.
+
+A job (:mod:`canalbridge.sync.job.job`) makes a new run each time it starts or
+resumes, and keeps what outlives a run: the sinks, the committed
+positions, the ack state and the counters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import structlog
+
+from canalbridge.canal import CanalConnector
+from canalbridge.source_db import SourceDb
+from canalbridge.sync.channel.channel import Channel
+from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.consumer.consumer import Consumer
+from canalbridge.sync.errors import ChannelOpenError, SnapshotError, SyncError, TargetSourceMismatchError
+from canalbridge.sync.model.position import KafkaPosition, Position
+from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
+from canalbridge.sync.model.tracking import AckState, CommittedPositions
+from canalbridge.sync.retry import Stopping
+from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.discovery import RoutedTable, keyed, rule_tables, unfinished
+from canalbridge.sync.snapshot.progress import TableProgress
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
+from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
+from canalbridge.sync.snapshot.windows import Windows
+from canalbridge.sync.source.canal.get_size import GetSize
+from canalbridge.sync.source.canal.link import CanalLink
+from canalbridge.sync.source.kafka.link import KafkaLink
+from canalbridge.sync.source.link import SourceLink
+from canalbridge.sync.source.receiver import Receiver
+from canalbridge.sync.worker import Worker
+
+log = structlog.get_logger("canalbridge.job")
+
+
+def _check_source(settings: JobSettings, target: str, position: Position | None) -> None:
+    """A target written through one kind of source cannot go on through the other: positions do not compare."""
+    kafka = settings.kafka is not None
+    if position is None or isinstance(position, KafkaPosition) == kafka:
+        return
+    held = "Canal's TCP protocol (a binlog position)" if kafka else "a Kafka topic (partition offsets)"
+    raise TargetSourceMismatchError(
+        settings.name, target,
+        f"was written through {held} at {position}; this job reads {'Kafka' if kafka else 'Canal over TCP'}, "
+        "and the two positions do not compare. Keep the job's source, or write into new targets")
+
+
+class JobRun:
+    """Starts a job's threads; :meth:`stop` joins each within a bound and names those that did not stop."""
+
+    def __init__(
+        self,
+        settings: JobSettings,
+        sink_for: Callable[[ChannelSettings], ChannelSink],
+        committed: CommittedPositions,
+        acks: AckState,
+        stats: ConsumerStats,
+        on_failure: Callable[[SyncError], None],
+        on_commit: Callable[[], None],
+        windows: Windows | None = None,
+        snapshot: SnapshotSource | None = None,
+        on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None,
+        receiver_stats: ReceiverStats | None = None,
+    ) -> None:
+        self.settings = settings
+        self._windows = windows
+        self._snapshot = snapshot
+        self._on_snapshot_finished = on_snapshot_finished
+        self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
+        self.verify: VerifyRunner | None = None  # this run's last verify, if one was asked for
+        self.channels: list[Channel] = []
+        self._sink_for = sink_for
+        self._committed = committed
+        self._acks = acks
+        self._stats = stats
+        self._receiver_stats = receiver_stats
+        self._on_failure = on_failure
+        self._on_commit = on_commit
+        self._stop = threading.Event()
+        self._link: SourceLink | None = None
+        self._workers: list[Worker] = []
+        self._log = log.bind(job=settings.name)
+
+    def start(self) -> None:
+        """Open every channel named for one table (reading its committed position back), then start the
+        Receiver and Consumer; rules open theirs as their tables appear.
+
+        If a channel cannot be opened, the ones already started are stopped
+        and the error is raised.
+        """
+        settings = self.settings
+        try:
+            for channel_settings in settings.channels:
+                if channel_settings.pattern is None:
+                    self.open_channel(channel_settings)
+        except Exception:
+            self.stop(settings.commit.stop_timeout_seconds)
+            raise
+        self._link = self._new_link()
+        self._workers = [
+            Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
+                     debug=settings.debug, stats=self._receiver_stats),
+            Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
+                     on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
+                     windows=self._windows),
+        ]
+        tables = self._snapshot_tables()
+        discover = self._rule_discovery()
+        if tables or discover is not None:
+            assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
+            self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
+                                           self._stop, self._on_failure, self._on_snapshot_finished,
+                                           reconnect=settings.commit.reconnect_retry, discover=discover)
+            # First: alive before the Receiver opens the link, which asks whether a snapshot runs.
+            self._workers.insert(0, self.snapshot)
+        for worker in self._workers:
+            worker.start()
+
+    def start_snapshot(self, tables: Sequence[SnapshotTable]) -> SnapshotRunner:
+        """Start a new snapshot of ``tables`` while the stream runs (a re-sync, a back-fill); the job checked
+        that none runs."""
+        assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
+        assert self.snapshot is None or not self.snapshot.alive
+        runner = SnapshotRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
+                                self._stop, self._on_failure, self._on_snapshot_finished, announce=True,
+                                reconnect=self.settings.commit.reconnect_retry)
+        self.snapshot = runner
+        self._workers.append(runner)  # (joined by stop, as the others)
+        runner.start()
+        return runner
+
+    def start_verify(self, tables: Sequence[VerifyTable]) -> VerifyRunner:
+        """Start a verify of ``tables`` while the stream runs; the job checked that nothing else reads windows."""
+        assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
+        runner = VerifyRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
+                              self._stop)
+        self.verify = runner
+        self._workers.append(runner)  # (joined by stop, as the others)
+        runner.start()
+        return runner
+
+    def windows_busy(self) -> str | None:
+        """What holds the job's windows now (a snapshot or a verify of its tables) and what to do, if anything."""
+        if self.snapshot is not None and self.snapshot.running:
+            tables = ", ".join(t.name for t in self.snapshot.tables)
+            if not tables:  # (none named, and those the rules take not found yet)
+                return "the snapshot is looking for the tables the job's patterns take; wait for it"
+            return f"the snapshot of {tables} is running; wait for it, or cancel it (canalbridge snapshot --cancel)"
+        if self.verify is not None and self.verify.running:  # (set once its windows are forgotten)
+            tables = ", ".join(t.name for t in self.verify.tables)
+            if self.verify.cancelled:
+                return f"the verify of {tables} is being cancelled; it ends once the read in flight returns"
+            return f"the verify of {tables} is running; wait for it, or cancel it (canalbridge verify --cancel)"
+        return None
+
+    def snapshot_refusal(self) -> str | None:
+        """Why a new snapshot cannot start in this run (None: it can): the stream's own reason, if any."""
+        link = self._link
+        return link.snapshot_refusal() if isinstance(link, KafkaLink) else None
+
+    def _snapshotting(self) -> bool:
+        """Whether this run's snapshot (or a verify) is left to do (read by the link from the Receiver's
+        thread)."""
+        return self.windows_busy() is not None
+
+    def _snapshot_tables(self) -> list[SnapshotTable]:
+        """The tables of the channels named for one table whose targets do not hold a finished snapshot of them,
+        with the progress they hold."""
+        if self._windows is None or self._snapshot is None:
+            return []
+        tables = []
+        for channel in self.channels:
+            progress = channel.snapshot.get(channel.source)
+            if progress is None or not progress.finished:
+                schema, _, table = channel.source.partition(".")
+                tables.append(SnapshotTable(schema, table, channel.settings.key, progress))
+        return tables
+
+    def _rule_discovery(self) -> Callable[[SourceDb], list[SnapshotTable]] | None:
+        """How the snapshot finds the tables the job's rules take that hold rows from before the stream (None:
+        the job has no rule, or no snapshot that reads them). Not over Kafka: a runner at every start would
+        refuse the topics of several partitions that rules stream from today."""
+        source = self._snapshot
+        settings = self.settings
+        if (self._windows is None or source is None or source.progress is None or not settings.has_rules
+                or settings.kafka is not None):
+            return None
+        progress = source.progress
+
+        def progress_of(target: str) -> Mapping[str, TableProgress]:
+            if self._stop.is_set():  # (a target's read takes a while: a stop does not wait for them all)
+                raise Stopping()
+            return progress(target)
+
+        def discover(db: SourceDb) -> list[SnapshotTable]:
+            tables, left = keyed(db, unfinished(self.pattern_tables(db), progress_of))
+            for name, why in left:
+                self._log.warning("snapshot.table_not_snapshotted", table=name, error=why)
+            if left and settings.snapshot is not None and settings.snapshot.only:  # (the job would end without it)
+                raise SnapshotError(left[0][0], f"{left[0][1]}: mode = \"only\" ends the job once the snapshot is "
+                                                f"done, and this table a pattern takes cannot be snapshotted")
+            return tables
+
+        return discover
+
+    def pattern_tables(self, db: SourceDb) -> list[RoutedTable]:
+        """The source's tables the job's rules take now, as the stream routes them (found in ``db``)."""
+        # A table a named channel follows under its new name is that channel's, as the router routes it.
+        followed = {channel.source_table.lower() for channel in list(self.channels)
+                    if channel.source_table is not None and channel.settings.rule is None}
+        return [table for table in rule_tables(db, self.settings) if table.name.lower() not in followed]
+
+    def open_channel(self, channel_settings: ChannelSettings) -> Channel:
+        """Start a channel (reading its committed position back from its target) and count it in this run."""
+        settings = self.settings
+        channel = Channel(settings.name, channel_settings, self._sink_for(channel_settings), self._stop,
+                          settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
+                          schema=settings.schema, debug=settings.debug)
+        channel.start()  # (it starts no thread unless it read its target)
+        self.channels.append(channel)  # from here the run's stop joins its threads
+        _check_source(settings, channel_settings.target, channel.committed_position)
+        self._committed.read_back(channel.source, channel.committed_position)
+        return channel
+
+    def _open_for_consumer(self, channel_settings: ChannelSettings) -> Channel:
+        """A channel for a table a rule took mid-run: a target that cannot be opened fails the transaction."""
+        try:
+            return self.open_channel(channel_settings)
+        except SyncError:
+            raise
+        except Exception as exc:
+            raise ChannelOpenError(channel_settings.source, channel_settings.target, exc) from exc
+
+    def _new_link(self) -> SourceLink:
+        settings = self.settings
+        capacity = settings.commit.queue_batches
+        if settings.kafka is not None:
+            return KafkaLink(settings.name, settings.kafka, capacity, self._acks, self._committed,
+                             [channel.source for channel in settings.channels if channel.pattern is None],
+                             rules=settings.has_rules, snapshotting=self._snapshotting)
+        canal = settings.canal
+        assert canal is not None, "a job reads Canal or Kafka"
+        connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
+                                   password=canal.password, client_id=canal.client_id)
+        return CanalLink(settings.name, connector, canal, settings.canal_filter, capacity, self._acks,
+                         get_size=GetSize.of(settings))
+
+    @property
+    def link(self) -> SourceLink | None:
+        return self._link
+
+    def stop(self, timeout_s: float) -> tuple[str, ...]:
+        """Stop every thread, waiting at most ``timeout_s`` in all; the names of those still running.
+
+        Nothing uncommitted is acked: a thread that does not stop (a commit
+        that hangs in the target) is left behind, and its outcome is read
+        back from the target by the next run.
+        """
+        self._stop.set()
+        if self._link is not None:
+            self._link.close()  # wakes a GET waiting on the server and the Consumer waiting for a batch
+        stuck = self.join(timeout_s)
+        if self._link is not None:
+            self._link.close()
+        for name in stuck:
+            self._log.error("job.thread_stuck", thread=name, waited_s=timeout_s)
+        return stuck
+
+    def join(self, timeout_s: float) -> tuple[str, ...]:
+        """Wait at most ``timeout_s`` in all for the threads to end (once stopping); those still running."""
+        # Every thread watches the stop event, so they wind down together: one deadline for all.
+        deadline = time.monotonic() + timeout_s
+        threads: list[Worker | Channel] = [*self._workers, *list(self.channels)]
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        return self.still_running()
+
+    def still_running(self) -> tuple[str, ...]:
+        """Threads of this run that have not ended yet (after :meth:`stop`: the stuck ones)."""
+        running = [worker.name for worker in self._workers if worker.alive]
+        return tuple(running + [f"channel-{channel.source}" for channel in list(self.channels) if channel.alive])
