@@ -32,7 +32,8 @@ from canalbridge.sync.channel.sink import ChannelSink, SealedTransaction
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
 from canalbridge.sync.model.position import EntryPosition, Position
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink

@@ -51,7 +51,8 @@ from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.changes import BeforeImages
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import RowMapper
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from tests.infra.memory_writer import InMemoryWriter
 from tests.infra.replay import apply_entries
 

@@ -51,7 +51,8 @@ from canalbridge.devkit.progress import lag_text
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import SyncJob
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.kafka.settings import KafkaSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
@@ -139,7 +140,7 @@ def run(name: str, broker: KafkaBroker, topic: str, end: int, rows: int, spark_s
     kafka = KafkaSettings((broker.bootstrap,), topic, f"bench-{name}", record_format=record_format,
                           transaction_markers=record_format == "protobuf", poll_timeout_ms=200)
     channels = tuple(ChannelSettings(t.qualified, f"lake.{name}.{t.name}") for t in tables)
-    job = SyncJob(JobSettings(name, None, channels, commit, kafka=kafka), sink)
+    job = SyncJob(JobSettings(name, kafka, channels, commit), sink)
     publisher = None
     if live is not None:
         context = multiprocessing.get_context("spawn")

@@ -30,7 +30,8 @@ from canalbridge.daemon.logs import configure_logging
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.changes import RowBatch, SourceColumn
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink

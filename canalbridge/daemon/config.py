@@ -26,17 +26,17 @@ from canalbridge.sync.options import Option, non_empty, one_of, options_of, port
 from canalbridge.sync.settings import (
     CHANNEL_SOURCE_REGEX,
     GET_SHARE_OF_STORE,
-    KAFKA_SECURITY,
+    JOB_SOURCES,
     MB,
-    CanalSettings,
     ChannelSettings,
     CommitSettings,
     JobSettings,
-    KafkaSettings,
     MaintenanceSettings,
     SchemaSettings,
     SnapshotSettings,
 )
+from canalbridge.sync.source.canal.settings import CanalSettings
+from canalbridge.sync.source.kafka.settings import KAFKA_SECURITY, KafkaSettings
 from spark_sink.settings import SparkSettings
 
 
@@ -93,7 +93,7 @@ class Config:
 
 SETTINGS_CLASSES = (DaemonSettings, SparkSettings, JobSettings, CanalSettings, KafkaSettings, CommitSettings,
                     MaintenanceSettings, SchemaSettings, SnapshotSettings, ChannelSettings)
-LOADER_OPTIONS = (CHANNEL_SOURCE_REGEX, *KAFKA_SECURITY)
+LOADER_OPTIONS = (*JOB_SOURCES, CHANNEL_SOURCE_REGEX, *KAFKA_SECURITY)
 
 
 def declared_options() -> dict[str, dict[str, Option]]:
@@ -299,8 +299,7 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
         return None
     return JobSettings(
         name=values["name"],
-        canal=CanalSettings(**_attributes(CanalSettings, {"job.canal": canal})) if kafka is None else None,
-        kafka=kafka,
+        source=CanalSettings(**_attributes(CanalSettings, {"job.canal": canal})) if kafka is None else kafka,
         channels=tuple(ChannelSettings(pattern=channel.get("pattern"),
                                        **_attributes(ChannelSettings, {"job.channel": channel}))
                        for channel in channels),
@@ -412,20 +411,9 @@ def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> N
         if job.name in names:
             problems.append(f"job[{index}].name: {job.name!r} is already the name of job[{names[job.name]}]")
         names.setdefault(job.name, index)
-        if job.canal is not None:
-            key: tuple[object, ...] = (job.canal.host, job.canal.port, job.canal.destination)
-            if key in destinations:
-                problems.append(
-                    f"job[{index}].canal: {job.canal.address} destination {job.canal.destination!r} is already "
-                    f"read by job[{destinations[key]}]; Canal keeps one ack cursor per destination"
-                )
-        if job.kafka is not None:
-            key = (frozenset(job.kafka.bootstrap_servers), job.kafka.topic, job.kafka.group_id)
-            if key in destinations:
-                problems.append(
-                    f"job[{index}].kafka: topic {job.kafka.topic!r} with group {job.kafka.group_id!r} is already "
-                    f"read by job[{destinations[key]}]; the group keeps one committed offset per partition"
-                )
+        key = job.source.identity
+        if key in destinations:
+            problems.append(f"job[{index}].{job.source.KIND}: {job.source.already_read(f'job[{destinations[key]}]')}")
         destinations.setdefault(key, index)
         for position, channel in enumerate(job.channels):
             where = f"job[{index}].channel[{position}].target"

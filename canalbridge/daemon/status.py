@@ -38,30 +38,12 @@ def position_json(position: Position | None) -> dict[str, Any] | None:
 
 def source_json(settings: JobSettings) -> dict[str, Any]:
     """The job's source as configured (``canal`` or ``kafka``), secrets masked."""
-    canal, kafka = settings.canal, settings.kafka
-    if kafka is not None:
-        return {"kafka": {
-            "bootstrap_servers": list(kafka.bootstrap_servers), "topic": kafka.topic, "group_id": kafka.group_id,
-            "client_id": kafka.client_id, "format": kafka.record_format,
-            "transaction_markers": kafka.transaction_markers, "start_from": kafka.start_from, "debug": kafka.debug,
-            "security": {key: MASK if "password" in key else value for key, value in kafka.security.items()},
-        }}
-    assert canal is not None
-    return {"canal": {"host": canal.host, "port": canal.port, "destination": canal.destination,
-                      "username": canal.username, "password": MASK if canal.password or canal.password_env else "",
-                      "client_id": canal.client_id, "batch_size": canal.batch_size, "debug": canal.debug}}
+    return {settings.source.KIND: settings.source.public(MASK)}
 
 
 def source_transactions(settings: JobSettings) -> str:
     """Whether commits keep source (MySQL) transactions whole, and why, in one line."""
-    kafka = settings.kafka
-    if kafka is None:
-        return "kept whole (a commit waits for the transaction's end, see max_source_txn_wait_seconds)"
-    if kafka.transaction_markers:
-        return "kept whole: the protobuf records carry transaction ends (one partition, no partitionHash)"
-    why = ("flat messages carry no transaction ends" if kafka.record_format == "flat"
-           else "transaction_markers = false (Canal drops transaction ends when it hashes partitions)")
-    return f"not kept whole: {why}; a commit may end inside a source transaction"
+    return settings.source.transactions()
 
 
 def job_config_json(settings: JobSettings) -> dict[str, Any]:

@@ -6,9 +6,9 @@ that declaration is the key's only statement of its type, default, check and mea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 from canalbridge.canal.server_defaults import (
     BATCH_MODES,
@@ -19,10 +19,10 @@ from canalbridge.canal.server_defaults import (
 )
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.tls import TLS_MODES, SourceTls
+from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.options import (
     Option,
-    java_short,
     names,
     non_empty,
     not_negative,
@@ -33,14 +33,54 @@ from canalbridge.sync.options import (
 )
 
 MB = 1024 * 1024
-GET_SHARE_OF_STORE = 4  # a get asks for at most 1/4 of Canal's store (JobSettings.fetch_size)
+GET_SHARE_OF_STORE = 4  # a get asks for at most 1/4 of Canal's store (CanalSettings.fetch_size)
 
 
-def _bootstrap(value: str | list) -> str | None:
-    servers = value.split(",") if isinstance(value, str) else value
-    if not servers or not all(isinstance(s, str) and s.strip().rpartition(":")[2].isdigit() for s in servers):
-        return f"must be host:port, or a list of them, got {value!r}"
-    return None
+def _given() -> Any:
+    """A field the loader fills from a table of its own rather than from one key."""
+    return dataclasses.field()
+
+
+class SourceSettings(Protocol):
+    """What a job asks of its source's settings, whichever source it reads: Canal over TCP
+    (:class:`~canalbridge.sync.source.canal.settings.CanalSettings`) or Canal's Kafka topic
+    (:class:`~canalbridge.sync.source.kafka.settings.KafkaSettings`)."""
+
+    KIND: ClassVar[str]  # its TOML table (``[job.<KIND>]``), and the key status shows it under
+    READS: ClassVar[str]  # what the job reads, in a sentence ("Canal over TCP")
+    # Whether a snapshot looks for the tables the job's rules take at each start.
+    DISCOVERS_RULE_TABLES: ClassVar[bool]
+
+    @property
+    def debug(self) -> bool:
+        """Whether to log every batch's summary and every row."""
+        ...
+
+    @property
+    def address(self) -> str:
+        """Where the source is (never with credentials)."""
+        ...
+
+    def reads(self, position: Position) -> bool:
+        """Whether ``position`` is of this kind of source (positions of two kinds do not compare)."""
+        ...
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """What two jobs may not share: one ack cursor per Canal destination, one offset per group's partition."""
+        ...
+
+    def already_read(self, by: str) -> str:
+        """Why a second job may not read this source, which ``by`` reads already."""
+        ...
+
+    def public(self, mask: str) -> dict[str, Any]:
+        """These settings as status shows them, each secret replaced by ``mask``."""
+        ...
+
+    def transactions(self) -> str:
+        """Whether commits keep source (MySQL) transactions whole over this source, and why, in one line."""
+        ...
 
 
 def _schema_table(value: str) -> str | None:
@@ -60,88 +100,6 @@ def _batch_mode(value: str) -> str | None:
 
 
 
-@dataclass(frozen=True)
-class CanalSettings:
-    """Where the job reads from: a Canal server's destination over its TCP protocol (Doris's canal.* job
-    properties). Canal's store settings, which decide when commits are cut, are kept in :class:`CommitSettings`."""
-
-    SECTION: ClassVar[str] = "job.canal"
-
-    host: str = setting(doc="the Canal server's host", check=non_empty)
-    port: int = setting(doc="the Canal server's port (`canal.port`)", check=port)
-    destination: str = setting(doc="the Canal destination (instance) to read; one job per host:port and "
-                                   "destination", check=non_empty)
-    username: str = setting("", doc="Canal's `canal.user`")
-    password: str = setting("", doc="Canal's password (`canal.passwd` holds its SHA1(SHA1)); prefer "
-                                    "`password_env`", secret=True)
-    # The variable's name (no secret): the loader reads the password from it.
-    password_env: str | None = setting(None, check=non_empty, secret=True,  # (hidden in errors: a password typed here)
-                                       doc="the environment variable that holds the password, instead of `password`")
-    client_id: str = setting("1001", doc="the Canal client id (a Java short)", check=java_short)
-    batch_size: int = setting(8192, check=positive,
-                              doc="a getWithoutAck's size (Doris `canal.batchSize`): entries in `ITEMSIZE` mode, KB "
-                                  "in `MEMSIZE` mode; at most a quarter of `store_capacity` is asked for (in `MEMSIZE` "
-                                  "mode, and no more KB than a quarter of its slots take at the last batch's entry "
-                                  "size), so that no get can fill Canal's store in the middle of a transaction")
-    poll_timeout_ms: int = setting(1000, doc="how long a get may wait on the server for a full batch",
-                                   check=positive)
-    debug: bool = setting(False, doc="log a summary of every batch and every row (Doris's `printSummary`)")
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class KafkaSettings:
-    """Where a job reads Canal's Kafka topic (``canal.serverMode = kafka``), as kafka-python takes it, instead of
-    ``[job.canal]``.
-
-    ``record_format`` is Canal's ``canal.mq.flatMessage``: "flat" (true, its
-    default) or "protobuf". ``transaction_markers``: whether the records carry
-    transaction ends, which lets commits keep source transactions whole; only
-    protobuf records on one partition do (Canal drops them when it hashes
-    partitions, and flat messages never have them). ``security`` goes to
-    kafka-python's consumer as given (``security_protocol``, ``sasl_*``,
-    ``ssl_*``); it is never logged or shown.
-    """
-
-    SECTION: ClassVar[str] = "job.kafka"
-
-    bootstrap_servers: tuple[str, ...] = setting(
-        doc='the brokers, as `"h:p,h:p"` or a list', kinds=(str, list), check=_bootstrap)
-    topic: str = setting(doc="Canal's topic (`canal.mq.topic`)", check=non_empty)
-    group_id: str = setting(doc="the consumer group that holds the committed offsets; one job per topic and group",
-                            check=non_empty, required=False, default_text="`canalbridge-<job name>`")
-    client_id: str = setting("canalbridge", doc="kafka-python's client id", check=non_empty)
-    record_format: str = setting("flat", name="format", check=one_of("flat", "protobuf"),
-                                 doc="Canal's `canal.mq.flatMessage`: `flat` (true, Canal's default) or `protobuf` "
-                                     "(false)")
-    transaction_markers: bool = setting(
-        False, default_text="true for `protobuf`, false for `flat`",
-        doc="whether the records carry transaction ends (protobuf on a topic Canal does not hash); false for "
-            "hashed topics; flat messages have none")
-    start_from: str = setting("earliest", check=one_of("earliest", "latest"),
-                              doc="where a partition starts when neither the group nor any target holds an offset "
-                                  "for it")
-    poll_timeout_ms: int = setting(1000, doc="how long one poll may wait", check=positive)
-    max_poll_records: int = setting(500, doc="records one poll takes at most", check=positive)
-    # One bootstrap, offset request or offset commit; past it the link reconnects (with back-off).
-    request_timeout_ms: int = setting(10_000, check=positive,
-                                      doc="a bootstrap, offset request or offset commit; past it the job reconnects "
-                                          "with back-off")
-    security: Mapping[str, object] = setting(
-        {}, secret=True, doc="kafka-python's security settings: the `[job.kafka.security]` table below")
-    debug: bool = setting(False, doc="log every poll's summary and every row")
-
-    @property
-    def address(self) -> str:
-        return ",".join(self.bootstrap_servers)
-
-    @property
-    def description(self) -> str:
-        """How logs and errors name this source (never with credentials)."""
-        return f"kafka {self.address} topic {self.topic}"
 
 
 @dataclass(frozen=True)
@@ -392,40 +350,23 @@ class JobSettings:
     SECTION: ClassVar[str] = "job"
 
     name: str = setting(doc="the job's name, unique in the file", check=non_empty)
-    canal: CanalSettings | None = setting(
-        kinds=(dict,), required=False, default_text="(this or `[job.kafka]`)",
-        doc="the `[job.canal]` table: a Canal destination over Canal's TCP protocol")
+    # The `[job.canal]` or `[job.kafka]` table (JOB_SOURCES): each source package declares its settings.
+    source: SourceSettings = _given()
     channels: tuple[ChannelSettings, ...] = setting(name="channel", kinds=(list,),
                                                     doc="the `[[job.channel]]` tables, at least one")
     commit: CommitSettings = setting(CommitSettings(), kinds=(dict,), default_text="(defaults)",
                                      doc="the `[job.commit]` table")
     maintenance: MaintenanceSettings = setting(MaintenanceSettings(), kinds=(dict,), default_text="(defaults)",
                                                doc="the `[job.maintenance]` table")
-    kafka: KafkaSettings | None = setting(None, kinds=(dict,), default_text="(this or `[job.canal]`)",
-                                          doc="the `[job.kafka]` table: Canal's Kafka topic, instead of `[job.canal]`")
     schema: SchemaSettings = setting(SchemaSettings(), kinds=(dict,), default_text="(defaults)",
                                      doc="the `[job.schema]` table")
     snapshot: SnapshotSettings | None = setting(None, kinds=(dict,), default_text="(no snapshot)",
                                                 doc="the `[job.snapshot]` table: bring the rows the tables held "
                                                     "before the stream began")
 
-    def __post_init__(self) -> None:
-        if (self.canal is None) == (self.kafka is None):
-            raise ValueError(f"job {self.name}: give it either a Canal destination or a Kafka topic")
-
     @property
     def debug(self) -> bool:
-        source = self.canal or self.kafka
-        return source is not None and source.debug
-
-    @property
-    def fetch_size(self) -> int:
-        """How much one get asks of Canal: ``batch_size``, but at most a quarter of its store (in the store's
-        unit, entries or memunits), so that no single batch can fill the store in the middle of a transaction
-        and force a split (Kafka: 0, no store)."""
-        if self.canal is None:
-            return 0
-        return max(1, min(self.canal.batch_size, self.commit.store_capacity // GET_SHARE_OF_STORE))
+        return self.source.debug
 
     @property
     def canal_filter(self) -> str:
@@ -447,27 +388,14 @@ class JobSettings:
         return any(channel.pattern is not None for channel in self.channels)
 
 
+# The source tables of a [[job]]: the loader builds the one given into JobSettings.source.
+JOB_SOURCES = (
+    Option("job", "canal", (dict,), default_text="(this or `[job.kafka]`)",
+           doc="the `[job.canal]` table: a Canal destination over Canal's TCP protocol"),
+    Option("job", "kafka", (dict,), default_text="(this or `[job.canal]`)",
+           doc="the `[job.kafka]` table: Canal's Kafka topic, instead of `[job.canal]`"),
+)
 CHANNEL_SOURCE_REGEX = Option("job.channel", "source_regex", (str,), check=non_empty,
                               default_text="(this or `source`)",
                               doc="instead of `source`: a regex over `schema.table` (`shop_\\d+\\.orders_\\d+`), "
                                   "matched whole and case-blind")
-# kafka-python's consumer settings a job may pass, by kafka-python's names; a *_password may come from *_password_env.
-KAFKA_SECURITY = tuple(Option("job.kafka.security", name, kinds, check=check, doc=doc, secret="password" in name)
-                       for name, kinds, check, doc in (
-    ("security_protocol", (str,), one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "how to reach the brokers"),
-    ("sasl_mechanism", (str,), one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"),
-     "the SASL mechanism"),
-    ("sasl_plain_username", (str,), None, "the SASL user"),
-    ("sasl_plain_password", (str,), None, "the SASL password; prefer `sasl_plain_password_env`"),
-    ("sasl_plain_password_env", (str,), non_empty, "the environment variable that holds the SASL password"),
-    ("sasl_kerberos_service_name", (str,), non_empty, "Kerberos service name"),
-    ("sasl_kerberos_domain_name", (str,), non_empty, "Kerberos domain name"),
-    ("ssl_cafile", (str,), non_empty, "CA certificate file"),
-    ("ssl_certfile", (str,), non_empty, "client certificate file"),
-    ("ssl_keyfile", (str,), non_empty, "client key file"),
-    ("ssl_password", (str,), None, "the client key's password; prefer `ssl_password_env`"),
-    ("ssl_password_env", (str,), non_empty, "the environment variable that holds the client key's password"),
-    ("ssl_crlfile", (str,), non_empty, "certificate revocation list file"),
-    ("ssl_check_hostname", (bool,), None, "check the broker's host name against its certificate"),
-    ("ssl_ciphers", (str,), non_empty, "allowed ciphers, OpenSSL's syntax"),
-))

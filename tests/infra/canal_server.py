@@ -27,7 +27,7 @@ from typing import Any
 from canalbridge.canal import CanalConnector
 from canalbridge.canal.server_defaults import STORE_BATCH_MODE, STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
 from canalbridge.devkit.progress import die_with_parent
-from canalbridge.sync.settings import CanalSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from tests.infra.artifacts import LAUNCHER_CLASS, canal_home, canal_kafka_plugin, java_binary
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.processes import (

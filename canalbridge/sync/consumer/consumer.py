@@ -95,7 +95,7 @@ class Consumer(Worker):
         self._run_id = uuid.uuid4().hex[:8]
         self.committed = committed
         self.acks = acks
-        self.policy = CommitPolicy(settings.commit, settings.fetch_size, store=settings.canal is not None)
+        self.policy = CommitPolicy(settings.commit, link.store_get_size)
         self.stats = stats or ConsumerStats()
         self._second = SecondPass(self._log)  # what a stream that went back leaves to do
         self._delivery = Delivery(settings, channels, committed, open_channel, self._second, self.stats, self._log,

@@ -18,7 +18,7 @@ Either way the commit then takes part of the source transaction, and the
 log says so. Well before that, from half of the store on, a commit is due
 at the next clean cut (the store's ``store_capacity`` reason): so only a
 source transaction too large for the room left ever has to be split. A get
-takes at most a quarter of the store (:attr:`JobSettings.fetch_size`, and
+takes at most a quarter of the store (:meth:`CanalSettings.fetch_size`, and
 :mod:`canalbridge.sync.source.canal.get_size` in MEMSIZE mode), so that no single batch
 fills it. The store counts entries, and in MEMSIZE
 mode (Canal's shipped default) also serialized bytes against
@@ -86,9 +86,12 @@ class PendingWork:
 class CommitPolicy:
     """Decides, from pending work and time, whether and how to commit."""
 
-    def __init__(self, settings: CommitSettings, batch_size: int, *, store: bool = True) -> None:
+    def __init__(self, settings: CommitSettings, batch_size: int | None) -> None:
+        """``batch_size``: the most one get asks of the source's store; None: the source holds no store that
+        un-acked entries fill (Kafka)."""
         self.settings = settings
-        self.store = store  # False: the source holds no store that un-acked entries fill (Kafka)
+        self.store = batch_size is not None
+        batch_size = batch_size or 0
         capacity = settings.store_capacity
         # Past these the store may stop handing out entries before the transaction ends: a split is a must.
         full = capacity - min(settings.store_transaction_size, capacity)

@@ -29,7 +29,6 @@ from canalbridge.sync.errors import ReceiverGaveUp, SyncError
 from canalbridge.sync.job.on_demand import OnDemand
 from canalbridge.sync.job.run import JobRun
 from canalbridge.sync.job.start_retry import StartRetry
-from canalbridge.sync.model.position import KafkaPosition
 from canalbridge.sync.model.record import (
     ChannelRecord,
     FailKind,
@@ -47,7 +46,6 @@ from canalbridge.sync.snapshot.runner import SnapshotRunner
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.source.kafka.link import KafkaLink
 
 log = structlog.get_logger("canalbridge.job")
 
@@ -316,7 +314,7 @@ class SyncJob:
     def _partitions(self) -> tuple[PartitionRecord, ...]:
         run = self._run
         link = run.link if run is not None else None
-        return link.partitions() if isinstance(link, KafkaLink) else ()
+        return link.partitions() if link is not None else ()
 
     def restore(self, record: JobRecord) -> None:
         """Take back what the state store remembers (before start)."""
@@ -328,7 +326,7 @@ class SyncJob:
                              for c in known_channels(self.settings, record.channels))
             self._record = replace(record, channels=channels, stuck=())
             ack = record.ack
-            if ack is not None and isinstance(ack.position, KafkaPosition) != (self.settings.kafka is not None):
+            if ack is not None and not self.settings.source.reads(ack.position):
                 ack = None  # the job's source changed kind since: that ack says nothing about this one
             self.acks.last = ack
             self.stats.last_commit_time_ms = record.last_commit_time_ms

@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
-from canalbridge.canal import CanalConnector
 from canalbridge.source_db import SourceDb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.consumer.consumer import Consumer
 from canalbridge.sync.errors import ChannelOpenError, SnapshotError, SyncError, TargetSourceMismatchError
-from canalbridge.sync.model.position import KafkaPosition, Position
+from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
 from canalbridge.sync.retry import Stopping
@@ -31,10 +30,8 @@ from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
 from canalbridge.sync.snapshot.windows import Windows
-from canalbridge.sync.source.canal.get_size import GetSize
-from canalbridge.sync.source.canal.link import CanalLink
-from canalbridge.sync.source.kafka.link import KafkaLink
-from canalbridge.sync.source.link import SourceLink
+from canalbridge.sync.source.link import LinkSetup, SourceLink
+from canalbridge.sync.source.links import open_link
 from canalbridge.sync.source.receiver import Receiver
 from canalbridge.sync.worker import Worker
 
@@ -43,13 +40,11 @@ log = structlog.get_logger("canalbridge.job")
 
 def _check_source(settings: JobSettings, target: str, position: Position | None) -> None:
     """A target written through one kind of source cannot go on through the other: positions do not compare."""
-    kafka = settings.kafka is not None
-    if position is None or isinstance(position, KafkaPosition) == kafka:
+    if position is None or settings.source.reads(position):
         return
-    held = "Canal's TCP protocol (a binlog position)" if kafka else "a Kafka topic (partition offsets)"
     raise TargetSourceMismatchError(
         settings.name, target,
-        f"was written through {held} at {position}; this job reads {'Kafka' if kafka else 'Canal over TCP'}, "
+        f"was written through {position.written_through()} at {position}; this job reads {settings.source.READS}, "
         "and the two positions do not compare. Keep the job's source, or write into new targets")
 
 
@@ -164,7 +159,7 @@ class JobRun:
     def snapshot_refusal(self) -> str | None:
         """Why a new snapshot cannot start in this run (None: it can): the stream's own reason, if any."""
         link = self._link
-        return link.snapshot_refusal() if isinstance(link, KafkaLink) else None
+        return link.snapshot_refusal() if link is not None else None
 
     def _snapshotting(self) -> bool:
         """Whether this run's snapshot (or a verify) is left to do (read by the link from the Receiver's
@@ -191,7 +186,7 @@ class JobRun:
         source = self._snapshot
         settings = self.settings
         if (self._windows is None or source is None or source.progress is None or not settings.has_rules
-                or settings.kafka is not None):
+                or not settings.source.DISCOVERS_RULE_TABLES):
             return None
         progress = source.progress
 
@@ -240,18 +235,7 @@ class JobRun:
             raise ChannelOpenError(channel_settings.source, channel_settings.target, exc) from exc
 
     def _new_link(self) -> SourceLink:
-        settings = self.settings
-        capacity = settings.commit.queue_batches
-        if settings.kafka is not None:
-            return KafkaLink(settings.name, settings.kafka, capacity, self._acks, self._committed,
-                             [channel.source for channel in settings.channels if channel.pattern is None],
-                             rules=settings.has_rules, snapshotting=self._snapshotting)
-        canal = settings.canal
-        assert canal is not None, "a job reads Canal or Kafka"
-        connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
-                                   password=canal.password, client_id=canal.client_id)
-        return CanalLink(settings.name, connector, canal, settings.canal_filter, capacity, self._acks,
-                         get_size=GetSize.of(settings))
+        return open_link(LinkSetup(self.settings, self._acks, self._committed, self._snapshotting))
 
     @property
     def link(self) -> SourceLink | None:

@@ -52,6 +52,10 @@ class EntryPosition(NamedTuple):
     def sort_key(self) -> tuple[tuple[str, int, str], int]:
         return (journal_key(self.journal), self.offset)
 
+    def written_through(self) -> str:
+        """The kind of source a target holding this position was written through."""
+        return "Canal's TCP protocol (a binlog position)"
+
     # Most comparisons are within one binlog file: offsets alone decide them.
     def __lt__(self, other: EntryPosition) -> bool:  # type: ignore[override]
         if self.journal == other.journal:
@@ -158,6 +162,10 @@ class KafkaPosition(NamedTuple):
     def __hash__(self) -> int:
         # The lanes (a mapping) cannot be hashed; equal positions still hash alike.
         return hash((self.lane, self.journal, self.offset, self.occurrence))
+
+    def written_through(self) -> str:
+        """The kind of source a target holding this position was written through."""
+        return "a Kafka topic (partition offsets)"
 
     @property
     def mark(self) -> LaneMark:

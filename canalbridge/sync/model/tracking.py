@@ -11,7 +11,7 @@ from canalbridge.sync.model.position import Ack, Position, later
 
 
 class AckState:
-    """The last ack Canal confirmed. Written by the job's CanalLink only; read by status.
+    """The last ack the source confirmed. Written by the job's link only; read by status.
 
     The value is swapped whole, so a reader never sees a position with
     another ack's time.

@@ -11,13 +11,15 @@ thread and records in :attr:`SourceLink.acks` what the source confirmed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from canalbridge.canal import CanalBatch
 from canalbridge.sync.model.position import Position
-from canalbridge.sync.model.tracking import AckState
+from canalbridge.sync.model.record import PartitionRecord
+from canalbridge.sync.model.tracking import AckState, CommittedPositions
+from canalbridge.sync.settings import JobSettings
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,12 @@ class ConsumerSide(Protocol):
     resends_in_stream: bool
     #: whether the entries carry transaction ends, so that commits can keep source transactions whole
     marks_transactions: bool
+
+    @property
+    def store_get_size(self) -> int | None:
+        """The most one get asks of the source's store, in the store's unit (entries, or Canal's memunits);
+        None: the source holds no store that un-acked entries fill (Kafka)."""
+        ...
 
     @property
     def epoch(self) -> int: ...
@@ -123,3 +131,21 @@ class SourceLink(ConsumerSide, ReceiverSide, Protocol):
     def close(self) -> None:
         """Wake every waiter for good and drop the connection."""
         ...
+
+    def snapshot_refusal(self) -> str | None:
+        """Why a snapshot cannot start over this source now (None: it can)."""
+        ...
+
+    def partitions(self) -> tuple[PartitionRecord, ...]:
+        """Each partition's offsets, for status and metrics (none for a source without partitions)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LinkSetup:
+    """What a job's run gives the link it opens to its source."""
+
+    job: JobSettings
+    acks: AckState  # where the link records the acks the source confirmed
+    committed: CommittedPositions  # each channel's last committed position (where a Kafka partition starts)
+    snapshotting: Callable[[], bool]  # whether the run's snapshot (or a verify) is left to do

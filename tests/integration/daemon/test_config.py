@@ -10,6 +10,7 @@ import pytest
 
 from canalbridge.daemon.config import ConfigError, load_config
 from canalbridge.source_db import SourceTls
+from canalbridge.sync.source.kafka.settings import KafkaSettings
 from tests.configs import VALID, write
 
 REPO = Path(__file__).resolve().parents[3]
@@ -25,7 +26,7 @@ def problems(tmp_path: Path, text: str, environ=None) -> list[str]:
 def test_valid_config_loads_with_defaults(tmp_path):
     config = load_config(write(tmp_path, VALID), {})
     job = config.jobs[0]
-    assert job.canal.batch_size == 8192 and job.canal.client_id == "1001"
+    assert job.source.batch_size == 8192 and job.source.client_id == "1001"
     assert job.commit.interval_seconds == 10 and job.commit.min_events == 10000
     assert job.commit.min_bytes == 15 * 1024 * 1024 and job.commit.max_bytes == 64 * 1024 * 1024
     assert config.daemon.state_dir == (tmp_path / "state").resolve()
@@ -183,7 +184,7 @@ def test_missing_password_env_variable(tmp_path):
     assert problems(tmp_path, text) == [
         "job[0].canal.password_env: environment variable NO_SUCH_VARIABLE is not set"]
     config = load_config(write(tmp_path, text), {"NO_SUCH_VARIABLE": "from-env"})
-    assert config.jobs[0].canal.password == "from-env"
+    assert config.jobs[0].source.password == "from-env"
 
 
 def test_target_used_by_two_channels(tmp_path):
@@ -259,14 +260,14 @@ target = "lake.db.t"
 
 def test_a_kafka_job_loads_with_its_defaults_and_a_password_from_the_environment(tmp_path):
     job = load_config(write(tmp_path, KAFKA), {"KAFKA_PASSWORD": "from-env"}).jobs[0]
-    assert job.canal is None and job.kafka is not None
-    kafka = job.kafka
+    assert isinstance(job.source, KafkaSettings)
+    kafka = job.source
     assert kafka.bootstrap_servers == ("127.0.0.1:9092", "127.0.0.1:9093") and kafka.group_id == "canalbridge-k"
     assert kafka.record_format == "protobuf" and kafka.transaction_markers and kafka.start_from == "earliest"
     assert kafka.security == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
                               "sasl_plain_username": "bridge", "sasl_plain_password": "from-env"}
     flat = load_config(write(tmp_path, KAFKA.replace('format = "protobuf"', "")), {"KAFKA_PASSWORD": "x"})
-    assert flat.jobs[0].kafka.record_format == "flat" and not flat.jobs[0].kafka.transaction_markers
+    assert flat.jobs[0].source.record_format == "flat" and not flat.jobs[0].source.transaction_markers
 
 
 @pytest.mark.parametrize(("change", "says"), [
@@ -360,7 +361,7 @@ def test_a_batch_size_above_a_quarter_of_the_store_is_capped_with_a_warning(tmp_
     config = load_config(write(tmp_path, VALID.replace('password = "secret-in-file"',
                                                        'batch_size = 8192\nstore_capacity = 4096')), {})
     (job,) = config.jobs
-    assert job.fetch_size == 1024
+    assert job.source.fetch_size(job.commit) == 1024
     assert any(w.startswith("job[0].canal.batch_size: 8192 is more than a quarter of Canal's store (4096): each get "
                             "asks for 1024") for w in config.warnings), config.warnings
     assert not load_config(write(tmp_path, VALID), {}).warnings  # the defaults: 8192 of 16384, capped silently
@@ -423,7 +424,7 @@ def test_a_snapshots_tls_ca_is_relative_to_the_config_file_and_both_its_connecti
 
 def test_a_job_reading_kafka_takes_a_snapshot_too(tmp_path):
     job = load_config(write(tmp_path, with_snapshot(KAFKA)), {"SNAPSHOT_PASSWORD": "x", "KAFKA_PASSWORD": "y"}).jobs[0]
-    assert job.kafka is not None and job.snapshot is not None and job.snapshot.active
+    assert isinstance(job.source, KafkaSettings) and job.snapshot is not None and job.snapshot.active
     assert job.snapshot.signal == ("db", "canalbridge_signal")
 
 

@@ -26,8 +26,9 @@ from canalbridge.sync.job.job import FailKind, JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition, KafkaPosition
 from canalbridge.sync.model.record import PartitionRecord
 from canalbridge.sync.model.tables import TablePattern
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings, SnapshotSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.source.kafka.settings import KafkaSettings
 from tests.helpers import eventually
 from tests.infra.kafka_broker import KafkaBroker
 from tests.infra.kafka_feed import flat_records, hashed_protobuf_records, protobuf_records, publish
@@ -56,7 +57,7 @@ class KafkaJob:
                               security=security or {})
         if channels is None:
             channels = tuple(ChannelSettings(t.qualified, f"lake.{t.qualified}") for t in workload.spec.tables)
-        self.settings = JobSettings("kjob", None, channels, commit, kafka=kafka)
+        self.settings = JobSettings("kjob", kafka, channels, commit)
         self.writers: dict[str, InMemoryWriter] = {}
         self.job = SyncJob(self.settings, self._sink)
         self.partitions: tuple[PartitionRecord, ...] = ()  # as the last run left them

@@ -27,7 +27,8 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.model.position import KafkaPosition
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.kafka.settings import KafkaSettings
 from tests.daemon_process import cli, daemon_log, daemon_sections, job_status, metrics_text, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.kafka_broker import KafkaBroker
@@ -265,8 +266,8 @@ def test_transactions_stay_whole_on_one_partition_of_protobuf_records(kafka_cana
                             overlap=False)
     kafka = KafkaSettings((kafka_broker.bootstrap,), db, f"group-{db}", record_format="protobuf",
                           transaction_markers=True, poll_timeout_ms=50, max_poll_records=1)
-    settings = JobSettings("transfers", None, tuple(ChannelSettings(f"{db}.{t}", f"lake.{db}.{t}")
-                                                    for t in TRANSFER_TABLES), commit, kafka=kafka)
+    settings = JobSettings("transfers", kafka, tuple(ChannelSettings(f"{db}.{t}", f"lake.{db}.{t}")
+                                                     for t in TRANSFER_TABLES), commit)
     job = SyncJob(settings, sink_for)
     job.start()
     try:

@@ -12,8 +12,9 @@ from canalbridge.canal.kafka_records import RecordFormat
 from canalbridge.source_db import SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.job.job import JobState, SyncJob
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, KafkaSettings, SnapshotSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.source.kafka.settings import KafkaSettings
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.sink import make_sink
 from tests.helpers import eventually
@@ -57,8 +58,8 @@ def test_a_snapshot_through_protobuf_records_and_flat_messages_leaves_every_targ
         channels = tuple(ChannelSettings(t.qualified, f"lake.{db}.{t.name}",
                                          mode="changelog" if protobuf and t.name == CHANGELOG else "upsert")
                          for t in tables)
-        settings = JobSettings(db, None, channels, CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1),
-                               kafka=kafka, snapshot=snapshot)
+        settings = JobSettings(db, kafka, channels, CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1),
+                               snapshot=snapshot)
         reader = SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, user, PASSWORD))
         job = SyncJob(settings, lambda channel, db=db: make_sink(spark, channel, db, spark_settings),
                       snapshot=SnapshotSource(lambda user=user: SourceDb(mariadb.host, mariadb.port, user, PASSWORD),

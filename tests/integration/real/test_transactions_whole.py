@@ -222,7 +222,7 @@ def test_every_snapshot_ever_current_on_main_holds_whole_transfers_with_a_small_
     commit = CommitSettings(interval_seconds=0.5, min_events=1, min_bytes=1, store_capacity=4096)
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
                            (ChannelSettings(f"{db}.acct", f"lake.{db}.acct"),), commit)
-    assert settings.canal.batch_size == 8192 and settings.fetch_size == 1024
+    assert settings.source.batch_size == 8192 and settings.source.fetch_size(settings.commit) == 1024
     job = SyncJob(settings, lambda channel: make_sink(spark, channel, db, spark_settings))
     job.start()
     rng = random.Random(11)

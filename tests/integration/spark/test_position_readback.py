@@ -17,7 +17,8 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote_table, split_table
 from spark_sink.sink import make_sink

@@ -17,12 +17,8 @@ from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job.job import FailKind, JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import (
-    CanalSettings,
-    ChannelSettings,
-    CommitSettings,
-    JobSettings,
-)
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from spark_sink.table import TargetTableError

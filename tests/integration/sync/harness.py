@@ -15,7 +15,8 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from tests.infra.memory_writer import InMemoryWriter
 from tests.infra.replay import row_changes
 
@@ -74,7 +75,7 @@ class Harness:
         self.workload = workload
         self.writers: dict[str, InMemoryWriter] = {}
         self._writer_options = writer_options
-        destination = server.destinations[settings.canal.destination]
+        destination = server.destinations[settings.source.destination]
         self.audit = AckAudit(self.writers, destination)
         destination.store.add_ack_listener(self.audit)
         self.job = SyncJob(settings, self._make_sink)
@@ -89,7 +90,7 @@ class Harness:
         self.wait_acked(timeout_s)
 
     def wait_acked(self, timeout_s: float = 60) -> None:
-        assert self.server.destinations[self.job.settings.canal.destination].wait_acked(timeout_s), (
+        assert self.server.destinations[self.job.settings.source.destination].wait_acked(timeout_s), (
             f"not everything was acked in {timeout_s} s: {self.job.state} {self.job.fail_message} {self.job.stats}"
         )
 
@@ -111,7 +112,7 @@ class Harness:
 
     def feed(self) -> None:
         self.set_entries(list(self.workload))
-        self.server.feed(self.job.settings.canal.destination, self._entries)
+        self.server.feed(self.job.settings.source.destination, self._entries)
 
     def set_entries(self, entries: list[entry_pb.Entry]) -> None:
         """The workload's entries, for :meth:`assert_exact`, when the test feeds them itself."""

@@ -184,7 +184,7 @@ def test_idle_running_job_uses_almost_no_cpu(dev_server_factory):
     server = dev_server_factory(DestinationConfig("example"))
     workload = Workload(WorkloadSpec(row_changes=0))
     settings = job_settings(server, workload)
-    settings = dataclasses.replace(settings, canal=dataclasses.replace(settings.canal, poll_timeout_ms=1000))
+    settings = dataclasses.replace(settings, source=dataclasses.replace(settings.source, poll_timeout_ms=1000))
     harness = Harness(server, workload, settings)
     harness.job.start()
     assert server.wait_sessions(1, 10)

@@ -9,7 +9,8 @@ import pytest
 from canalbridge.daemon.service import starts_with_daemon
 from canalbridge.sync.job.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
 from canalbridge.sync.model.record import JobRecord
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.settings import ChannelSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 
 SNAPSHOT = SnapshotSettings(host="127.0.0.1", user="snapshotter", signal_table="db.canalbridge_signal")
 

@@ -10,9 +10,10 @@ from canalbridge.sync.channel.maintenance import MaintenanceReport, MaintenanceR
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.model.record import ChannelRecord, JobRecord, JobState
 from canalbridge.sync.model.tables import TablePattern
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.progress import SnapshotStatus
 from canalbridge.sync.snapshot.verify import Difference, TableCheck
+from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.table import slow_layout_note
 
 NOTE = "write.delete.mode is copy-on-write: every commit rewrites each data file holding a changed key"

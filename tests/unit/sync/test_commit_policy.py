@@ -7,12 +7,8 @@ import dataclasses
 import pytest
 
 from canalbridge.sync.consumer.policy import IN_FLIGHT_POLL_S, CommitPolicy, PendingWork
-from canalbridge.sync.settings import (
-    CanalSettings,
-    ChannelSettings,
-    CommitSettings,
-    JobSettings,
-)
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 from canalbridge.sync.source.link import Outstanding
 
 SETTINGS = CommitSettings(interval_seconds=10, min_events=100, min_bytes=1000, max_bytes=5000,
@@ -131,7 +127,7 @@ def test_memsize_mode_also_counts_the_bytes_the_store_holds():
     assert policy.due(work, held(10, 8 * 1024 * 1024 - 1), now=1) is None
     assert policy.due(work, held(10, 8 * 1024 * 1024), now=1) == "store_capacity"
     assert policy.must_split_source_txn(work, held(10, 8 * 1024 * 1024), now=1) == "store_capacity"
-    quarter = CommitPolicy(settings, 4096)  # the get JobSettings.fetch_size asks for: a quarter of the store
+    quarter = CommitPolicy(settings, 4096)  # the get CanalSettings.fetch_size asks for: a quarter of the store
     assert quarter.pressure_bytes == 8 * 1024 * 1024  # due at the next clean cut from half the store
     assert quarter.split_bytes == 12 * 1024 * 1024  # split only within one get of full
     assert quarter.must_split_source_txn(work, held(10, 8 * 1024 * 1024), now=1) is None
@@ -144,9 +140,8 @@ def test_a_get_asks_for_at_most_a_quarter_of_canals_store():
     # Issue 33, hole 5: a batch_size larger than the store made one get the whole store, ending inside a
     # transaction, and every commit had to split (the store-pressure bound fell to 1 byte).
     def fetch(batch_size: int, capacity: int) -> int:
-        canal = CanalSettings("127.0.0.1", 11111, "d", batch_size=batch_size)
-        return JobSettings("j", canal, (ChannelSettings("db.t", "lake.db.t"),),
-                           CommitSettings(store_capacity=capacity)).fetch_size
+        return CanalSettings("127.0.0.1", 11111, "d", batch_size=batch_size).fetch_size(
+            CommitSettings(store_capacity=capacity))
 
     assert fetch(8192, 4096) == 1024
     assert fetch(8192, 16384) == 4096

@@ -11,7 +11,8 @@ from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.model.tables import PatternError, TablePattern, TargetTemplate, merges
 from canalbridge.sync.routing.rules import Routes
 from canalbridge.sync.schema.rows import RowMapper
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 
 
 def rule(source: str, target: str, *, regex: bool = False, **options) -> ChannelSettings:

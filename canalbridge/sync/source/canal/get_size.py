@@ -5,7 +5,7 @@ in its store until the Consumer commits past that batch's end. A batch that
 holds most of the store's slots and ends inside a source transaction leaves
 the parser no room to hand over that transaction's end: it must be split.
 
-In ``ITEMSIZE`` mode a get counts entries, and :attr:`JobSettings.fetch_size`
+In ``ITEMSIZE`` mode a get counts entries, and :meth:`CanalSettings.fetch_size`
 is already at most a quarter of the store. In ``MEMSIZE`` mode (Canal's
 shipped default) a get counts memunits of serialized entry bytes, and a
 quarter of the store's bytes can hold every slot when entries are small (a
@@ -16,13 +16,14 @@ as a quarter of the slots takes at the last batch's mean entry size.
 
 from __future__ import annotations
 
-from canalbridge.sync.settings import GET_SHARE_OF_STORE, JobSettings
+from canalbridge.sync.settings import GET_SHARE_OF_STORE, CommitSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
 
 FIRST_GET_UNITS = 1  # before any entry was seen: a get of one memunit measures them
 
 
 class GetSize:
-    """The size of each get: :attr:`JobSettings.fetch_size`, and in ``MEMSIZE`` mode also a share of the slots.
+    """The size of each get: :meth:`CanalSettings.fetch_size`, and in ``MEMSIZE`` mode also a share of the slots.
 
     Owned by the Receiver's thread (the link calls :meth:`next` before each
     get and :meth:`observe` after it), so it needs no lock.
@@ -35,13 +36,12 @@ class GetSize:
         self._entry_bytes: float | None = None
 
     @classmethod
-    def of(cls, settings: JobSettings) -> GetSize:
+    def of(cls, canal: CanalSettings, commit: CommitSettings) -> GetSize:
         """The get size of a job that reads Canal over TCP."""
-        commit = settings.commit
+        limit = canal.fetch_size(commit)
         if commit.store_batch_mode != "MEMSIZE":
-            return cls(settings.fetch_size)
-        return cls(settings.fetch_size, entries=max(1, commit.store_capacity // GET_SHARE_OF_STORE),
-                   memunit=commit.store_memunit)
+            return cls(limit)
+        return cls(limit, entries=max(1, commit.store_capacity // GET_SHARE_OF_STORE), memunit=commit.store_memunit)
 
     def next(self) -> int:
         """The size to ask for, in the store's unit."""

@@ -21,13 +21,14 @@ import structlog
 from canalbridge.canal import CanalBatch, CanalConnector, CanalError
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
 from canalbridge.sync.model.position import EntryPosition, Position, PositionRange
+from canalbridge.sync.model.record import PartitionRecord
 from canalbridge.sync.model.tracking import AckState
-from canalbridge.sync.settings import CanalSettings
 from canalbridge.sync.source.canal.boundaries import SeenBoundaries
 from canalbridge.sync.source.canal.get_size import GetSize
 from canalbridge.sync.source.canal.ledger import MAX_DOUBTS, BatchLedger, LedgerBatch, Verdict
+from canalbridge.sync.source.canal.settings import CanalSettings
 from canalbridge.sync.source.handoff import HandOff
-from canalbridge.sync.source.link import Outstanding, TakenBatch
+from canalbridge.sync.source.link import LinkSetup, Outstanding, TakenBatch
 
 log = structlog.get_logger("canalbridge.canal_link")
 
@@ -44,6 +45,7 @@ class CanalLink:
         self.connector = connector
         self.canal = canal
         self.get_size = get_size  # (the Receiver's thread's alone)
+        self.store_get_size = get_size.limit
         self.subscribe_filter = subscribe_filter
         self.acks = acks
         self._ledger = BatchLedger()
@@ -190,8 +192,23 @@ class CanalLink:
         self._handoff.close()
         self.connector.disconnect()
 
+    def snapshot_refusal(self) -> str | None:
+        return None  # one stream, in the binlog's order
+
+    def partitions(self) -> tuple[PartitionRecord, ...]:
+        return ()
+
     def _reset_locked(self, *, reconnected: bool) -> int:
         epoch = self._ledger.reset(reconnected=reconnected)
         self._handoff.clear_locked()
         return epoch
 
+
+def open_link(setup: LinkSetup, canal: CanalSettings) -> CanalLink:
+    """The link of a job that reads ``canal``: a connector with its credentials, and Canal's subscription filter
+    built from the job's channels."""
+    job = setup.job
+    connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
+                               password=canal.password, client_id=canal.client_id)
+    return CanalLink(job.name, connector, canal, job.canal_filter, job.commit.queue_batches, setup.acks,
+                     get_size=GetSize.of(canal, job.commit))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from canalbridge.sync.errors import KafkaSourceError
-from canalbridge.sync.settings import KafkaSettings
+from canalbridge.sync.source.kafka.settings import KafkaSettings
 
 # How often the end offsets are read (for the lag in status); it also notices brokers that went away,
 # which kafka-python's poll does not report (it returns nothing and keeps reconnecting).

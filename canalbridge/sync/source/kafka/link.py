@@ -35,12 +35,12 @@ from canalbridge.sync.errors import KafkaRecordError, KafkaSourceError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.record import PartitionRecord
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
-from canalbridge.sync.settings import KafkaSettings
 from canalbridge.sync.source.handoff import HandOff
 from canalbridge.sync.source.kafka import start as kafka_start
 from canalbridge.sync.source.kafka.connect import END_OFFSETS_EVERY_S, connect, describe
 from canalbridge.sync.source.kafka.lanes import KafkaLanes
-from canalbridge.sync.source.link import Outstanding, TakenBatch
+from canalbridge.sync.source.kafka.settings import KafkaSettings
+from canalbridge.sync.source.link import LinkSetup, Outstanding, TakenBatch
 
 log = structlog.get_logger("canalbridge.kafka_link")
 
@@ -57,6 +57,7 @@ class KafkaLink:
     """kafka-python consumer, offsets and the bounded queue between Receiver and Consumer, under one lock."""
 
     resends_in_stream = False  # within a partition Kafka's order is the order Canal sent
+    store_get_size = None  # the broker keeps what is not acked: no store fills up
     connection_errors: tuple[type[Exception], ...] = (KafkaSourceError,)
 
     def __init__(self, job: str, settings: KafkaSettings, capacity: int, acks: AckState,
@@ -370,3 +371,12 @@ class KafkaLink:
         self._rollback_due = True
         self._handoff.clear_locked()
         return self._epoch
+
+
+def open_link(setup: LinkSetup, kafka: KafkaSettings) -> KafkaLink:
+    """The link of a job that reads ``kafka``: the targets of its channels named for one table are where its
+    partitions may start."""
+    job = setup.job
+    return KafkaLink(job.name, kafka, job.commit.queue_batches, setup.acks, setup.committed,
+                     [channel.source for channel in job.channels if channel.pattern is None],
+                     rules=job.has_rules, snapshotting=setup.snapshotting)

@@ -13,10 +13,11 @@ from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.model.stats import ConsumerStats
 from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.model.tracking import CommittedPositions
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.windows import Windows
+from canalbridge.sync.source.canal.settings import CanalSettings
 from tests.unit.sync.snapshot.signal_rows import signal
 
 SIGNALS = ("shop_1", "canalbridge_signal")

@@ -11,11 +11,12 @@ import pytest
 from canalbridge.source_db import TableKeyError
 from canalbridge.sync.errors import SnapshotError
 from canalbridge.sync.model.tables import TablePattern
-from canalbridge.sync.settings import CanalSettings, ChannelSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.settings import ChannelSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot import discovery
 from canalbridge.sync.snapshot.discovery import keyed, rule_tables, unfinished
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotTable
+from canalbridge.sync.source.canal.settings import CanalSettings
 
 SNAPSHOT = SnapshotSettings(host="h", user="u", signal_table="shop.canalbridge_signal")
 
