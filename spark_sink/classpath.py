@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from canalbridge.sync.errors import SyncError
+from spark_sink.errors import SparkSetupError
 from spark_sink.settings import SparkSettings
 
 ICEBERG_VERSION = "1.11.0"  # the newest that works with pyspark 3.5; the Makefile fetches the same
@@ -41,12 +41,6 @@ ICEBERG_JAR = f"{ICEBERG_ARTIFACT}-{ICEBERG_VERSION}.jar"
 DECODER_JAR = "canalbridge-decoder.jar"
 PACKAGED = Path(__file__).resolve().parent / "jars"  # where a wheel built by `make dist` carries the decoder
 CHECKOUT = Path(__file__).resolve().parents[1]
-
-
-class SparkSetupError(SyncError):
-    """Spark cannot start here (no Java, a jar the config needs is missing)."""
-
-    transient = False  # a person installs what is missing
 
 
 @dataclass(frozen=True)

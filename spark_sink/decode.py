@@ -31,7 +31,8 @@ from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError, SyncE
 from canalbridge.sync.model.changes import ChangeKind, SourceColumn
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import KEY_MARK, column_signature
-from spark_sink.classpath import SparkSetupError, decoder_jar
+from spark_sink.classpath import decoder_jar
+from spark_sink.errors import SparkSetupError
 from spark_sink.settings import SparkSettings
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_sink.classpath import SparkSetupError, decoder_jar
+from spark_sink.classpath import decoder_jar
+from spark_sink.errors import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

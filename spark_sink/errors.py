@@ -53,3 +53,23 @@ def java_error(exc: BaseException) -> str:
     causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
     summary = _JAVA_NAME.sub("", thrown)
     return summary + (f" (caused by {_JAVA_NAME.sub('', causes[-1])})" if causes else "")
+
+
+class EvolutionRefused(ValueError):
+    """A change the target cannot follow; the message names the column."""
+
+
+class SparkSetupError(SyncError):
+    """Spark cannot start here (no Java, a jar the config needs is missing)."""
+
+    transient = False  # a person installs what is missing
+
+
+class TargetTableError(SyncError):
+    """The target table cannot take this channel's rows; names table and column."""
+
+    transient = False  # a person fixes the target or the config
+
+
+class UnsupportedTypeError(ValueError):
+    """A MySQL column type with no mapping."""

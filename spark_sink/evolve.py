@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from canalbridge.sync.schema.ddl import AddColumn, ChangeColumn, DropColumn, Place, RenameColumn, SchemaChange
-from spark_sink.types import UnsupportedTypeError, spark_type
+from spark_sink.errors import EvolutionRefused, UnsupportedTypeError
+from spark_sink.types import spark_type
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,6 @@ class MakeNullable:
 
 
 Operation = Add | Rename | Widen | Move | Drop | MakeNullable
-
-
-class EvolutionRefused(ValueError):
-    """A change the target cannot follow; the message names the column."""
 
 
 def plan(columns: Sequence[Column], changes: Sequence[SchemaChange], *, drop_columns: bool,

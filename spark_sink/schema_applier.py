@@ -10,7 +10,8 @@ from canalbridge.sync.errors import SchemaChangeError
 from canalbridge.sync.model.changes import Alteration
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.ddl import ChangeKey, RenameTable, SchemaChange, TruncateTable, key_after, renamed
-from spark_sink.evolve import Column, EvolutionRefused, MakeNullable, Operation, plan
+from spark_sink.errors import EvolutionRefused
+from spark_sink.evolve import Column, MakeNullable, Operation, plan
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_PRIMARY_KEY, PROP_SOURCE_TABLE, position_properties
 from spark_sink.writer import IcebergWriter
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from spark_sink import classpath
-from spark_sink.classpath import SparkSetupError
+from spark_sink.errors import SparkSetupError
 from spark_sink.settings import SparkSettings
 
 if TYPE_CHECKING:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.changelog import IcebergChangelogWriter
+from spark_sink.errors import TargetTableError
 from spark_sink.maintainer import IcebergMaintainer
 from spark_sink.schema_applier import IcebergSchemaApplier
 from spark_sink.settings import SparkSettings
-from spark_sink.table import TargetTableError
 from spark_sink.target_state import IcebergTargetReader
 from spark_sink.upsert import IcebergUpsertWriter
 from spark_sink.writer import IcebergWriter

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from canalbridge.sync.errors import SyncError
 from canalbridge.sync.model.position import Position, position_from_dict
 from canalbridge.sync.schema.ddl import Place
 from canalbridge.sync.snapshot.progress import TableProgress, progress_from_json, progress_to_json
 from spark_sink import equality
+from spark_sink.errors import TargetTableError
 from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
 from spark_sink.identifiers import quote, quote_table, split_table, sql_string
 from spark_sink.session import SparkSetupError
@@ -49,12 +49,6 @@ PROP_COLUMN_ALIASES = "canalbridge.column-aliases"
 # Per job (the key ends with the job's name): the snapshot main stood at when `canalbridge reset` made the
 # job forget the table's position; positions in that snapshot and its ancestors are not read.
 PROP_POSITION_RESET = "canalbridge.position-reset."
-
-
-class TargetTableError(SyncError):
-    """The target table cannot take this channel's rows; names table and column."""
-
-    transient = False  # a person fixes the target or the config
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from canalbridge.mysql_types import MySqlType
+from spark_sink.errors import UnsupportedTypeError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -39,10 +40,6 @@ _SMALL_INTS = {"tinyint", "smallint", "mediumint"}
 _TEXT = {"char", "varchar", "text", "tinytext", "mediumtext", "longtext", "json", "time"}
 _BINARY = {"binary", "varbinary", "blob", "tinyblob", "mediumblob", "longblob", "geometry"}
 MAX_DECIMAL_PRECISION = 38
-
-
-class UnsupportedTypeError(ValueError):
-    """A MySQL column type with no mapping."""
 
 
 def spark_type(mysql_type: str) -> str:

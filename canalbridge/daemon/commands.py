@@ -24,7 +24,7 @@ from canalbridge.sync.model.record import JobRecord, JobState
 from canalbridge.sync.routing.rules import known_channels
 from canalbridge.sync.snapshot.preflight import snapshot_problems
 from spark_sink import classpath
-from spark_sink.classpath import SparkSetupError
+from spark_sink.errors import SparkSetupError
 
 EXIT_CONFIG = 2
 

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 from canalbridge.daemon.control_access import SOCKET_NAME, address_problem
 from canalbridge.daemon.control_token import TOKEN_NAME
 from canalbridge.source_db.tls import VERIFYING
-from canalbridge.sync.model.tables import PatternError, TablePattern, TargetTemplate, merges
+from canalbridge.sync.errors import PatternError
+from canalbridge.sync.model.tables import TablePattern, TargetTemplate, merges
 from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
     CHANNEL_SOURCE_REGEX,

@@ -20,7 +20,7 @@ import socket
 import socketserver
 import stat
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -34,7 +34,7 @@ from canalbridge.daemon.control_access import (
     request_refusal,
 )
 
-__all__ = ["ACTIONS", "Action", "ControlError", "ControlServer", "ControlUnreachable", "connection", "request"]
+__all__ = ["Action", "ControlError", "ControlServer", "ControlUnreachable", "connection", "request"]
 
 MAX_BODY = 1 << 20  # an action's parameters: a few names and a condition
 READ_TIMEOUT_SECONDS = 30  # for a request to arrive whole (not for the action, which may take longer)
@@ -42,9 +42,6 @@ READ_TIMEOUT_SECONDS = 30  # for a request to arrive whole (not for the action, 
 # (job, action, the body's parameters: a reset's channels, a snapshot's tables and filter, a verify's tables)
 # -> the job's status
 Action = Callable[[str, str, Mapping[str, Sequence[str]]], dict[str, Any]]
-
-
-ACTIONS = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot", "verify", "cancel-verify")
 
 
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -68,10 +65,12 @@ class _HTTP6Server(ThreadingHTTPServer):
 class ControlServer:
     """Serves ``status()`` and ``act(job, action, parameters)`` at ``endpoint`` until :meth:`stop`."""
 
-    def __init__(self, endpoint: ControlEndpoint, status: Callable[[], dict[str, Any]], act: Action) -> None:
+    def __init__(self, endpoint: ControlEndpoint, status: Callable[[], dict[str, Any]], act: Action,
+                 actions: Collection[str]) -> None:
+        """``actions``: the names ``act`` takes (the daemon's action table); any other path is not found."""
         self.endpoint = endpoint
         self._socket_file: tuple[int, int] | None = None  # (device, inode) of the socket this server made
-        handler = _handler(endpoint, status, act)
+        handler = _handler(endpoint, status, act, frozenset(actions))
         try:
             if endpoint.unix:
                 self._server: socketserver.BaseServer = self._bind_unix(handler)
@@ -160,7 +159,7 @@ def _parameters(content_type: str | None, body: bytes) -> dict[str, list[str]]:
 
 
 def _handler(endpoint: ControlEndpoint, status: Callable[[], dict[str, Any]],
-             act: Action) -> type[BaseHTTPRequestHandler]:
+             act: Action, actions: frozenset[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = READ_TIMEOUT_SECONDS  # a peer that never finishes its request does not hold a thread for ever
 
@@ -231,7 +230,7 @@ def _handler(endpoint: ControlEndpoint, status: Callable[[], dict[str, Any]],
         @staticmethod
         def _action(path: str) -> tuple[str, str] | None:
             parts = urlsplit(path).path.strip("/").split("/")
-            if len(parts) != 3 or parts[0] != "jobs" or parts[2] not in ACTIONS:
+            if len(parts) != 3 or parts[0] != "jobs" or parts[2] not in actions:
                 return None
             return unquote(parts[1]), parts[2]
 

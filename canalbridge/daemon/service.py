@@ -7,10 +7,11 @@ import functools
 import os
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -20,7 +21,8 @@ from canalbridge.daemon.control_access import daemon_endpoint
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore
 from canalbridge.daemon.status import job_json
-from canalbridge.sync.job.job import FailKind, JobState, JobStateError, SyncJob
+from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.job import FailKind, JobState, SyncJob
 from canalbridge.sync.model.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.source import SnapshotSource
@@ -130,7 +132,7 @@ class Daemon:
                 # Saved before the control endpoint listens: a reset it takes must not be written over.
                 log.info("daemon.job_not_started", job=job.name, state=job.state.value)
                 self._save(job, transition=False)
-        self._control = ControlServer(control, self.status, self.act)
+        self._control = ControlServer(control, self.status, self.act, tuple(ACTIONS))
         self._control.start()
         for job in starting:
             self._start_job(job)
@@ -202,47 +204,26 @@ class Daemon:
                 "jobs": [job_json(job.record(), job.settings) for job in self.jobs.values()]}
 
     def act(self, name: str, action: str, params: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-        """Do ``action`` to job ``name``; ``params``: a reset's ``channel``s, a snapshot's ``table``s and
-        ``where``, a verify's ``table``s. Returns the job's status (and a snapshot's or verify's ``tables``)."""
+        """Do ``action`` (one of :data:`ACTIONS`) to job ``name``; ``params``: a reset's ``channel``s, a
+        snapshot's ``table``s and ``where``, a verify's ``table``s. Returns the job's status (and a snapshot's
+        or verify's ``tables``)."""
         job = self.jobs.get(name)
         if job is None:
             raise KeyError(f"no job named {name!r}")
+        spec = ACTIONS.get(action)
+        if spec is None:
+            raise JobStateError(f"unknown action {action!r}")
         params = params or {}
-        allowed = {"reset": {"channel"}, "snapshot": {"table", "where"}, "verify": {"table"}}.get(action, set())
-        unexpected = sorted(set(params) - allowed)
+        unexpected = sorted(set(params) - spec.params)
         if unexpected:
             raise JobStateError(f"{action} takes no {', '.join(unexpected)}")
-        channels = tuple(params.get("channel", ()))
-        if action == "snapshot":
-            wheres = params.get("where", ())
-            if len(wheres) > 1:
-                raise JobStateError("a snapshot takes one where")
-            shown = job.on_demand.snapshot(tuple(params.get("table", ())), wheres[0] if wheres else None)
-            return {**job_json(job.record(), job.settings), "tables": list(shown),
-                    "snapshot_channels": list(shown.values())}
-        if action == "verify":
-            verify_id, tables = job.on_demand.verify(tuple(params.get("table", ())))
-            return {**job_json(job.record(), job.settings), "tables": list(tables), "verify_id": verify_id}
-        if action in ("cancel-snapshot", "cancel-verify"):
-            tables = job.on_demand.cancel("snapshot" if action == "cancel-snapshot" else "verify")
-            return {**job_json(job.record(), job.settings), "tables": list(tables)}
-        if action == "reset":
-            store = self._store
+        told = spec.run(self, job, params)
+        return {**job_json(job.record(), job.settings), **told}
 
-            def forget(reset: tuple[ChannelRecord, ...]) -> None:  # (the job's saves keep stored positions)
-                if store is not None:
-                    store.forget_positions(name, [c.source for c in reset])
-
-            job.reset(channels, forget)
-        elif action == "pause":
-            job.pause()
-        elif action == "resume":
-            job.resume()
-        elif action == "stop":
-            job.cancel("stopped by user", FailKind.USER_CANCEL)
-        else:
-            raise JobStateError(f"unknown action {action!r}")
-        return job_json(job.record(), job.settings)
+    def forget_positions(self, name: str, reset: tuple[ChannelRecord, ...]) -> None:
+        """A reset's channels no longer hold a position in the state store (the job's saves keep them)."""
+        if self._store is not None:
+            self._store.forget_positions(name, [c.source for c in reset])
 
 
 def starts_with_daemon(job: SyncJob) -> bool:
@@ -253,3 +234,61 @@ def starts_with_daemon(job: SyncJob) -> bool:
     if job.state is JobState.PAUSED:  # by an outage, which the daemon retries: the next start is a try
         return job.fail_message is not None and job.fail_message.kind is FailKind.OUTAGE
     return job.state in (JobState.PENDING, JobState.RUNNING)
+
+
+# -- the actions a person takes through the control endpoint ---------------------------------------------------
+
+Params = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class JobAction:
+    """One action on a job: the parameters its request may carry, and what it does; what it returns is added
+    to the job's status in the reply."""
+
+    params: frozenset[str]
+    run: Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]
+
+
+def _snapshot(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
+    wheres = params.get("where", ())
+    if len(wheres) > 1:
+        raise JobStateError("a snapshot takes one where")
+    shown = job.on_demand.snapshot(tuple(params.get("table", ())), wheres[0] if wheres else None)
+    return {"tables": list(shown), "snapshot_channels": list(shown.values())}
+
+
+def _verify(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
+    verify_id, tables = job.on_demand.verify(tuple(params.get("table", ())))
+    return {"tables": list(tables), "verify_id": verify_id}
+
+
+def _cancel(what: Literal["snapshot", "verify"]) -> Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]:
+    def cancel(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
+        return {"tables": list(job.on_demand.cancel(what))}
+    return cancel
+
+
+def _reset(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
+    job.reset(tuple(params.get("channel", ())), functools.partial(daemon.forget_positions, job.name))
+    return {}
+
+
+def _then_status(step: Callable[[SyncJob], None]) -> Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]:
+    def run(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
+        step(job)
+        return {}
+    return run
+
+
+# Every action the control endpoint serves (POST /jobs/<name>/<action>), stated once.
+ACTIONS: dict[str, JobAction] = {
+    "pause": JobAction(frozenset(), _then_status(SyncJob.pause)),
+    "resume": JobAction(frozenset(), _then_status(SyncJob.resume)),
+    "stop": JobAction(frozenset(), _then_status(lambda job: job.cancel("stopped by user", FailKind.USER_CANCEL))),
+    "reset": JobAction(frozenset({"channel"}), _reset),
+    "snapshot": JobAction(frozenset({"table", "where"}), _snapshot),
+    "cancel-snapshot": JobAction(frozenset(), _cancel("snapshot")),
+    "verify": JobAction(frozenset({"table"}), _verify),
+    "cancel-verify": JobAction(frozenset(), _cancel("verify")),
+}

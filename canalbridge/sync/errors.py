@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from canalbridge.canal.errors import CanalAuthError
@@ -239,3 +240,36 @@ class SourceSwitchedError(SyncError):
             f"Positions no longer compare, so nothing of it was applied; see "
             f"docs/design/delivery-semantics.md#failover"
         )
+
+
+class PatternError(ValueError):
+    """A source pattern or target template that cannot be used; the message says why."""
+
+
+class JobStateError(Exception):
+    """A transition the state machine does not allow (e.g. resuming a cancelled job), or a request the job's
+    state refuses (a snapshot of a paused job)."""
+
+
+class ProgressFormatError(ValueError):
+    """Stored progress this version cannot read."""
+
+
+class KeyColumnMissing(ValueError):
+    """A row image without a column of the snapshot's key (the binlog must hold full row images)."""
+
+
+class Stopping(Exception):
+    """Raised out of a back-off wait when the job is stopping."""
+
+
+_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
+BRIEF_CHARS = 500  # a Spark error's text can carry the whole JVM stack
+
+
+def first_line(exc: BaseException) -> str:
+    """What failed, in one bounded line: a Java exception's own message rather than Py4J's "An error occurred
+    while calling ..." above it, else the error's first line, else its type's name."""
+    lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
+    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None)
+    return (cause or (lines[0] if lines and lines[0] else type(exc).__name__))[:BRIEF_CHARS]

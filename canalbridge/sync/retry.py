@@ -8,11 +8,8 @@ from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from canalbridge.sync.errors import Stopping
 from canalbridge.sync.settings import RetrySettings
-
-
-class Stopping(Exception):
-    """Raised out of a back-off wait when the job is stopping."""
 
 
 def retrying(

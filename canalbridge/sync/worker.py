@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import threading
 
+# How often a worker blocked on another thread (a queue, a future, a window, room in the hand-off) looks again
+# at the job's stop: the bound on how long a stop waits for it.
+STOP_CHECK_S = 0.2
+
 
 class Worker:
     """Runs :meth:`_run` in a daemon thread; the job sets ``stop`` and joins with a bound."""

@@ -51,14 +51,14 @@ from canalbridge.sync.channel.committer import Committer
 from canalbridge.sync.channel.maintenance import MaintenanceRun
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.channel.stager import Abort, AddChunk, Begin, Commit, Pending, Send, Stager, Work
-from canalbridge.sync.channel.work import POLL_S, ReadBack, ReadPosition
-from canalbridge.sync.errors import ChannelStuckError
+from canalbridge.sync.channel.work import ReadBack, ReadPosition
+from canalbridge.sync.errors import ChannelStuckError, Stopping
 from canalbridge.sync.model.position import Position, Refill
-from canalbridge.sync.retry import Stopping
 from canalbridge.sync.schema.target import TargetSchema
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings, SchemaSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow
 from canalbridge.sync.snapshot.progress import TableProgress
+from canalbridge.sync.worker import STOP_CHECK_S
 
 log = structlog.get_logger("canalbridge.channel")
 
@@ -161,7 +161,7 @@ class Channel:
         deadline = (time.monotonic() if since is None else since) + self._stall_timeout_s
         while True:
             try:
-                return future.result(timeout=POLL_S)
+                return future.result(timeout=STOP_CHECK_S)
             except FutureTimeout:
                 self._check_waiting(deadline, doing)
 
@@ -230,7 +230,7 @@ class Channel:
         deadline = time.monotonic() + self._stall_timeout_s
         while True:
             try:
-                self._work.put(item, timeout=POLL_S)
+                self._work.put(item, timeout=STOP_CHECK_S)
                 return
             except queue.Full:
                 self._check_waiting(deadline, "handing work to the channel thread")

@@ -28,7 +28,7 @@ import structlog
 from canalbridge.sync.channel.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.channel.work import Apply, ReadBack, ReadPosition, Rows, Step, discard, drop, take
-from canalbridge.sync.errors import ChannelCommitError, ColumnsChangedError
+from canalbridge.sync.errors import ChannelCommitError, ColumnsChangedError, first_line
 from canalbridge.sync.model.changes import Alteration
 from canalbridge.sync.model.position import EntryPosition, Position, later
 from canalbridge.sync.schema.ddl import RenameTable
@@ -116,7 +116,7 @@ class Committer:
                     discard(rest, "an earlier step failed")
                 if isinstance(exc, ColumnsChangedError):
                     exc = _named(exc, item.histories)
-                self._log.warning("channel.commit_failed", label=item.label, error=brief(exc))
+                self._log.warning("channel.commit_failed", label=item.label, error=first_line(exc))
                 item.result.set_exception(ChannelCommitError(self.source, item.label, exc))
                 return
             stamped = position
@@ -136,7 +136,7 @@ class Committer:
         try:
             report = self._sink.maintainer.maintain(self.maintenance)
         except Exception as exc:  # the sync goes on; the next run tries again
-            error = brief(exc)
+            error = first_line(exc)
         finally:
             ended = time.monotonic()
             self.grace_until = ended + self._stall_timeout_s
@@ -174,10 +174,3 @@ def _through(step: Step) -> Position:
         assert step.last is not None, "rows sealed before a DDL know their last position"
         return step.last
     return step.position
-
-
-def brief(exc: BaseException) -> str:
-    """An error's first line, bounded: a Spark error's text can carry the whole JVM stack."""
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else type(exc).__name__
-    return text[:500]

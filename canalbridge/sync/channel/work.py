@@ -13,9 +13,7 @@ from canalbridge.sync.channel.sink import SealedTransaction
 from canalbridge.sync.model.changes import Alteration
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.rows import ColumnsHistory
-
-POLL_S = 0.2  # how often a wait looks at the job's stop event
-
+from canalbridge.sync.worker import STOP_CHECK_S
 
 Q = TypeVar("Q")
 
@@ -67,7 +65,7 @@ def take(work: queue.Queue[Q], stop: threading.Event) -> Q | None:
     uncommitted and will be consumed again)."""
     while not stop.is_set():
         try:
-            item = work.get(timeout=POLL_S)
+            item = work.get(timeout=STOP_CHECK_S)
         except queue.Empty:
             continue
         if not stop.is_set():

@@ -50,11 +50,11 @@ from canalbridge.sync.consumer.second_pass import SecondPass
 from canalbridge.sync.consumer.source_txns import SourceTransactions
 from canalbridge.sync.consumer.stream_order import StreamOrder
 from canalbridge.sync.consumer.taken import Taken
-from canalbridge.sync.errors import ChannelStuckError, SyncError
+from canalbridge.sync.errors import ChannelStuckError, Stopping, SyncError
 from canalbridge.sync.model.position import EntryPosition, Position
 from canalbridge.sync.model.stats import ConsumerStats
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
-from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.retry import retrying
 from canalbridge.sync.schema.rows import DML_EVENTS
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.windows import Windows

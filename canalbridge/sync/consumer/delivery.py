@@ -26,14 +26,13 @@ from google.protobuf.message import DecodeError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.consumer.second_pass import SecondPass
-from canalbridge.sync.errors import EntryDecodeError, RowMappingError, SnapshotError
+from canalbridge.sync.errors import EntryDecodeError, KeyColumnMissing, RowMappingError, SnapshotError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats
 from canalbridge.sync.model.tracking import CommittedPositions
 from canalbridge.sync.routing.router import Table, TableRouter
 from canalbridge.sync.schema.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
-from canalbridge.sync.snapshot.chunk_window import KeyColumnMissing
 from canalbridge.sync.snapshot.windows import Windows
 
 

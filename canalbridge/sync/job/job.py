@@ -25,19 +25,11 @@ import structlog
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.channel.maintenance import MaintenanceRun
 from canalbridge.sync.channel.sink import ChannelSink
-from canalbridge.sync.errors import ReceiverGaveUp, SyncError
+from canalbridge.sync.errors import JobStateError, ReceiverGaveUp, SyncError
 from canalbridge.sync.job.on_demand import OnDemand
-from canalbridge.sync.job.run import JobRun
+from canalbridge.sync.job.run import JobRun, RunContext
 from canalbridge.sync.job.start_retry import StartRetry
-from canalbridge.sync.model.record import (
-    ChannelRecord,
-    FailKind,
-    FailMessage,
-    JobRecord,
-    JobState,
-    JobStateError,
-    PartitionRecord,
-)
+from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
 from canalbridge.sync.routing.rules import Routes, known_channels
@@ -109,9 +101,10 @@ class SyncJob:
             if busy:
                 raise JobStateError(f"job {self.name} cannot start while threads of its last run are still busy "
                                     f"({', '.join(busy)}): a commit hangs in the target")
-            run = JobRun(self.settings, self._sink_for, self.committed, self.acks, self.stats, self._fail,
-                         lambda: self._notify(transition=False), self.windows, self._snapshot,
-                         self._snapshot_finished if self.snapshot_only else None, self.receiver_stats)
+            run = JobRun(RunContext(
+                self.settings, self._sink_for, self.committed, self.acks, self.stats, self.receiver_stats, self._fail,
+                on_commit=lambda: self._notify(transition=False), windows=self.windows, snapshot=self._snapshot,
+                on_snapshot_finished=self._snapshot_finished if self.snapshot_only else None))
             try:
                 run.start()
             except Exception as exc:  # a target that cannot be opened: paused, and started again if it may pass

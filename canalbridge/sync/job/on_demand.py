@@ -11,8 +11,9 @@ from typing import Literal
 import structlog
 
 from canalbridge.source_db import check_filter, checked_filter
+from canalbridge.sync.errors import JobStateError
 from canalbridge.sync.job.run import JobRun
-from canalbridge.sync.model.record import JobState, JobStateError
+from canalbridge.sync.model.record import JobState
 from canalbridge.sync.settings import JobSettings
 from canalbridge.sync.snapshot.discovery import RoutedTable
 from canalbridge.sync.snapshot.runner import SnapshotTable

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -18,11 +19,10 @@ from canalbridge.source_db import SourceDb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.consumer.consumer import Consumer
-from canalbridge.sync.errors import ChannelOpenError, SnapshotError, SyncError, TargetSourceMismatchError
+from canalbridge.sync.errors import ChannelOpenError, SnapshotError, Stopping, SyncError, TargetSourceMismatchError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
-from canalbridge.sync.retry import Stopping
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.discovery import RoutedTable, keyed, rule_tables, unfinished
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -48,37 +48,43 @@ def _check_source(settings: JobSettings, target: str, position: Position | None)
         "and the two positions do not compare. Keep the job's source, or write into new targets")
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What a job's runs share and outlive: its settings and targets, its positions and counters, the chunk
+    windows and the snapshot's source, and what a run reports to the job."""
+
+    settings: JobSettings
+    sink_for: Callable[[ChannelSettings], ChannelSink]
+    committed: CommittedPositions
+    acks: AckState
+    stats: ConsumerStats
+    receiver_stats: ReceiverStats
+    on_failure: Callable[[SyncError], None]
+    on_commit: Callable[[], None]  # a commit landed (the job saves its record)
+    windows: Windows | None = None
+    snapshot: SnapshotSource | None = None
+    on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None  # (a job in `mode = "only"`)
+
+
 class JobRun:
     """Starts a job's threads; :meth:`stop` joins each within a bound and names those that did not stop."""
 
-    def __init__(
-        self,
-        settings: JobSettings,
-        sink_for: Callable[[ChannelSettings], ChannelSink],
-        committed: CommittedPositions,
-        acks: AckState,
-        stats: ConsumerStats,
-        on_failure: Callable[[SyncError], None],
-        on_commit: Callable[[], None],
-        windows: Windows | None = None,
-        snapshot: SnapshotSource | None = None,
-        on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None,
-        receiver_stats: ReceiverStats | None = None,
-    ) -> None:
+    def __init__(self, context: RunContext) -> None:
+        settings = context.settings
         self.settings = settings
-        self._windows = windows
-        self._snapshot = snapshot
-        self._on_snapshot_finished = on_snapshot_finished
+        self._windows = context.windows
+        self._snapshot = context.snapshot
+        self._on_snapshot_finished = context.on_snapshot_finished
         self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
         self.verify: VerifyRunner | None = None  # this run's last verify, if one was asked for
         self.channels: list[Channel] = []
-        self._sink_for = sink_for
-        self._committed = committed
-        self._acks = acks
-        self._stats = stats
-        self._receiver_stats = receiver_stats
-        self._on_failure = on_failure
-        self._on_commit = on_commit
+        self._sink_for = context.sink_for
+        self._committed = context.committed
+        self._acks = context.acks
+        self._stats = context.stats
+        self._receiver_stats = context.receiver_stats
+        self._on_failure = context.on_failure
+        self._on_commit = context.on_commit
         self._stop = threading.Event()
         self._link: SourceLink | None = None
         self._workers: list[Worker] = []

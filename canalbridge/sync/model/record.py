@@ -26,11 +26,6 @@ class JobState(Enum):
     FINISHED = "FINISHED"
 
 
-class JobStateError(Exception):
-    """A transition the state machine does not allow (e.g. resuming a cancelled job), or a request the job's
-    state refuses (a snapshot of a paused job)."""
-
-
 class FailKind(Enum):
     USER_CANCEL = "USER_CANCEL"
     SUBMIT_FAIL = "SUBMIT_FAIL"

@@ -19,12 +19,10 @@ import re
 import string
 from dataclasses import dataclass
 
+from canalbridge.sync.errors import PatternError
+
 _GLOB = re.compile(r"[*?\[]")
 _FIELDS = frozenset({"schema", "table"})
-
-
-class PatternError(ValueError):
-    """A source pattern or target template that cannot be used; the message says why."""
 
 
 @dataclass(frozen=True)

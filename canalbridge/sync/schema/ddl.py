@@ -26,6 +26,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from canalbridge.sync.errors import first_line
+
 
 @dataclass(frozen=True)
 class TableName:
@@ -178,7 +180,7 @@ def parse_ddl(sql: str) -> Ddl:
     try:
         statements = [s for s in sqlglot.parse(sql, read="mysql") if s is not None]
     except (ParseError, TokenError) as exc:
-        return Ddl(sql, not_understood=f"sqlglot cannot parse it: {_first_line(exc)}")
+        return Ddl(sql, not_understood=f"sqlglot cannot parse it: {first_line(exc)}")
     if len(statements) != 1:
         return Ddl(sql, not_understood=f"{len(statements)} statements")
     statement = statements[0]
@@ -347,10 +349,6 @@ def _place(definition: exp.ColumnDef) -> Place:
     if where == "AFTER" and position.this is not None:
         return Place(after=_name(position.this))
     raise _NotUnderstood(f"column position {position.sql(dialect='mysql')!r}")
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def columns_after(names: tuple[str, ...], changes: tuple[SchemaChange, ...], *, drop: bool = True) -> tuple[str, ...]:

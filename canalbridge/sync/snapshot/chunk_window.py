@@ -28,16 +28,13 @@ from dataclasses import dataclass
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.chunks import KeyRange
 from canalbridge.source_db.signals import Signal
+from canalbridge.sync.errors import KeyColumnMissing
 from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.snapshot.progress import TableProgress
 
 # A key's values as Canal renders them (None: NULL), in the key's column order. Not comparable with the values
 # a chunk read returns: the sink types both the way it types every row before it compares them.
 CanalKey = tuple[str | None, ...]
-
-
-class KeyColumnMissing(ValueError):
-    """A row image without a column of the snapshot's key (the binlog must hold full row images)."""
 
 
 def changed_keys(change: entry_pb.RowChange, columns: Sequence[str]) -> Iterator[CanalKey]:

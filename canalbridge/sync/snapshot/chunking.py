@@ -4,7 +4,6 @@ and the wait for a chunk's window to land."""
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -13,8 +12,8 @@ from canalbridge.sync.errors import SnapshotError
 from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState
 from canalbridge.sync.snapshot.windows import Windows
+from canalbridge.sync.worker import STOP_CHECK_S
 
-POLL_S = 0.5  # how often a wait asks whether to stop
 ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
 
 
@@ -41,27 +40,16 @@ def span(ranges: Sequence[KeyRange]) -> str:
     return f"after {ranges[0].after!r} through {ranges[-1].through!r}"
 
 
-def first_line(exc: BaseException) -> str:
-    """What failed, in one line: a Java exception's own message rather than Py4J's "An error occurred while
-    calling ..." above it."""
-    lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
-    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None)
-    return cause or (lines[0] if lines and lines[0] else type(exc).__name__)
-
-
-_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
-
-
 def wait_landed(windows: Windows, window: ChunkWindow, timeout_s: float,
                 stop: Callable[[], bool]) -> bool | None:
     """Until ``window`` landed (True) or a DDL spoiled it (False); None once ``stop()`` says so (asked every
-    ``POLL_S``);
+    ``STOP_CHECK_S``);
     :class:`SnapshotError` past ``timeout_s`` (``land_timeout_seconds``), saying whether the stream ever passed
     the window's open signal."""
     deadline = time.monotonic() + timeout_s
     while not stop():
         left = deadline - time.monotonic()
-        state = windows.wait(window, min(POLL_S, max(left, 0.0)), ENDED)
+        state = windows.wait(window, min(STOP_CHECK_S, max(left, 0.0)), ENDED)
         if state in ENDED:
             return state is WindowState.LANDED
         if left <= 0:

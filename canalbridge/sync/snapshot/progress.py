@@ -19,10 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from canalbridge.source_db.chunks import KeyValues
-
-
-class ProgressFormatError(ValueError):
-    """Stored progress this version cannot read."""
+from canalbridge.sync.errors import ProgressFormatError
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any
 from tenacity import RetryError
 
 from canalbridge.source_db import SourceDbConnectionError
-from canalbridge.sync.errors import SnapshotError
-from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.errors import SnapshotError, Stopping
+from canalbridge.sync.retry import retrying
 from canalbridge.sync.settings import RetrySettings
 
 

@@ -55,11 +55,10 @@ from canalbridge.source_db import (
     table_key,
     table_rows_estimate,
 )
-from canalbridge.sync.errors import SnapshotError, SyncError
-from canalbridge.sync.retry import Stopping
+from canalbridge.sync.errors import SnapshotError, Stopping, SyncError, first_line
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk
-from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
+from canalbridge.sync.snapshot.chunking import groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress, combined
 from canalbridge.sync.snapshot.reconnect import run_reconnecting
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
@@ -150,7 +149,7 @@ class SnapshotRunner(CancellableWorker):
         try:
             run_reconnecting(self._connected, lambda: self._landed, self._reconnect, self._stop, self._log,
                              lambda: self._current)
-        except (_Stopped, Stopping):
+        except (_Halted, Stopping):
             pass
         except SourceDbError as exc:
             self._fail(SnapshotError(exc.table or self._current, str(exc)))
@@ -176,7 +175,7 @@ class SnapshotRunner(CancellableWorker):
                     self._announce = False  # (landed: a reconnect goes on with it)
                 for each in self.tables:
                     if self._halted():
-                        raise _Stopped()
+                        raise _Halted()
                     self._current = each.name
                     try:
                         self._table(db, signals, each)
@@ -184,7 +183,7 @@ class SnapshotRunner(CancellableWorker):
                         if each.channel is None or not exc.missing:
                             raise
                         self._dropped(each, exc)
-            except _Stopped:
+            except _Halted:
                 if self._stop.is_set():
                     raise
                 self._mark_cancelled(db, signals)
@@ -333,7 +332,7 @@ class SnapshotRunner(CancellableWorker):
                 assert through is not None  # (the planner bounds every range by the last key)
                 progress = progress.advanced(through)
                 if self._halted():  # (not one more read: it may take long)
-                    raise _Stopped()
+                    raise _Halted()
                 held.append(self._read(db, signals, table, key, ranges, progress))
                 progress = held[-1].progress  # (with the chunk's rows counted)
                 if len(held) == 2:  # the one before was closed, and committed while this one was read
@@ -341,7 +340,7 @@ class SnapshotRunner(CancellableWorker):
                         return landed
                     landed = before.progress
                 if self._halted():  # (a cancel during the read: this chunk is not closed, and is dropped)
-                    raise _Stopped()
+                    raise _Halted()
                 self._close(signals, held[-1])
             if held and not self._land(signals, table, held.pop(0), tally):
                 return landed
@@ -440,7 +439,7 @@ class SnapshotRunner(CancellableWorker):
         ``land_timeout_seconds``. Only a stop ends it, not a cancel: the chunk's close signal is out."""
         landed = wait_landed(self.windows, window, self.settings.land_timeout_seconds, self._stop.is_set)
         if landed is None:
-            raise _Stopped()
+            raise _Halted()
         return landed
 
 
@@ -477,5 +476,6 @@ def _gone(db: SourceDb) -> bool:
     return False
 
 
-class _Stopped(Exception):
-    """The job stopped while a chunk waited: its progress is what the target holds."""
+class _Halted(Exception):
+    """The snapshot halted between chunks, for a cancel or the job's stop (unlike :class:`Stopping`, which only
+    a stopping job raises): its progress is what the target holds."""

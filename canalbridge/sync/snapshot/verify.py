@@ -48,10 +48,10 @@ from canalbridge.source_db import (
     table_columns,
     table_key,
 )
-from canalbridge.sync.errors import SnapshotError
+from canalbridge.sync.errors import SnapshotError, first_line
 from canalbridge.sync.settings import ChannelSettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState
-from canalbridge.sync.snapshot.chunking import first_line, groups, key_text, source_columns, span, wait_landed
+from canalbridge.sync.snapshot.chunking import groups, key_text, source_columns, span, wait_landed
 from canalbridge.sync.snapshot.source import Differing, ReadRows, SnapshotSource, TargetComparer
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.worker import CancellableWorker

@@ -17,16 +17,15 @@ from collections.abc import Callable
 import structlog
 from tenacity import RetryError
 
-from canalbridge.sync.errors import ReceiverGaveUp, SyncError
+from canalbridge.sync.errors import ReceiverGaveUp, Stopping, SyncError
 from canalbridge.sync.model.stats import ReceiverStats
-from canalbridge.sync.retry import Stopping, retrying
+from canalbridge.sync.retry import retrying
 from canalbridge.sync.settings import RetrySettings
 from canalbridge.sync.source.link import ReceiverSide
-from canalbridge.sync.worker import Worker
+from canalbridge.sync.worker import STOP_CHECK_S, Worker
 
 log = structlog.get_logger("canalbridge.receiver")
 
-ROOM_WAIT_S = 0.5  # how often a receiver waiting for queue room checks for stop
 
 
 class Receiver(Worker):
@@ -49,7 +48,7 @@ class Receiver(Worker):
             while not self._stop.is_set():
                 if not self.link.connected:
                     self._connect()
-                if not self.link.wait_for_room(ROOM_WAIT_S):
+                if not self.link.wait_for_room(STOP_CHECK_S):
                     continue
                 self._exchange()
         except Stopping:

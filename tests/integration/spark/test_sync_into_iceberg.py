@@ -19,9 +19,9 @@ from canalbridge.sync.job.job import FailKind, JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
 from canalbridge.sync.source.canal.settings import CanalSettings
+from spark_sink.errors import TargetTableError
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
-from spark_sink.table import TargetTableError
 from tests.helpers import eventually
 from tests.infra.replay import row_changes
 

@@ -39,6 +39,8 @@ except OSError as exc:
 class Jobs:
     """What the endpoint serves: a status, and the actions it was asked for."""
 
+    actions = ("pause", "resume", "stop", "reset", "snapshot", "cancel-snapshot", "verify", "cancel-verify")
+
     def __init__(self) -> None:
         self.acted: list[tuple[str, str, dict]] = []
 
@@ -53,7 +55,7 @@ class Jobs:
 @contextmanager
 def serving(endpoint: ControlEndpoint, jobs: Jobs | None = None) -> Iterator[Jobs]:
     jobs = jobs or Jobs()
-    server = ControlServer(endpoint, jobs.status, jobs.act)
+    server = ControlServer(endpoint, jobs.status, jobs.act, jobs.actions)
     server.start()
     try:
         yield jobs
@@ -210,12 +212,12 @@ def test_a_socket_a_dead_daemon_left_is_replaced_but_a_live_one_or_another_file_
     with serving(endpoint):
         assert request(endpoint, "GET", "/status")["live"]
         with pytest.raises(ControlError, match="another process listens there"):
-            ControlServer(endpoint, Jobs().status, Jobs().act)
+            ControlServer(endpoint, Jobs().status, Jobs().act, Jobs.actions)
         assert request(endpoint, "GET", "/status")["live"]  # still the first daemon's
     not_a_socket = state_dir / "state.db"
     not_a_socket.write_text("kept")
     with pytest.raises(ControlError, match="something other than a socket is at its path; nothing was removed"):
-        ControlServer(ControlEndpoint(str(not_a_socket)), Jobs().status, Jobs().act)
+        ControlServer(ControlEndpoint(str(not_a_socket)), Jobs().status, Jobs().act, Jobs.actions)
     assert not_a_socket.read_text() == "kept"
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from spark_sink import classpath
-from spark_sink.classpath import AWS_BUNDLE, ICEBERG_RUNTIME, MARIADB_DRIVER, POSTGRESQL_DRIVER, SparkSetupError
+from spark_sink.classpath import AWS_BUNDLE, ICEBERG_RUNTIME, MARIADB_DRIVER, POSTGRESQL_DRIVER
+from spark_sink.errors import SparkSetupError
 from spark_sink.session import session_conf
 from spark_sink.settings import SparkSettings
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.sync.schema.ddl import Place, parse_ddl
-from spark_sink.evolve import Add, Column, Drop, EvolutionRefused, MakeNullable, Move, Rename, Widen, plan
+from spark_sink.errors import EvolutionRefused
+from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Rename, Widen, plan
 
 TARGET = (Column("id", "int", nullable=False), Column("name", "string"), Column("qty", "int", nullable=False),
           Column("price", "decimal(10,2)"), Column("ratio", "float"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spark_sink.errors import UnsupportedTypeError
 from spark_sink.source_text import source_select
-from spark_sink.types import UnsupportedTypeError
 
 
 @pytest.mark.parametrize(("mysql_type", "sql"), [

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.errors import RouteConflictError
+from canalbridge.sync.errors import PatternError, RouteConflictError
 from canalbridge.sync.model.changes import BeforeImages
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.model.tables import PatternError, TablePattern, TargetTemplate, merges
+from canalbridge.sync.model.tables import TablePattern, TargetTemplate, merges
 from canalbridge.sync.routing.rules import Routes
 from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings, JobSettings

@@ -8,8 +8,8 @@ import decimal
 
 import pytest
 
+from canalbridge.sync.errors import ProgressFormatError
 from canalbridge.sync.snapshot.progress import (
-    ProgressFormatError,
     SnapshotStatus,
     TableProgress,
     combined,

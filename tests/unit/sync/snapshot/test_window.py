@@ -6,7 +6,8 @@ import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import Signal
-from canalbridge.sync.snapshot.chunk_window import ChunkWindow, KeyColumnMissing, WindowState, changed_keys
+from canalbridge.sync.errors import KeyColumnMissing
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState, changed_keys
 
 
 def image(**values: str | None) -> list[entry_pb.Column]:

@@ -1,8 +1,8 @@
-"""A failed chunk read names its Java cause, not Py4J's call."""
+"""An error told in one line: a failed read or commit names its Java cause, not Py4J's call."""
 
 from __future__ import annotations
 
-from canalbridge.sync.snapshot.chunking import first_line
+from canalbridge.sync.errors import BRIEF_CHARS, first_line
 
 
 class Py4JLike(Exception):
@@ -17,3 +17,7 @@ def test_a_failed_read_is_named_by_the_java_exception_under_py4js_line():
                                     "'u'@'localhost'")
     assert first_line(ValueError("plain\nsecond")) == "plain"
     assert first_line(ValueError()) == "ValueError"
+
+
+def test_a_line_is_bounded():
+    assert first_line(RuntimeError("x" * 10_000)) == "x" * BRIEF_CHARS
