@@ -20,7 +20,7 @@ from canalbridge.canal.server_defaults import (
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.tls import TLS_MODES, SourceTls
 from canalbridge.sync.model.position import Position
-from canalbridge.sync.model.tables import TablePattern
+from canalbridge.sync.model.tables import TableId, TablePattern
 from canalbridge.sync.options import (
     Option,
     names,
@@ -265,10 +265,9 @@ class SnapshotSettings:
                                               "and its commit to land; past it the job pauses, naming the table")
 
     @property
-    def signal(self) -> tuple[str, str]:
-        """The signal table as (schema, table)."""
-        schema, _, table = self.signal_table.partition(".")
-        return schema, table
+    def signal(self) -> TableId:
+        """The signal table."""
+        return TableId.parse(self.signal_table)
 
     @property
     def source_tls(self) -> SourceTls:

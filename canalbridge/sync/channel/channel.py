@@ -54,6 +54,7 @@ from canalbridge.sync.channel.stager import Abort, AddChunk, Begin, Commit, Pend
 from canalbridge.sync.channel.work import ReadBack, ReadPosition
 from canalbridge.sync.errors import ChannelStuckError, Stopping
 from canalbridge.sync.model.position import Position, Refill
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.target import TargetSchema
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings, SchemaSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow
@@ -172,7 +173,7 @@ class Channel:
         self._label_sent = label
         self._put(Begin(label))
 
-    def add(self, position: Position, row_change: bytes, *, table: tuple[str, str], dml: bool = True,
+    def add(self, position: Position, row_change: bytes, *, table: TableId, dml: bool = True,
             rows: int = 0) -> None:
         """Queue one ROWDATA entry's row change (or a DDL on this table, ``dml`` False) for this transaction.
 

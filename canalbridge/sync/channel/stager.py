@@ -29,6 +29,7 @@ from canalbridge.sync.channel.work import Apply, ReadPosition, Rows, Step, disca
 from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
 from canalbridge.sync.model.changes import ChangeRow, RawChange
 from canalbridge.sync.model.position import Position
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.schema.target import TargetSchema
 from canalbridge.sync.snapshot.chunk_window import CanalKey, SnapshotChunk
@@ -46,7 +47,7 @@ class Pending(NamedTuple):
     row_change: bytes
     dml: bool
     rows: int
-    table: tuple[str, str]  # (schema, table): a merged channel's shards, or a followed table's new name
+    table: TableId  # (schema, table): a merged channel's shards, or a followed table's new name
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class AddChunk:
     (Canal's text, by ``key_columns``)."""
 
     position: Position
-    table: tuple[str, str]
+    table: TableId
     chunk: SnapshotChunk
     key_columns: tuple[str, ...]
     dropped: frozenset[CanalKey]
@@ -268,7 +269,7 @@ def _runs(changes: list[Pending]) -> Iterator[list[Pending]]:
     """``changes`` cut into runs: consecutive rows of one table, and each DDL alone (what came before a DDL
     lands before it)."""
     start = 0
-    table: tuple[str, str] | None = None  # of the run of rows open at ``start``; None: a DDL's
+    table: TableId | None = None  # of the run of rows open at ``start``; None: a DDL's
     for index, (_, _, dml, _, of) in enumerate(changes):
         if dml and of == table:
             continue

@@ -53,6 +53,7 @@ from canalbridge.sync.consumer.taken import Taken
 from canalbridge.sync.errors import ChannelStuckError, Stopping, SyncError
 from canalbridge.sync.model.position import EntryPosition, Position
 from canalbridge.sync.model.stats import ConsumerStats
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
 from canalbridge.sync.retry import retrying
 from canalbridge.sync.schema.rows import DML_EVENTS
@@ -236,7 +237,7 @@ class Consumer(Worker):
                     self._second.fill(position, None)  # a transaction marker: nothing to apply
                 cut = txns.marker(work, entry_type, position)
             else:
-                table = (header.schemaName, header.tableName)  # (read once: each read makes new strings)
+                table = TableId(header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 if header.eventType in DML_EVENTS:
                     cut = txns.rows(work)
                     self._delivery.rows(table, position, entry, missed)

@@ -29,8 +29,9 @@ from canalbridge.sync.consumer.second_pass import SecondPass
 from canalbridge.sync.errors import EntryDecodeError, KeyColumnMissing, RowMappingError, SnapshotError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.model.tracking import CommittedPositions
-from canalbridge.sync.routing.router import Table, TableRouter
+from canalbridge.sync.routing.router import TableRouter
 from canalbridge.sync.schema.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.windows import Windows
@@ -57,7 +58,7 @@ class Delivery:
         self._label = label
         self._router.begin(label)
 
-    def rows(self, table: Table, position: Position, entry: entry_pb.Entry, missed: bool) -> None:
+    def rows(self, table: TableId, position: Position, entry: entry_pb.Entry, missed: bool) -> None:
         """A row change of ``table`` (schema, table) at ``position``; ``missed``: Canal's first pass missed it."""
         windows = self._windows
         if windows is not None and windows.concerns(table):
@@ -79,7 +80,7 @@ class Delivery:
         elif channel is not None:
             self._stats.skipped += 1
 
-    def statement(self, table: Table, position: Position, entry: entry_pb.Entry, missed: bool) -> Channel | None:
+    def statement(self, table: TableId, position: Position, entry: entry_pb.Entry, missed: bool) -> Channel | None:
         """A statement on ``table`` (a DDL, the SQL that annotates rows): given to the table's channel, which
         applies what a DDL changes (and names it if a later row no longer fits); a followed rename to the
         channel of the old name. The channel of ``table``, if any."""
@@ -126,7 +127,7 @@ class Delivery:
             self._second.resume(channel.source, channel.refill)
 
     def _give(self, channel: Channel | None, position: Position, entry: entry_pb.Entry, missed: bool,
-              table: Table) -> bool:
+              table: TableId) -> bool:
         """Give an entry of ``table`` to its channel unless the channel has committed it; True if given."""
         if channel is None:
             if missed:

@@ -22,6 +22,7 @@ from canalbridge.sync.consumer.consumer import Consumer
 from canalbridge.sync.errors import ChannelOpenError, SnapshotError, Stopping, SyncError, TargetSourceMismatchError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.discovery import RoutedTable, keyed, rule_tables, unfinished
@@ -181,8 +182,7 @@ class JobRun:
         for channel in self.channels:
             progress = channel.snapshot.get(channel.source)
             if progress is None or not progress.finished:
-                schema, _, table = channel.source.partition(".")
-                tables.append(SnapshotTable(schema, table, channel.settings.key, progress))
+                tables.append(SnapshotTable(*TableId.parse(channel.source), channel.settings.key, progress))
         return tables
 
     def _rule_discovery(self) -> Callable[[SourceDb], list[SnapshotTable]] | None:

@@ -1,4 +1,5 @@
-"""Which tables a channel rule takes, and where each goes: the one owner of table patterns and target templates.
+"""A source table's identity, which tables a channel rule takes, and where each goes: the one owner of table
+names, table patterns and target templates.
 
 A ``[[job.channel]]`` names its source as ``schema.table``, where either part
 may be a glob (``shop.*``, ``shop_??.orders_[0-9]*``), or as a regex over
@@ -18,11 +19,40 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from canalbridge.sync.errors import PatternError
 
 _GLOB = re.compile(r"[*?\[]")
 _FIELDS = frozenset({"schema", "table"})
+
+
+class TableId(NamedTuple):
+    r"""A source table: its schema and its name, as an entry's header writes them.
+
+    A tuple, so that the Consumer builds one per entry at a tuple's cost. Two
+    ids name one table when their :attr:`key`\ s are equal: MySQL compares
+    table names case-blind where Canal's sources run (and Canal's filter does).
+    """
+
+    schema: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str) -> TableId:
+        """``schema.table`` (a channel's ``source``, ``signal_table``): the schema ends at the first dot."""
+        schema, _, table = text.partition(".")
+        return cls(schema, table)
+
+    @property
+    def qualified(self) -> str:
+        """``schema.table``."""
+        return f"{self.schema}.{self.table}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What compares: both parts case-folded."""
+        return self.schema.lower(), self.table.lower()
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ import structlog
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.channel import Channel
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.routing.rules import Routes
 from canalbridge.sync.schema.ddl import RenameTable, parse_ddl
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
-Table = tuple[str, str]  # (schema, table), as an entry's header names it
 _RENAME = int(entry_pb.EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
 
 
@@ -42,7 +42,7 @@ class TableRouter:
         self._follows_renames = settings.schema.follows_renames
         self._log = log
         self._label = ""  # the open transaction's
-        self._by_table: dict[Table, Channel | None] = {}  # what each table met in this transaction goes to
+        self._by_table: dict[TableId, Channel | None] = {}  # what each table met in this transaction goes to
         # A followed table's name ("schema.table", case-folded), by channel: as its last landed commit left it.
         self._names = {channel.source: channel.source_table.lower() for channel in channels
                        if channel.source_table is not None}
@@ -54,14 +54,13 @@ class TableRouter:
         for channel in self.channels.values():
             channel.begin(label)
 
-    def channel_for(self, table: Table) -> Channel | None:
+    def channel_for(self, table: TableId) -> Channel | None:
         """The channel that takes ``table``'s entries: for a table a rule takes, opened when first met."""
         try:
             return self._by_table[table]
         except KeyError:
             pass
-        schema, name = table
-        full = f"{schema}.{name}".lower()
+        full = table.qualified.lower()
         followed = next((source for source, current in self._names.items() if current == full), None)
         if followed is not None:
             channel: Channel | None = self.channels[followed]
@@ -70,9 +69,8 @@ class TableRouter:
         self._by_table[table] = channel
         return channel
 
-    def _resolve(self, table: Table) -> Channel | None:
-        schema, name = table
-        settings = self._routes.resolve(schema, name)
+    def _resolve(self, table: TableId) -> Channel | None:
+        settings = self._routes.resolve(table.schema, table.table)
         if settings is None:
             return None
         if settings.source in self._names:
@@ -86,38 +84,38 @@ class TableRouter:
             self.channels[channel.source] = channel
             self._on_open(channel)
             channel.begin(self._label)
-            self._log.info("consumer.table_picked_up", table=f"{schema}.{name}", channel=channel.source,
+            self._log.info("consumer.table_picked_up", table=table.qualified, channel=channel.source,
                            target=settings.target, rule=settings.rule, committed=str(channel.committed_position))
         elif settings.merged:
-            self._log.info("consumer.shard_joined", table=f"{schema}.{name}", channel=channel.source)
+            self._log.info("consumer.shard_joined", table=table.qualified, channel=channel.source)
         return channel
 
-    def ddl_owners(self, entry: entry_pb.Entry, event_type: int, channel: Channel | None, table: Table,
-                   ) -> list[tuple[Channel | None, Table]]:
+    def ddl_owners(self, entry: entry_pb.Entry, event_type: int, channel: Channel | None, table: TableId,
+                   ) -> list[tuple[Channel | None, TableId]]:
         """Who gets a DDL entry (``event_type`` its header's) of ``table``, and under which name: ``channel``,
         or for a RENAME TABLE the job follows, the channel of each renamed table, under its old name."""
         if not self._follows_renames or event_type != _RENAME:
             return [(channel, table)]
         return self._follow(entry) or [(channel, table)]
 
-    def _follow(self, entry: entry_pb.Entry) -> list[tuple[Channel | None, Table]]:
+    def _follow(self, entry: entry_pb.Entry) -> list[tuple[Channel | None, TableId]]:
         """Each renamed table a channel is named for goes on under its new name in that channel."""
         session = entry.header.schemaName  # (a name without a schema is the session's, as MySQL reads it)
-        followed: list[tuple[Channel | None, Table]] = []
+        followed: list[tuple[Channel | None, TableId]] = []
         for old, change in parse_ddl(entry_pb.RowChange.FromString(entry.storeValue).sql).changes:
             if not isinstance(change, RenameTable):
                 continue
-            old_table = (old.schema or session, old.table)
+            old_table = old.resolved(session)
             channel = self.channel_for(old_table)
             if channel is None or channel.settings.pattern is not None or channel.settings.rule is not None:
                 continue  # (a rule's table renamed within the rule is a table of its own)
-            new_table = (change.to.schema or session, change.to.table)
+            new_table = change.to.resolved(session)
             self._by_table[old_table] = None
             self._by_table[new_table] = channel
-            self._renamed.setdefault(self._label, {})[channel.source] = ".".join(new_table).lower()
+            self._renamed.setdefault(self._label, {})[channel.source] = new_table.qualified.lower()
             followed.append((channel, old_table))
-            self._log.info("consumer.rename_followed", channel=channel.source, old=".".join(old_table),
-                           new=".".join(new_table))
+            self._log.info("consumer.rename_followed", channel=channel.source, old=old_table.qualified,
+                           new=new_table.qualified)
         return followed
 
     def committed(self, label: str, failed: set[str]) -> None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from canalbridge.sync.errors import RouteConflictError
 from canalbridge.sync.model.record import ChannelRecord
-from canalbridge.sync.model.tables import TargetTemplate, merges
+from canalbridge.sync.model.tables import TableId, TargetTemplate, merges
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
 
@@ -68,9 +68,9 @@ class Routes:
             assert rule.pattern is not None
             if source == rule.source or source.startswith(f"{rule.source} into "):
                 return rule.source
-        schema, _, table = source.partition(".")
-        return next((rule.source for rule in self._rules if table and rule.pattern is not None
-                     and rule.pattern.matches(schema, table)), None)
+        table = TableId.parse(source)
+        return next((rule.source for rule in self._rules if table.table and rule.pattern is not None
+                     and rule.pattern.matches(*table)), None)
 
 
 def _made(rule: ChannelSettings, source: str, target: str) -> ChannelSettings:

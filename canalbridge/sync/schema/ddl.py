@@ -27,6 +27,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from canalbridge.sync.errors import first_line
+from canalbridge.sync.model.tables import TableId
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class TableName:
         sends them as the statement wrote them, so compare case-blind.
         """
         return (self.schema is None or self.schema.lower() == schema.lower()) and self.table.lower() == table.lower()
+
+    def resolved(self, session: str) -> TableId:
+        """The table this names, read in a session whose schema is ``session``."""
+        return TableId(self.schema or session, self.table)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import structlog
 from canalbridge.sync.errors import SchemaChangeError
 from canalbridge.sync.model.changes import Alteration, BeforeImages
 from canalbridge.sync.model.position import Position
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.ddl import (
     ChangeKey,
     RenameTable,
@@ -42,8 +43,6 @@ from canalbridge.sync.schema.ddl import (
 from canalbridge.sync.schema.rows import ColumnsHistory, RowMapper
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
 
-Table = tuple[str, str]  # (schema, table)
-
 
 class TargetSchema:
     """A channel's source tables mapped onto its target's columns. Owned by the channel's staging thread."""
@@ -54,7 +53,7 @@ class TargetSchema:
         self.schema = schema
         self._before_images = before_images
         self._log = log
-        self._mappers: dict[Table, RowMapper] = {}  # by source table: shards map on their own
+        self._mappers: dict[TableId, RowMapper] = {}  # by source table: shards map on their own
         self._target_columns: tuple[str, ...] | None = None  # the target's, as the DDLs staged so far leave it
         self._aliases: dict[str, str] = {}  # a shared target's: source names another shard's rename took
 
@@ -65,7 +64,7 @@ class TargetSchema:
         self._target_columns = tuple(target_columns) if target_columns is not None else None
         self._aliases = dict(aliases)
 
-    def mapper(self, table: Table) -> RowMapper:
+    def mapper(self, table: TableId) -> RowMapper:
         """The mapper of one source table (one for a channel of one table), knowing the target as it is now."""
         mapper = self._mappers.get(table)
         if mapper is None:
@@ -88,7 +87,7 @@ class TargetSchema:
         """What each source table's rows and DDLs were so far, for naming a row that no longer fits."""
         return tuple(mapper.history() for mapper in self._mappers.values())
 
-    def ddl(self, sql: str, position: Position, table: Table) -> Alteration | None:
+    def ddl(self, sql: str, position: Position, table: TableId) -> Alteration | None:
         """A DDL on one of the channel's tables (already mapped by its mapper): the step it makes, if any."""
         mapper = self.mapper(table)
         ddl = parse_ddl(sql)

@@ -30,6 +30,7 @@ from canalbridge.source_db.chunks import KeyRange
 from canalbridge.source_db.signals import Signal
 from canalbridge.sync.errors import KeyColumnMissing
 from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.snapshot.progress import TableProgress
 
 # A key's values as Canal renders them (None: NULL), in the key's column order. Not comparable with the values
@@ -98,7 +99,7 @@ class ChunkWindow:
     """The window of one chunk of ``table`` (schema, table), keyed by ``key_columns``. Its state moves on the
     Consumer thread; the snapshot's thread reads :attr:`state` once it is LANDED (see the job's hand-off)."""
 
-    def __init__(self, window_id: str, table: tuple[str, str], key_columns: Sequence[str], *,
+    def __init__(self, window_id: str, table: TableId, key_columns: Sequence[str], *,
                  applies: bool = True) -> None:
         self.id = window_id
         self.table = table

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from canalbridge.source_db import SourceDb, TableKeyError, table_key
 from canalbridge.sync.errors import RouteConflictError, SnapshotError
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.routing.rules import Routes
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -41,8 +42,7 @@ class RoutedTable:
     @classmethod
     def of(cls, channel: ChannelSettings) -> RoutedTable:
         """The table of a channel named for one."""
-        schema, _, table = channel.source.partition(".")
-        return cls(schema, table, channel)
+        return cls(*TableId.parse(channel.source), channel)
 
 
 def rule_tables(db: SourceDb, settings: JobSettings) -> list[RoutedTable]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from canalbridge.source_db import SignalTable, SourceDb, SourceDbError, table_key
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import JobSettings
 
 
@@ -29,9 +30,8 @@ def _table_problems(db: SourceDb, job: JobSettings) -> Sequence[str]:
     for channel in job.channels:
         if channel.pattern is not None:
             continue  # (a rule's tables are found when the snapshot starts; one without a key is streamed only)
-        schema, _, table = channel.source.partition(".")
         try:
-            table_key(db, schema, table, channel.key)
+            table_key(db, *TableId.parse(channel.source), channel.key)
         except SourceDbError as exc:
             problems.append(str(exc))
     return problems

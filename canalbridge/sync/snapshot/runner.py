@@ -56,6 +56,7 @@ from canalbridge.source_db import (
     table_rows_estimate,
 )
 from canalbridge.sync.errors import SnapshotError, Stopping, SyncError, first_line
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk
 from canalbridge.sync.snapshot.chunking import groups, key_text, source_columns, span, wait_landed
@@ -362,7 +363,7 @@ class SnapshotRunner(CancellableWorker):
               ranges: Sequence[KeyRange], progress: TableProgress) -> _Read:
         """Open a window for ``ranges`` and read them; their close signal is for :meth:`_close`."""
         # The table as the server spells it, which the binlog's headers do.
-        window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", (key.schema, key.table), key.names)
+        window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", TableId(key.schema, key.table), key.names)
         self.windows.register(window)
         read = _Read(window, progress)
         started = time.monotonic()

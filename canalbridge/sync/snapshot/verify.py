@@ -49,6 +49,7 @@ from canalbridge.source_db import (
     table_key,
 )
 from canalbridge.sync.errors import SnapshotError, first_line
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import ChannelSettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState
 from canalbridge.sync.snapshot.chunking import groups, key_text, source_columns, span, wait_landed
@@ -207,7 +208,7 @@ class VerifyRunner(CancellableWorker):
         for _ in range(SPOILED_TRIES):
             if self._halted():  # (not one more read)
                 return None, 0
-            window = ChunkWindow(f"{self.verify_id}-{uuid.uuid4().hex[:8]}", (key.schema, key.table), key.names,
+            window = ChunkWindow(f"{self.verify_id}-{uuid.uuid4().hex[:8]}", TableId(key.schema, key.table), key.names,
                                  applies=False)
             self.windows.register(window)
             read: ReadRows | None = None

@@ -24,22 +24,21 @@ import time
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import OPEN
 from canalbridge.sync.errors import SnapshotError
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.snapshot.chunk_window import CanalKey, ChunkWindow, SnapshotChunk, WindowState, signals_in
-
-Table = tuple[str, str]  # (schema, table)
 
 
 class Windows:
     """Every chunk window of one job not yet forgotten; one lock guards the map and the states the waiter reads."""
 
-    def __init__(self, signal_table: Table) -> None:
+    def __init__(self, signal_table: TableId) -> None:
         self.signal_table = signal_table
-        self._signal_key = _key(signal_table)
+        self._signal_key = signal_table.key
         self._changed = threading.Condition()
         self._windows: dict[str, ChunkWindow] = {}
         # The open window of each table (one at a time per table), by its names in lower case: MySQL's may be
         # case-blind (lower_case_table_names), and a binlog header need not spell them as the config does.
-        self._open: dict[Table, ChunkWindow] = {}
+        self._open: dict[tuple[str, str], ChunkWindow] = {}  # by TableId.key
 
     # -- the snapshot's thread ------------------------------------------------------------
 
@@ -80,25 +79,25 @@ class Windows:
         """Drop ``window`` (landed, or given up): its signals met again are ignored."""
         with self._changed:
             self._windows.pop(window.id, None)
-            if self._open.get(_key(window.table)) is window:
-                del self._open[_key(window.table)]
+            if self._open.get(window.table.key) is window:
+                del self._open[window.table.key]
 
     # -- the Consumer thread ----------------------------------------------------------------
 
-    def concerns(self, table: Table) -> bool:
+    def concerns(self, table: TableId) -> bool:
         """Whether a row change of ``table`` routed now is a signal, or falls in an open window."""
         # (Read without the lock: one dict lookup; the snapshot's thread only removes windows it gave up.)
-        key = _key(table)
+        key = table.key
         return key in self._open or key == self._signal_key
 
-    def is_signal(self, table: Table) -> bool:
+    def is_signal(self, table: TableId) -> bool:
         """Whether ``table`` is the signal table (its rows go to no channel)."""
-        return _key(table) == self._signal_key
+        return table.key == self._signal_key
 
-    def note(self, table: Table, change: entry_pb.RowChange) -> None:
+    def note(self, table: TableId, change: entry_pb.RowChange) -> None:
         """A change of ``table`` routed now: its keys count in the table's open window, if any."""
         with self._changed:  # (a verify window's keys are read by its own thread while they are noted)
-            window = self._open.get(_key(table))
+            window = self._open.get(table.key)
             if window is not None:
                 window.note(change)
 
@@ -107,12 +106,12 @@ class Windows:
         with self._changed:
             return window.keys
 
-    def spoil(self, table: Table) -> None:
+    def spoil(self, table: TableId) -> None:
         """A DDL on ``table`` was routed: its open window, if any, is spoiled."""
         with self._changed:
-            window = self._open.get(_key(table))
+            window = self._open.get(table.key)
             if window is not None and window.spoiled():
-                del self._open[_key(table)]
+                del self._open[table.key]
                 self._changed.notify_all()
 
     def signal(self, change: entry_pb.RowChange, label: str) -> list[ChunkWindow]:
@@ -127,14 +126,14 @@ class Windows:
                 if signal.kind == OPEN:
                     window.opened()
                     if window.noting:
-                        self._open[_key(window.table)] = window
+                        self._open[window.table.key] = window
                 elif not window.applies:
                     window.closed(label)  # (it goes on noting: no chunk goes into the target here)
                 elif window.chunk is None:
                     raise SnapshotError(window.source, f"window {window.id}: its close signal was written before "
                                                        "its chunk was read")
                 elif window.closed(label):
-                    self._open.pop(_key(window.table), None)
+                    self._open.pop(window.table.key, None)
                     closed.append(window)
                 self._changed.notify_all()
         return closed
@@ -145,7 +144,7 @@ class Windows:
             for window in self._windows.values():
                 if window.state is WindowState.CLOSED:
                     window.aborted()
-                    self._open[_key(window.table)] = window
+                    self._open[window.table.key] = window
             self._changed.notify_all()
 
     def landed(self, label: str, failed: set[str]) -> None:
@@ -164,8 +163,3 @@ class Windows:
         with self._changed:
             window.held()
             self._changed.notify_all()
-
-
-def _key(table: Table) -> Table:
-    return table[0].lower(), table[1].lower()
-

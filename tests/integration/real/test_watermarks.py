@@ -9,6 +9,7 @@ import pytest
 from canalbridge.protocol import EntryProtocol_pb2 as pb
 from canalbridge.source_db import CLOSE, OPEN, Signal, SignalTable, SignalTableError, SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState, signals_in
 from tests.integration.real.entries import describe, fetch_until, row_change
 
@@ -43,7 +44,7 @@ def test_a_window_notes_the_keys_changed_between_its_signals_and_the_close_arriv
     assert [(s.window, s.kind, dict(s.data)) for s in signals(entries)] == [
         ("w1", OPEN, {"table": f"{DB}.t"}), ("w1", CLOSE, {})], [describe(e) for e in entries]
 
-    window = ChunkWindow("w1", (DB, "t"), ["id"])
+    window = ChunkWindow("w1", TableId(DB, "t"), ["id"])
     for entry in entries:
         if entry.entryType != pb.ROWDATA:
             continue

@@ -21,6 +21,7 @@ from canalbridge.source_db.signals import CLOSE, OPEN
 from canalbridge.sync.job.job import JobState
 from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -83,7 +84,7 @@ def test_a_chunk_lands_once_at_its_close_signal_without_the_keys_the_stream_chan
                       **{T.qualified: {"decode_raw": decode_raw, **failure}})
     windows = harness.job.windows
     assert windows is not None
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     windows.register(window)
     windows.ready(window, SnapshotChunk(COLUMNS, CHUNK_ROWS, len(CHUNK_ROWS), PROGRESS))
     entries, close = stream(BinlogWriter())
@@ -117,7 +118,7 @@ def test_a_row_image_without_the_key_in_a_window_fails_the_job_naming_the_table_
     harness = Harness(server, workload, snapshotting(job_settings(server, workload)))
     windows = harness.job.windows
     assert windows is not None
-    windows.register(ChunkWindow("w1", ("db", "t"), ["id"]))
+    windows.register(ChunkWindow("w1", TableId("db", "t"), ["id"]))
     minimal = TableDef("db", "t", (ColumnDef.of("name", "varchar(8)"),))  # binlog_row_image=MINIMAL's before image
     binlog = BinlogWriter()
     entries = txn(binlog, signal("w1", OPEN)) + txn(binlog, (minimal, EventType.DELETE, [({"name": "a"}, None)]))
@@ -135,7 +136,7 @@ def test_a_ddl_on_the_table_while_its_chunk_is_read_spoils_the_window_and_nothin
     harness = Harness(server, workload, snapshotting(job_settings(server, workload)))
     windows = harness.job.windows
     assert windows is not None
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     windows.register(window)
     windows.ready(window, SnapshotChunk(COLUMNS, CHUNK_ROWS, len(CHUNK_ROWS), PROGRESS))
     binlog = BinlogWriter()

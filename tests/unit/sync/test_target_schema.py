@@ -8,12 +8,13 @@ import structlog
 from canalbridge.sync.errors import SchemaChangeError
 from canalbridge.sync.model.changes import BeforeImages
 from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.ddl import AddColumn, RenameTable, TableName, TruncateTable
 from canalbridge.sync.schema.target import TargetSchema
 from canalbridge.sync.settings import ChannelSettings, SchemaSettings
 
 AT = EntryPosition("mysql-bin.000001", 400, 0)
-ORDERS = ("db", "orders")
+ORDERS = TableId("db", "orders")
 
 
 def schema_of(channel: ChannelSettings, columns: tuple[str, ...] | None = ("id", "name"),

@@ -11,7 +11,7 @@ from canalbridge.sync.consumer.second_pass import SecondPass
 from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.model.stats import ConsumerStats
-from canalbridge.sync.model.tables import TablePattern
+from canalbridge.sync.model.tables import TableId, TablePattern
 from canalbridge.sync.model.tracking import CommittedPositions
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
@@ -20,7 +20,7 @@ from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.source.canal.settings import CanalSettings
 from tests.unit.sync.snapshot.signal_rows import signal
 
-SIGNALS = ("shop_1", "canalbridge_signal")
+SIGNALS = TableId("shop_1", "canalbridge_signal")
 RULE = ChannelSettings("shop_*.orders", "lake.shop.orders", pattern=TablePattern("shop_*.orders"))
 
 
@@ -54,7 +54,7 @@ def test_a_shards_chunk_goes_to_the_merged_channel_and_lands_only_if_that_channe
     log = structlog.get_logger("test")
     delivery = Delivery(settings, [], CommittedPositions(), open_channel, SecondPass(log),  # type: ignore[arg-type]
                         ConsumerStats(), log, windows)
-    window = ChunkWindow("w1", ("shop_2", "orders"), ["id"])
+    window = ChunkWindow("w1", TableId("shop_2", "orders"), ["id"])
     windows.register(window)
     windows.ready(window, SnapshotChunk((SourceColumn("id", "int(11)", 4, True),), [("1",)], 1,
                                         TableProgress("s1", "shop_2.orders", (1,), (1,))))

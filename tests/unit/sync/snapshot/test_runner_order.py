@@ -18,7 +18,7 @@ import pytest
 from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, SourceDbAccessError, SourceDbConnectionError, TableKey
 from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.errors import SnapshotError, SyncError
-from canalbridge.sync.model.tables import TablePattern
+from canalbridge.sync.model.tables import TableId, TablePattern
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
 from canalbridge.sync.snapshot.chunk_window import WindowState
@@ -28,7 +28,7 @@ from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
 from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal
 
-TABLE = ("db", "t")
+TABLE = TableId("db", "t")
 KEY = TableKey("db", "t", (KeyColumn("id", "int"),))
 ROWS, CHUNK_ROWS = 10, 2  # keys 1..10 in ranges of 2, one range per chunk (parallelism 1): 5 chunks
 ESTIMATE = 12  # the server's estimate of the table's rows (information_schema's, which is rough)
@@ -159,7 +159,7 @@ class FakeDb:
 
 @pytest.fixture
 def played(monkeypatch: pytest.MonkeyPatch) -> Played:
-    played = Played(Windows(("db", "canalbridge_signal")))
+    played = Played(Windows(TableId("db", "canalbridge_signal")))
     monkeypatch.setattr(runner_module, "table_key", lambda db, schema, table, key: KEY)
     monkeypatch.setattr(runner_module, "table_columns", lambda db, schema, table: [("id", "int(11)")])
     monkeypatch.setattr(runner_module, "table_rows_estimate", lambda db, schema, table: ESTIMATE)

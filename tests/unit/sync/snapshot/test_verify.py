@@ -16,6 +16,7 @@ import pytest
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db import KeyRange, Signal, SourceDbConnectionError, TableKey
 from canalbridge.source_db.chunks import KeyColumn
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import SnapshotSettings
 from canalbridge.sync.snapshot import verify as verify_module
 from canalbridge.sync.snapshot.chunk_window import CanalKey
@@ -24,7 +25,7 @@ from canalbridge.sync.snapshot.verify import TableCheck, VerifyRunner, VerifyTab
 from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal
 
-TABLE = ("db", "t")
+TABLE = TableId("db", "t")
 KEY = TableKey("db", "t", (KeyColumn("id", "int"),))
 ROWS, CHUNK_ROWS = 6, 2  # keys 1..6: three chunks of one range each, then every key above 6
 
@@ -39,7 +40,7 @@ class Stream:
     """Routes signals as they are written; what the comparer is asked, and what the target differs in."""
 
     def __init__(self) -> None:
-        self.windows = Windows(("db", "canalbridge_signal"))
+        self.windows = Windows(TableId("db", "canalbridge_signal"))
         self.differing: dict[int | None, set[int]] = {}  # a chunk's last key -> the keys the target differs in
         self.changed_during_read: dict[int, int] = {}  # a chunk's last key -> a key the stream changes meanwhile
         self.spoil_once_at: int | None = None  # a chunk's last key: a DDL lands during its comparison, once

@@ -7,6 +7,7 @@ import pytest
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.signals import Signal
 from canalbridge.sync.errors import KeyColumnMissing
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState, changed_keys
 
 
@@ -45,7 +46,7 @@ def test_a_row_image_without_a_key_column_is_an_error_not_a_missed_key():
 
 
 def test_keys_are_noted_only_while_the_window_is_open():
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     window.note(change(INSERT, ({}, {"id": "1"})))  # before the open signal
     window.opened()
     window.note(change(INSERT, ({}, {"id": "2"})))
@@ -55,7 +56,7 @@ def test_keys_are_noted_only_while_the_window_is_open():
 
 
 def test_an_aborted_transaction_reopens_the_window_and_its_replay_closes_it_again_keeping_the_keys():
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     window.opened()
     window.note(change(DELETE, ({"id": "7"}, {})))
     assert window.closed("txn-1")
@@ -70,7 +71,7 @@ def test_an_aborted_transaction_reopens_the_window_and_its_replay_closes_it_agai
 
 
 def test_a_close_signal_routed_again_after_the_chunk_landed_is_not_a_second_chunk():
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     window.opened()
     assert window.closed("txn-1") and window.landed("txn-1")
     window.opened()  # (a replay from an earlier ack cursor)
@@ -79,13 +80,13 @@ def test_a_close_signal_routed_again_after_the_chunk_landed_is_not_a_second_chun
 
 
 def test_a_close_signal_of_a_window_never_opened_is_not_taken():
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     assert not window.closed("txn-1")
     assert window.state is WindowState.REGISTERED
 
 
 def test_an_open_signal_met_again_while_the_chunk_waits_for_its_transaction_changes_nothing():
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     window.opened()
     assert window.closed("txn-1")
     window.opened()  # (routed again without an abort in between)
@@ -95,7 +96,7 @@ def test_an_open_signal_met_again_while_the_chunk_waits_for_its_transaction_chan
 
 
 def test_a_missing_key_column_is_named():
-    window = ChunkWindow("w1", ("db", "t"), ["id"])
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])
     window.opened()
     with pytest.raises(KeyColumnMissing, match=r"without the key column 'id'"):
         window.note(change(INSERT, ({}, {"v": "a"})))

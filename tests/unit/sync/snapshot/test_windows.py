@@ -9,12 +9,13 @@ import pytest
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import SnapshotError
 from canalbridge.sync.model.changes import SourceColumn
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk, WindowState
 from canalbridge.sync.snapshot.progress import TableProgress
 from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal
 
-T = ("db", "t")
+T = TableId("db", "t")
 LANDED = frozenset({WindowState.LANDED})
 CHUNK = SnapshotChunk((SourceColumn("id", "int(11)", 4, True),), [("1",)], 1, TableProgress("s1", "db.t", (1,), (1,)))
 
@@ -25,7 +26,7 @@ def insert(key: str) -> entry_pb.RowChange:
 
 
 def registered() -> tuple[Windows, ChunkWindow]:
-    windows = Windows(("db", "canalbridge_signal"))
+    windows = Windows(TableId("db", "canalbridge_signal"))
     window = ChunkWindow("w1", T, ["id"])
     windows.register(window)
     windows.ready(window, CHUNK)
@@ -34,12 +35,12 @@ def registered() -> tuple[Windows, ChunkWindow]:
 
 def test_the_signal_table_concerns_the_windows_and_a_table_without_an_open_window_does_not():
     windows, _ = registered()
-    assert windows.concerns(("db", "canalbridge_signal"))
+    assert windows.concerns(TableId("db", "canalbridge_signal"))
     assert not windows.concerns(T)
 
 
 def test_a_close_signal_of_a_window_not_given_its_chunk_is_a_bug_named_as_such():
-    windows = Windows(("db", "canalbridge_signal"))
+    windows = Windows(TableId("db", "canalbridge_signal"))
     window = ChunkWindow("w1", T, ["id"])
     windows.register(window)
     windows.signal(signal("w1", "open"), "txn-1")
@@ -53,7 +54,7 @@ def test_the_open_signal_starts_noting_the_tables_changes_and_the_close_signal_h
     assert windows.signal(signal("w1", "open"), "txn-1") == []
     assert windows.concerns(T)
     windows.note(T, insert("5"))
-    windows.note(("db", "other"), insert("6"))  # another table's
+    windows.note(TableId("db", "other"), insert("6"))  # another table's
     assert windows.signal(signal("w1", "close"), "txn-1") == [window]
     assert not windows.concerns(T)
     assert window.keys == {("5",)}
@@ -136,7 +137,7 @@ def test_a_ddl_on_the_table_spoils_its_open_window_and_its_close_signal_then_han
     windows.spoil(T)  # before the open signal: the chunk is read after the DDL
     assert window.state is WindowState.REGISTERED
     windows.signal(signal("w1", "open"), "txn-1")
-    windows.spoil(("db", "other"))
+    windows.spoil(TableId("db", "other"))
     assert window.state is WindowState.OPEN
     windows.spoil(T)
     assert window.state is WindowState.SPOILED and not windows.concerns(T)
@@ -147,21 +148,21 @@ def test_a_ddl_on_the_table_spoils_its_open_window_and_its_close_signal_then_han
 
 
 def test_tables_and_channels_match_without_case_as_mysqls_names_may():
-    windows = Windows(("DB", "CanalBridge_Signal"))
-    window = ChunkWindow("w1", ("db", "t"), ["id"])  # as the server spells it
+    windows = Windows(TableId("DB", "CanalBridge_Signal"))
+    window = ChunkWindow("w1", TableId("db", "t"), ["id"])  # as the server spells it
     windows.register(window)
     windows.ready(window, CHUNK)
-    assert windows.is_signal(("db", "canalbridge_signal"))
+    assert windows.is_signal(TableId("db", "canalbridge_signal"))
     windows.signal(signal("w1", "open"), "txn-1")
-    windows.note(("DB", "T"), insert("5"))  # a header spelled otherwise
+    windows.note(TableId("DB", "T"), insert("5"))  # a header spelled otherwise
     assert windows.signal(signal("w1", "close"), "txn-1") == [window] and window.keys == {("5",)}
     windows.landed("txn-1", {"DB.T"})  # a channel named otherwise failed: the chunk did not land
     assert window.state is WindowState.CLOSED
 
 
 def test_a_chunk_given_to_a_merged_targets_channel_lands_only_if_that_channel_did():
-    windows = Windows(("db", "canalbridge_signal"))
-    window = ChunkWindow("w1", ("shop_1", "orders"), ["id"])
+    windows = Windows(TableId("db", "canalbridge_signal"))
+    window = ChunkWindow("w1", TableId("shop_1", "orders"), ["id"])
     windows.register(window)
     windows.ready(window, CHUNK)
     windows.signal(signal("w1", "open"), "txn-1")
@@ -199,7 +200,7 @@ def test_an_abort_while_the_next_chunk_is_read_replays_both_windows_each_noting_
 
 
 def test_a_verify_window_hands_nothing_over_at_its_close_and_notes_keys_until_it_is_forgotten():
-    windows = Windows(("db", "canalbridge_signal"))
+    windows = Windows(TableId("db", "canalbridge_signal"))
     window = ChunkWindow("v1", T, ["id"], applies=False)
     windows.register(window)  # (no chunk: nothing goes into the target)
     windows.signal(signal("v1", "open"), "txn-1")
@@ -216,7 +217,7 @@ def test_a_verify_window_hands_nothing_over_at_its_close_and_notes_keys_until_it
 
 
 def test_a_ddl_spoils_a_verify_window_even_after_it_landed():
-    windows = Windows(("db", "canalbridge_signal"))
+    windows = Windows(TableId("db", "canalbridge_signal"))
     window = ChunkWindow("v1", T, ["id"], applies=False)
     windows.register(window)
     windows.signal(signal("v1", "open"), "txn-1")
