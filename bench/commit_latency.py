@@ -24,7 +24,7 @@ from canalbridge.sync.model.changes import RowBatch, SourceColumn
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
-from spark_sink.upsert import IcebergUpsertWriter
+from spark_sink.sink import make_writer
 
 TABLE = narrow_table(columns=10)
 SEND_ROWS = 5000  # rows per send, as a channel would hand them over
@@ -40,7 +40,7 @@ def main() -> None:
     spark = get_spark(settings)
     columns = tuple(SourceColumn(c.name, c.mysql_type.declared, 0, c.is_key) for c in TABLE.columns)
     names = tuple(c.name for c in TABLE.columns)
-    writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, "lake.bench.events"), "bench", settings)
+    writer = make_writer(spark, ChannelSettings(TABLE.qualified, "lake.bench.events"), "bench", settings)
     results = {}
     next_key, offset = 0, 4
     for size in (int(s) for s in args.sizes.split(",")):

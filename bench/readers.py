@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from spark_sink.maintainer import compact, live_files
 from spark_sink.table import TargetTable
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def files(spark: SparkSession, tables: Sequence[str]) -> dict[str, int]:
     """The live files of ``tables`` by kind, and their snapshots, summed."""
     counts = {"data_files": 0, "position_delete_files": 0, "equality_delete_files": 0, "snapshots": 0}
     for table in tables:
-        live = TargetTable(spark, table).live_files()
+        live = live_files(TargetTable(spark, table))
         counts["data_files"] += live.data
         counts["position_delete_files"] += live.position_deletes
         counts["equality_delete_files"] += live.equality_deletes
@@ -41,7 +42,7 @@ def reading_cost(spark: SparkSession, tables: Sequence[str]) -> dict[str, Any]:
     before = {"scan_s": scan_seconds(spark, tables), **files(spark, tables)}
     started = time.perf_counter()
     for table in tables:
-        TargetTable(spark, table).compact()
+        compact(TargetTable(spark, table))
     compaction_s = time.perf_counter() - started
     after = {"scan_s": scan_seconds(spark, tables), **files(spark, tables)}
     return {"before_compaction": before, "compaction_s": round(compaction_s, 1), "after_compaction": after}

@@ -34,15 +34,14 @@ from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettin
 from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
-from spark_sink.sink import make_sink
-from spark_sink.upsert import IcebergUpsertWriter
+from spark_sink.sink import make_sink, make_writer
 
 SEND_ROWS = 5000
 
 
 def commit_across_tables(spark, settings: SparkSettings, count: int, total_rows: int, namespace: str) -> dict:
     tables = bench_tables(count)
-    writers = [IcebergUpsertWriter(spark, ChannelSettings(t.qualified, f"lake.{namespace}.{t.name}"), "bench",
+    writers = [make_writer(spark, ChannelSettings(t.qualified, f"lake.{namespace}.{t.name}"), "bench",
                                    settings) for t in tables]
     per_table = total_rows // count
     position = EntryPosition("mysql-bin.000001", 4)

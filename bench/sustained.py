@@ -29,6 +29,7 @@ from bench.common import (
 )
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.sync.settings import MaintenanceSettings
+from spark_sink.maintainer import live_files
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.table import TargetTable
 
@@ -72,7 +73,7 @@ def main() -> None:
     spark = get_spark(spark_settings)
     final = {}
     for target in recorders:
-        files = TargetTable(spark, target).live_files()
+        files = live_files(TargetTable(spark, target))
         final[target] = {"rows": spark.table(target).count(), "data_files": files.data, "delete_files": files.deletes}
     stop_spark()
     print(json.dumps({

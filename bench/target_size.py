@@ -35,7 +35,8 @@ from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, Sour
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.session import get_spark, stop_spark
-from spark_sink.upsert import IcebergUpsertWriter
+from spark_sink.sink import make_writer
+from spark_sink.writer import IcebergWriter
 
 TABLE = narrow_table(columns=10)
 SEND_ROWS = 5000  # rows per send, as a channel would hand them over
@@ -72,7 +73,7 @@ class Changes:
         return rows
 
 
-def timed_commit(writer: IcebergUpsertWriter, rows: list[ChangeRow], label: str, offset: int) -> float:
+def timed_commit(writer: IcebergWriter, rows: list[ChangeRow], label: str, offset: int) -> float:
     """Stage ``rows`` through the writer as a channel would, then commit them; the commit's seconds."""
     columns = tuple(SourceColumn(c.name, c.mysql_type.declared, 0, c.is_key) for c in TABLE.columns)
     names = tuple(c.name for c in TABLE.columns)
@@ -121,7 +122,7 @@ def main() -> None:
         medians: dict[int, float] = {}
         for size in (int(s) for s in args.sizes.split(",")):
             target = f"lake.bench.{path}_{size}"
-            writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, target), "bench", settings)
+            writer = make_writer(spark, ChannelSettings(TABLE.qualified, target), "bench", settings)
             # The writer creates the table with its first commit; Spark fills it to the size.
             offset = 4
             timed_commit(writer, [ChangeRow(ChangeKind.INSERT, bench_row(0, 0),

@@ -17,15 +17,22 @@ if TYPE_CHECKING:
 SNAPSHOT_OP = "+S"  # a row a snapshot read, at its chunk's close signal
 
 
-class IcebergChangelogWriter(IcebergWriter):
-    """Appends every change as a row: ``_op`` (+I, -U, +U, -D; +S for a row a snapshot read), its binlog
-    position and execute time."""
+class ChangelogMode:
+    """The changelog write mode of an :class:`~spark_sink.writer.IcebergWriter`: appends every change as a row,
+    with ``_op`` (+I, -U, +U, -D; +S for a row a snapshot read), its binlog position and execute time."""
 
-    meta_fields = (
+    meta_fields: tuple[tuple[str, str], ...] = (
         ("_op", "string"), ("_seq", "bigint"), ("_journal", "string"), ("_offset", "bigint"),
         ("_execute_time_ms", "bigint"),
     )
     _OWN = ("_op", "_journal", "_offset", "_execute_time", "_seq")
+    layout_note: str | None = None  # (appends rewrite no file)
+
+    def __init__(self, writer: IcebergWriter) -> None:
+        self.writer = writer
+
+    def prepared(self, batch: Layout) -> None:
+        pass
 
     def before_images(self) -> BeforeImages:
         return BeforeImages.FULL
@@ -37,7 +44,7 @@ class IcebergChangelogWriter(IcebergWriter):
         return []  # a key appears once per change
 
     def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
-        self.live()
+        self.writer.live()
         if not (isinstance(after, EntryPosition) and isinstance(through, EntryPosition)):
             return set()  # (only Canal's second pass refills)
         # The range's ends by offset; the files between by name. Names of one length compare as their
@@ -51,8 +58,8 @@ class IcebergChangelogWriter(IcebergWriter):
                        "OR (length(_journal) = length(:last) AND _journal < :last)")
             where = f"(_journal = :first AND _offset > :after) OR (_journal = :last AND _offset <= :through) " \
                     f"OR ({between})"
-        rows = self.spark.sql(
-            f"SELECT DISTINCT _journal, _offset FROM {self.table.identifier} WHERE {where}",
+        rows = self.writer.spark.sql(
+            f"SELECT DISTINCT _journal, _offset FROM {self.writer.table.identifier} WHERE {where}",
             args={"first": after.journal, "last": through.journal, "after": after.offset,
                   "through": through.offset},
         ).collect()
@@ -61,7 +68,7 @@ class IcebergChangelogWriter(IcebergWriter):
 
     def truncate(self, summary: dict[str, str]) -> None:
         # A changelog keeps what happened; a TRUNCATE's rows are not in Canal's stream to record.
-        self._log.warning("spark.truncate_not_applied", reason="a changelog target keeps its history")
+        self.writer.log.warning("spark.truncate_not_applied", reason="a changelog target keeps its history")
 
     def own_target_columns(self) -> list[TargetColumn]:
         return [
@@ -70,53 +77,53 @@ class IcebergChangelogWriter(IcebergWriter):
             TargetColumn("_seq", "bigint", True),
         ]
 
-    def _stage(self, batch: RowBatch) -> list[tuple]:
+    def stage(self, batch: RowBatch) -> list[tuple]:
         return [
-            (row.kind.value, self._next_seq(), row.position.journal, row.position.offset,
+            (row.kind.value, self.writer.next_seq(), row.position.journal, row.position.offset,
              row.position.execute_time_ms, *row.values)
             for row in batch.rows
         ]
 
-    def _from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
+    def from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
         return changes.withColumnRenamed("_kind", "_op")  # the decoder's kinds are the changelog's _op codes
 
-    def _typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
+    def typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import functions as F
 
         execute_time = F.timestamp_millis(F.col("_execute_time_ms")).alias("_execute_time")
-        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self._unmapped]  # NULL in new rows
+        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self.writer.unmapped]  # NULL in new rows
         return staged.select(
-            *self._converted(batch), *unfilled, F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
+            *self.writer.converted(batch), *unfilled, F.col("_op"), F.col("_journal"), F.col("_offset"), execute_time,
             F.col("_seq"),
         )
 
-    def _with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
+    def with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
                      ) -> DataFrame:
         """The staged changes and each chunk's rows (:meth:`_chunk_rows`) as ``+S`` rows at the chunk's close
         signal: a snapshot row, not a change, so that the table holds each source change once. A key the
         window noted has no ``+S`` row; its changes in the stream stand."""
         from pyspark.sql import functions as F
 
-        frames = [] if staged is None else [self._typed(staged, batch)]
+        frames = [] if staged is None else [self.typed(staged, batch)]
         names = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
-        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self._unmapped]
+        unfilled = [F.lit(None).cast(c.spark_type).alias(c.name) for c in self.writer.unmapped]
         for seq, chunk in chunks:
             position = chunk.position  # (a binlog position, or a Kafka one: both name a journal and an offset)
-            frames.append(self._chunk_rows(chunk, batch).select(
+            frames.append(self.writer.chunk_rows(chunk, batch).select(
                 *names, *unfilled, F.lit(SNAPSHOT_OP).alias("_op"), F.lit(position.journal).alias("_journal"),
                 F.lit(position.offset).cast("bigint").alias("_offset"),
                 F.timestamp_millis(F.lit(position.execute_time_ms)).alias("_execute_time"),
                 F.lit(seq).cast("bigint").alias("_seq")))
         return functools.reduce(lambda one, other: one.unionByName(other), frames)
 
-    def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
+    def write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         def append(target: str) -> None:
             writer = frame.writeTo(target)
             for key, value in properties.items():
                 writer = writer.option(f"snapshot-property.{key}", value)
             writer.append()
 
-        if publish and not self._holding:
-            append(self.table.identifier)  # one snapshot: straight onto main
+        if publish and not self.writer.holding:
+            append(self.writer.table.identifier)  # one snapshot: straight onto main
         else:
-            self._held_write(append, publish)
+            self.writer.held_write(append, publish)

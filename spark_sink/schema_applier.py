@@ -12,7 +12,8 @@ from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.ddl import ChangeKey, RenameTable, SchemaChange, TruncateTable, key_after, renamed
 from spark_sink.errors import EvolutionRefused
 from spark_sink.evolve import Column, MakeNullable, Operation, plan
-from spark_sink.table import PROP_COLUMN_ALIASES, PROP_PRIMARY_KEY, PROP_SOURCE_TABLE, position_properties
+from spark_sink.stamp import position_properties
+from spark_sink.table import PROP_COLUMN_ALIASES, PROP_PRIMARY_KEY, PROP_SOURCE_TABLE
 from spark_sink.writer import IcebergWriter
 
 log = structlog.get_logger("canalbridge.spark")
@@ -34,9 +35,9 @@ class IcebergSchemaApplier:
             return  # the table is created from the first rows, with their columns
         summary = position_properties(writer.job, label, stamp, snapshot=writer.snapshot_progress)
         if any(isinstance(c, TruncateTable) for c in alteration.changes):
-            writer.truncate(summary)
+            writer.mode.truncate(summary)
             return
-        own = set(writer.own_columns())
+        own = set(writer.mode.own_columns())
         columns = [c for c in table.schema() if c.name not in own]
         properties = table.properties()
         key = json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
@@ -75,7 +76,7 @@ class IcebergSchemaApplier:
         (its old rows may hold nulls): then the table has none, and ``canalbridge.primary-key`` alone
         names the key (the MERGE uses the rows' key either way).
         """
-        wanted = self._writer.identifier_fields(key)
+        wanted = self._writer.mode.identifier_fields(key)
         nullable = {o.name.lower() for o in operations if isinstance(o, MakeNullable)}
         required = renamed(tuple(c.name for c in columns if not c.nullable and c.name.lower() not in nullable),
                            changes)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.session import make_active
+from spark_sink.stamp import read_stamp
 from spark_sink.table import TargetTable
 
 if TYPE_CHECKING:
@@ -30,5 +31,5 @@ class SparkProgressReader:
         if table.columns() is None:
             return {}
         spark.sql(f"REFRESH TABLE {table.identifier}")  # (the catalog caches a table's metadata)
-        stamp = table.stamp(self._job)
+        stamp = read_stamp(table, self._job)
         return {} if stamp is None else stamp.snapshot

@@ -8,6 +8,7 @@ from canalbridge.sync.channel.sink import TargetState
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.model.position import Position
 from spark_sink.errors import TargetReadError
+from spark_sink.stamp import forget_position, read_stamp
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_SOURCE_TABLE
 from spark_sink.writer import IcebergWriter
 
@@ -16,7 +17,7 @@ class IcebergTargetReader:
     """Reads the state of the table a channel's writer holds (a :class:`~canalbridge.sync.channel.sink.TargetReader`).
 
     The position comes from the newest snapshot of the job in main's lineage
-    (:meth:`~spark_sink.table.TargetTable.stamp`); aliases and the followed
+    (:func:`~spark_sink.stamp.read_stamp`); aliases and the followed
     table's name from the table's properties, which the schema applier sets.
     """
 
@@ -38,9 +39,9 @@ class IcebergTargetReader:
         if columns is None:
             writer.resume_snapshot({})
             return TargetState()
-        own = set(writer.own_columns())
+        own = set(writer.mode.own_columns())
         properties = table.properties()
-        stamp = table.stamp(writer.job, properties)  # (one read of the properties for both)
+        stamp = read_stamp(table, writer.job, properties)  # (one read of the properties for both)
         return TargetState(
             tuple(c for c in columns if c not in own),
             None if stamp is None else stamp.position,
@@ -52,9 +53,9 @@ class IcebergTargetReader:
         )
 
     def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
-        return self._writer.changes_held(after, through)
+        return self._writer.mode.changes_held(after, through)
 
     def forget_position(self) -> None:
         table = self._writer.live()
         if table.columns() is not None:
-            table.forget_position(self._writer.job)
+            forget_position(table, self._writer.job)

@@ -1,4 +1,8 @@
-"""Upsert mode: the target kept equal to the source, the last change per key applied in one atomic step."""
+"""Upsert mode: the target kept equal to the source, the last change per key applied in one atomic step.
+
+Its length: the mode's write paths (delete and insert on a branch, chunks alone, MERGE INTO, equality
+deletes) and the SQL they share change together.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +16,19 @@ import structlog
 
 from canalbridge.sync.errors import TargetKeyMismatchError
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
-from canalbridge.sync.settings import ChannelSettings
+from canalbridge.sync.model.position import Position
 from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
 from spark_sink.identifiers import quote
 from spark_sink.session import SparkSetupError, release_checkpoint
-from spark_sink.settings import SparkSettings
 from spark_sink.staging import key_names
-from spark_sink.table import PROP_PRIMARY_KEY, slow_layout_note
+from spark_sink.table import PROP_PRIMARY_KEY, TargetColumn, slow_layout_note
 from spark_sink.types import convert
 from spark_sink.writer import IcebergWriter, Layout, Transaction
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
 log = structlog.get_logger("canalbridge.spark")
@@ -34,8 +37,9 @@ log = structlog.get_logger("canalbridge.spark")
 BROADCAST_ROWS = 2_000_000
 
 
-class IcebergUpsertWriter(IcebergWriter):
-    """Keeps the target equal to the source: the last change per key, applied in one atomic step.
+class UpsertMode:
+    """The upsert write mode of an :class:`~spark_sink.writer.IcebergWriter`: keeps the target equal to the
+    source, the last change per key applied in one atomic step.
 
     The changed keys are deleted and their new rows inserted on a branch of
     the job's own, then main is fast-forwarded to it in one metadata commit.
@@ -52,10 +56,14 @@ class IcebergUpsertWriter(IcebergWriter):
     target (:mod:`spark_sink.equality`).
     """
 
-    def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
-        super().__init__(spark, channel, job, settings)
-        self._wants_equality = self._equality_available(channel.upsert_deletes or settings.upsert_deletes)
+    meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint"))
+
+    def __init__(self, writer: IcebergWriter) -> None:
+        self.writer = writer
+        self._wants_equality = self._equality_available(writer.channel.upsert_deletes
+                                                        or writer.settings.upsert_deletes)
         self._equality = False  # whether stream commits write equality deletes: learnt as the table is prepared
+        self.layout_note: str | None = None  # learnt as the table is prepared
 
     @property
     def equality_deletes(self) -> bool:
@@ -65,15 +73,26 @@ class IcebergUpsertWriter(IcebergWriter):
     def before_images(self) -> BeforeImages:
         return BeforeImages.KEY_CHANGES
 
-    def _prepare_table(self, batch: Layout) -> None:
-        super()._prepare_table(batch)
-        properties = self.table.properties()
+    def own_columns(self) -> tuple[str, ...]:
+        return ()
+
+    def own_target_columns(self) -> list[TargetColumn]:
+        return []
+
+    def identifier_fields(self, key_names: list[str]) -> list[str]:
+        return key_names  # one row per key
+
+    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
+        raise TypeError(f"target {self.writer.channel.target}: an upsert target keeps no position per change")
+
+    def prepared(self, batch: Layout) -> None:
+        properties = self.writer.table.properties()
         self._check_key(batch, properties)
         self._equality = self._equality_deletes(batch)
-        mode = "write.merge.mode" if self._unmapped else "write.delete.mode"
-        self._layout_note = None if self._equality else slow_layout_note(properties, mode)
-        if self._layout_note:
-            self._log.warning("spark.slow_layout", note=self._layout_note)
+        mode = "write.merge.mode" if self.writer.unmapped else "write.delete.mode"
+        self.layout_note = None if self._equality else slow_layout_note(properties, mode)
+        if self.layout_note:
+            self.writer.log.warning("spark.slow_layout", note=self.layout_note)
 
     def _equality_available(self, setting: str) -> bool:
         """Whether ``[spark] upsert_deletes`` asks for equality deletes and the jar that writes them is
@@ -81,11 +100,11 @@ class IcebergUpsertWriter(IcebergWriter):
         if setting == "position":
             return False
         try:
-            equality.require(self.spark)
+            equality.require(self.writer.spark)
         except SparkSetupError as exc:
             if setting == "equality":
                 raise
-            self._log.info("spark.equality_deletes_off", reason=str(exc), deletes="position")
+            self.writer.log.info("spark.equality_deletes_off", reason=str(exc), deletes="position")
             return False
         return True
 
@@ -93,10 +112,10 @@ class IcebergUpsertWriter(IcebergWriter):
         """Whether this target's stream commits write equality deletes (``[spark] upsert_deletes``)."""
         if not self._wants_equality:
             return False
-        reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self._unmapped
-                  else equality.unsupported(self.spark, self.table.identifier, key_names(batch)))
+        reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self.writer.unmapped
+                  else equality.unsupported(self.writer.spark, self.writer.table.identifier, key_names(batch)))
         if reason is not None:
-            self._log.warning("spark.equality_deletes_off", reason=reason, deletes="position")
+            self.writer.log.warning("spark.equality_deletes_off", reason=reason, deletes="position")
         return reason is None
 
     def _check_key(self, batch: Layout, properties: dict[str, str]) -> None:
@@ -110,47 +129,47 @@ class IcebergUpsertWriter(IcebergWriter):
         rows_key = key_names(batch)
         # As sets: a DDL names the key's columns in its own order, the rows in the table's. The columns that
         # record a row's source are the channel's, whatever the source's key.
-        origin = {c.lower() for c in self.channel.origin_columns} if self.channel.source_in_key else set()
+        origin = {c.lower() for c in self.writer.channel.origin_columns} if self.writer.channel.source_in_key else set()
         if {k.lower() for k in rows_key} - origin == {k.lower() for k in target_key} - origin:
             return
-        if self.channel.key is not None:
+        if self.writer.channel.key is not None:
             remedy = "the channel's key setting is not the one the target was made with; set it back, or rebuild " \
                      "the target (docs/guide/operations.md#reset)"
         else:
             remedy = "the source's primary key changed by a DDL this channel did not apply (behind where it " \
                      "resumed, or not read); rebuild the target (docs/guide/operations.md#reset), or give the " \
                      "target the rows' key (table property and identifier fields) and resume"
-        raise TargetKeyMismatchError(batch.table, self.channel.target, rows_key, target_key, remedy)
+        raise TargetKeyMismatchError(batch.table, self.writer.channel.target, rows_key, target_key, remedy)
 
     def truncate(self, summary: dict[str, str]) -> None:
         # Every row goes in one commit (Iceberg drops whole files: no delete files are written). On an
         # empty table Iceberg may commit nothing: the DDL is then met again after a restart, to no effect.
         def delete_all() -> None:
-            self.spark.sql(f"DELETE FROM {self.table.identifier}")
+            self.writer.spark.sql(f"DELETE FROM {self.writer.table.identifier}")
 
-        with_commit_properties(self.spark, summary, delete_all)
-        self._log.info("spark.truncated")
+        with_commit_properties(self.writer.spark, summary, delete_all)
+        self.writer.log.info("spark.truncated")
 
-    def _stage(self, batch: RowBatch) -> list[tuple]:
+    def stage(self, batch: RowBatch) -> list[tuple]:
         # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.
-        return [("D" if row.kind.removes else "U", self._next_seq(), *row.values) for row in batch.rows]
+        return [("D" if row.kind.removes else "U", self.writer.next_seq(), *row.values) for row in batch.rows]
 
-    def _from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
+    def from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import functions as F
 
         op = F.when(removes(F.col("_kind")), F.lit("D")).otherwise(F.lit("U")).alias("_op")
         return changes.select(op, "_seq", *[f"c{index}" for index in range(len(batch.columns))])
 
-    def _typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
+    def typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         keys = [F.col(f"c{index}") for index in batch.key_indexes]
         latest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
         last_change = staged.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
-        return last_change.select(*self._converted(batch), F.col("_op"))
+        return last_change.select(*self.writer.converted(batch), F.col("_op"))
 
-    def _with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
+    def with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
                      ) -> DataFrame:
         """The last change per key among the staged rows and the chunks' rows (:meth:`_chunk_rows`), each chunk
         row an upsert at its chunk's ``_seq``. Keys compare typed here, as in the chunks."""
@@ -162,7 +181,7 @@ class IcebergUpsertWriter(IcebergWriter):
                  for index, column in enumerate(batch.columns)]
         frames = [] if staged is None else [staged.select(*typed, "_op", "_seq", F.lit(False).alias("_chunk"))]
         for seq, chunk in chunks:
-            frames.append(self._chunk_rows(chunk, batch).select(
+            frames.append(self.writer.chunk_rows(chunk, batch).select(
                 *[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
                 F.lit(seq).cast("bigint").alias("_seq"), F.lit(True).alias("_chunk")))
         union = functools.reduce(lambda one, other: one.unionByName(other), frames)
@@ -175,16 +194,16 @@ class IcebergUpsertWriter(IcebergWriter):
         last_change = union.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
         return last_change.select(*named, "_op", "_chunk")
 
-    def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
+    def write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None
         names = [quote(name) for name in txn.batch.target_columns]
         keys = [quote(name) for name in key_names(txn.batch)]
-        if self._unmapped:
-            frame.createOrReplaceTempView(self._view)
-            if publish and not self._holding:
-                self._merge(self.table.identifier, names, keys, properties)
+        if self.writer.unmapped:
+            frame.createOrReplaceTempView(self.writer.view)
+            if publish and not self.writer.holding:
+                self._merge(self.writer.table.identifier, names, keys, properties)
             else:
-                self._held_write(lambda target: self._merge(target, names, keys, properties), publish)
+                self.writer.held_write(lambda target: self._merge(target, names, keys, properties), publish)
             return
         if self._equality and not txn.chunks:
             self._equality_write(frame, txn, properties, publish)
@@ -194,14 +213,14 @@ class IcebergUpsertWriter(IcebergWriter):
         if txn.chunks and not txn.raw_staging.count and not txn.staging.count:
             # A span is the probe when there is one: no Spark job to find the rows' least and greatest key.
             bound = "" if stale else _key_bound(frame, _leading_key(txn))
-            self._held_write(lambda target: self._chunks_into(target, frame, names, keys, broadcast, bound, stale,
+            self.writer.held_write(lambda target: self._chunks_into(target, frame, names, keys, broadcast, bound, stale,
                                                               properties), publish)
             return
         with _computed_once(frame) as changes:
-            changes.createOrReplaceTempView(self._view)
+            changes.createOrReplaceTempView(self.writer.view)
             bound = _key_bound(changes, _leading_key(txn)) if txn.chunks else ""
             # Two or three statements: always on the branch, so that main moves once.
-            self._held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, stale,
+            self.writer.held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, stale,
                                                                     properties), publish)
 
     def _equality_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
@@ -211,14 +230,14 @@ class IcebergUpsertWriter(IcebergWriter):
         keys = key_names(txn.batch)
 
         def write(branch: str | None) -> None:
-            written = equality.commit(self.spark, self.table.identifier, frame, keys, branch, properties)
-            self._log.debug("spark.equality_commit", data_files=written.data_files,
+            written = equality.commit(self.writer.spark, self.writer.table.identifier, frame, keys, branch, properties)
+            self.writer.log.debug("spark.equality_commit", data_files=written.data_files,
                             delete_files=written.delete_files, rows=written.rows, keys=written.keys)
 
-        if publish and not self._holding:
+        if publish and not self.writer.holding:
             write(None)
         else:
-            self._held_write(lambda _target: write(self._branch), publish)
+            self.writer.held_write(lambda _target: write(self.writer.branch), publish)
 
     def _chunks_into(self, target: str, frame: DataFrame, names: list[str], keys: list[str], broadcast: bool,
                      bound: str, stale: str, properties: dict[str, str]) -> None:
@@ -229,24 +248,24 @@ class IcebergUpsertWriter(IcebergWriter):
         0.49). When the chunk took its span whole (``stale``), deleting the span but the keys its window noted
         also deletes every row the chunk replaces."""
         probe = stale or bound
-        if probe and not self.spark.sql(f"SELECT 1 FROM {target} WHERE {probe} LIMIT 1").take(1):
+        if probe and not self.writer.spark.sql(f"SELECT 1 FROM {target} WHERE {probe} LIMIT 1").take(1):
             statements = [self._insert(target, names)]
         elif stale:
             statements = [f"DELETE FROM {target} WHERE {stale}", self._insert(target, names)]
         else:
             with _computed_once(frame) as changes:
-                changes.createOrReplaceTempView(self._view)
+                changes.createOrReplaceTempView(self.writer.view)
                 self._delete_and_insert(target, names, keys, broadcast, bound, "", properties)
             return
-        frame.createOrReplaceTempView(self._view)
+        frame.createOrReplaceTempView(self.writer.view)
         self._run_stamped(statements, properties)
 
     def _delete_and_insert(self, target: str, names: list[str], keys: list[str], broadcast: bool, bound: str,
                            stale: str, properties: dict[str, str]) -> None:
         key_list = ", ".join(keys)
-        hint = f"/*+ BROADCAST({self._view}) */ " if broadcast else ""
+        hint = f"/*+ BROADCAST({self.writer.view}) */ " if broadcast else ""
         within = f"{bound} AND " if bound else ""
-        delete = f"DELETE FROM {target} WHERE {within}({key_list}) IN (SELECT {hint}{key_list} FROM {self._view})"
+        delete = f"DELETE FROM {target} WHERE {within}({key_list}) IN (SELECT {hint}{key_list} FROM {self.writer.view})"
         # (The stale rows apart: an IN subquery under an OR is not a condition a row-level DELETE plans well.)
         statements = ([f"DELETE FROM {target} WHERE {stale}"] if stale else []) + [delete]
         # The insert is always a snapshot, even of no rows: the position's.
@@ -258,13 +277,13 @@ class IcebergUpsertWriter(IcebergWriter):
 
         def run() -> None:
             for statement in statements:
-                self.spark.sql(statement)
+                self.writer.spark.sql(statement)
 
-        with_commit_properties(self.spark, properties, run)
+        with_commit_properties(self.writer.spark, properties, run)
 
     def _insert(self, target: str, names: list[str]) -> str:
         columns = ", ".join(names)
-        return f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self._view} WHERE _op <> 'D'"
+        return f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {self.writer.view} WHERE _op <> 'D'"
 
     def _stale(self, txn: Transaction, frame: DataFrame) -> str:
         """A condition for the target rows the source lacks, as the transaction's chunks show it ("" if none
@@ -273,7 +292,7 @@ class IcebergUpsertWriter(IcebergWriter):
         job's back. Only for a target of one table (named, or one a pattern takes) keyed by one integer column:
         MySQL orders text by collation and Spark by bytes, and a merged target holds other tables' rows in the
         same keys."""
-        if self.channel.pattern is not None or self.channel.merged:
+        if self.writer.channel.pattern is not None or self.writer.channel.merged:
             return ""
         conditions = []
         for _, chunk in txn.chunks:
@@ -307,7 +326,7 @@ class IcebergUpsertWriter(IcebergWriter):
         on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
         assignments = ", ".join(f"t.{n} = s.{n}" for n in names)
         statement = (
-            f"MERGE INTO {target} t USING {self._view} s ON {on} "
+            f"MERGE INTO {target} t USING {self.writer.view} s ON {on} "
             f"WHEN MATCHED AND s._op = 'D' THEN DELETE "
             f"WHEN MATCHED THEN UPDATE SET {assignments} "
             f"WHEN NOT MATCHED AND s._op <> 'D' THEN INSERT ({', '.join(names)}) "
@@ -315,9 +334,9 @@ class IcebergUpsertWriter(IcebergWriter):
         )
 
         def merge() -> None:
-            self.spark.sql(statement)
+            self.writer.spark.sql(statement)
 
-        with_commit_properties(self.spark, properties, merge)
+        with_commit_properties(self.writer.spark, properties, merge)
 
 
 def _leading_key(txn: Transaction) -> str:

@@ -1,15 +1,17 @@
-"""The Iceberg transaction writer both modes share: staging, applying, holding writes on a branch.
+"""The Iceberg transaction writer: staging, applying, holding writes on a branch, in the write mode it holds.
 
 A transaction stages its rows as text (:mod:`spark_sink.staging`), or, with
 the JVM decoder, its RowChange bytes as Canal sent them, decoded into the
 same rows in Spark (:mod:`spark_sink.decode`). At apply they are converted
 to typed columns in Spark (:mod:`spark_sink.types`) and written as one
 Iceberg commit whose snapshot summary carries the channel's end position
-(:mod:`spark_sink.commit_properties`), read back after a restart
-(:mod:`spark_sink.target_state`). What the modes do differently is theirs
+(:mod:`spark_sink.stamp`), read back after a restart
+(:mod:`spark_sink.target_state`). What the modes do differently is a
+:class:`~spark_sink.write_mode.WriteMode` the writer holds
 (:mod:`spark_sink.upsert`, :mod:`spark_sink.changelog`). The writer owns the
-channel's SparkSession and table handle; the schema applier, the maintainer
-and the state reader act on the table through :meth:`IcebergWriter.live`.
+channel's SparkSession and table handle; the mode, the schema applier, the
+maintainer and the state reader act on the table through
+:meth:`IcebergWriter.live`.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Layout, Staging, Transaction, key_names
-from spark_sink.table import TargetColumn, TargetTable, position_properties
+from spark_sink.stamp import position_properties
+from spark_sink.table import TargetColumn, TargetTable
 from spark_sink.types import convert, spark_type
+from spark_sink.write_mode import WriteMode
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -49,27 +53,27 @@ _view_ids = itertools.count(1)
 
 @dataclass(frozen=True)
 class _Sealed:
-    """A sealed transaction of an Iceberg writer."""
+    """A sealed transaction of an Iceberg writer, and the writer's apply that takes it."""
 
-    writer: IcebergWriter
+    apply_txn: Callable[[Transaction, Position, str, bool, Position | None], None]
     txn: Transaction
 
     def apply(self, end_position: Position, label: str, *, publish: bool = True,
               behind: Position | None = None) -> None:
-        self.writer._apply(self.txn, end_position, label, publish, behind)
+        self.apply_txn(self.txn, end_position, label, publish, behind)
 
     def discard(self, reason: str) -> None:
         self.txn.clear()
 
 
 class IcebergWriter:
-    """A channel's transactions into its Iceberg table (a :class:`~canalbridge.sync.channel.sink.TransactionWriter`);
-    the modes subclass it."""
+    """A channel's transactions into its Iceberg table (a :class:`~canalbridge.sync.channel.sink.TransactionWriter`),
+    in the write mode ``mode`` makes for it."""
 
-    meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint"))
-
-    def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings) -> None:
+    def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings,
+                 mode: Callable[[IcebergWriter], WriteMode]) -> None:
         self.spark = spark
+
         self.settings = settings
         self.channel = channel
         self.job = job
@@ -79,25 +83,28 @@ class IcebergWriter:
         # The job's and the table's: no other daemon may run this job (docs/guide/limits.md#spill-dir).
         self._spill_dir = Path(settings.spill_dir) / job / safe_name
         shutil.rmtree(self._spill_dir, ignore_errors=True)  # what a daemon that died mid-transaction left
-        self._view = f"canalbridge_staged_{next(_view_ids)}"
+        self.view = f"canalbridge_staged_{next(_view_ids)}"
         self._ready = False
         self._prepared_for: tuple[str, ...] = ()  # the columns the table was last checked for
-        self._unmapped: list[TargetSchemaColumn] = []  # target columns the mapping does not fill
+        self.unmapped: list[TargetSchemaColumn] = []  # target columns the mapping does not fill
+        self.log = log.bind(job=job, channel=channel.source, target=channel.target)
+        self.mode = mode(self)
         self._open = self._new_transaction()
         # Applies held back from main (see sink.SealedTransaction.apply) are on this branch until one publishes.
-        self._branch = f"canalbridge-staging-{job}"
+        self.branch = f"canalbridge-staging-{job}"
         self._holding = False
-        self._layout_note: str | None = None  # learnt when the table is prepared, read for status
         # Of each source table whose snapshot began, as the last commit stamped it: every stamp carries it on.
         self.snapshot_progress: dict[str, TableProgress] = {}
         self._held_progress: dict[str, TableProgress] | None = None  # what the writes held on the branch stamp
-        self._log = log.bind(job=job, channel=channel.source, target=channel.target)
         self._reconnecting = threading.Lock()
 
     # -- TransactionWriter ----------------------------------------------------------------
 
     def layout_note(self) -> str | None:
-        return self._layout_note
+        return self.mode.layout_note
+
+    def before_images(self) -> BeforeImages:
+        return self.mode.before_images()
 
     def begin(self) -> None:
         self.live()
@@ -108,7 +115,7 @@ class IcebergWriter:
         txn = self._open
         assert not txn.raw_staging.count, "decoded rows and RowChange bytes in one transaction"
         txn.batch = batch
-        txn.staging.add(self._stage(batch))
+        txn.staging.add(self.mode.stage(batch))
         txn.staged_rows += len(batch.rows)
 
     def decodes_row_changes(self) -> bool:
@@ -131,7 +138,7 @@ class IcebergWriter:
     def send_chunk(self, batch: ChunkBatch) -> None:
         txn = self._open
         txn.batch = txn.batch or batch  # (the stager keeps one layout per transaction)
-        txn.chunks.append((self._next_seq(), batch))
+        txn.chunks.append((self.next_seq(), batch))
         txn.staged_rows += batch.count
 
     def resume_snapshot(self, progress: Mapping[str, TableProgress]) -> dict[str, TableProgress]:
@@ -141,7 +148,7 @@ class IcebergWriter:
         return dict(progress)
 
     def seal(self) -> _Sealed:
-        sealed = _Sealed(self, self._open)
+        sealed = _Sealed(self._apply, self._open)
         self._open = self._new_transaction()
         return sealed
 
@@ -175,16 +182,16 @@ class IcebergWriter:
                 keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
                 changes = decoded_changes(txn.raw_staging.to_dataframe(self.spark), batch.columns, keys,
                                           source_key=self.channel.key is None)
-                staged = self._from_changes(changes, batch)
+                staged = self.mode.from_changes(changes, batch)
                 seq_scale = 1 << CHANGE_BITS  # (a decoded change's _seq: its entry's, then its place in it)
             elif txn.staging.count:
                 staged = txn.staging.to_dataframe(self.spark)
             if txn.chunks:
-                frame = self._with_chunks(staged, batch, [(seq * seq_scale, chunk) for seq, chunk in txn.chunks])
+                frame = self.mode.with_chunks(staged, batch, [(seq * seq_scale, chunk) for seq, chunk in txn.chunks])
             else:
                 assert staged is not None
-                frame = self._typed(staged, batch)
-            self._write(frame, txn, properties, publish)
+                frame = self.mode.typed(staged, batch)
+            self.mode.write(frame, txn, properties, publish)
             if publish:
                 self.snapshot_progress, self._held_progress = progress, None
             else:
@@ -206,9 +213,9 @@ class IcebergWriter:
         finally:
             txn.clear()
             self._drop_view()
-        self._log.debug("spark.committed", label=label, position=str(end_position), published=publish)
+        self.log.debug("spark.committed", label=label, position=str(end_position), published=publish)
 
-    def _held_write(self, write: Callable[[str], None], publish: bool) -> None:
+    def held_write(self, write: Callable[[str], None], publish: bool) -> None:
         """``write(target)`` onto the job's branch, then main fast-forwarded to it if ``publish``.
 
         The branch starts from main at the first held write: that drops what
@@ -218,14 +225,14 @@ class IcebergWriter:
         transaction is replayed.
         """
         if not self._holding:
-            self.table.restart_branch(self._branch)
+            self.table.restart_branch(self.branch)
             self._holding = True
-        write(self.table.branch(self._branch))
+        write(self.table.branch(self.branch))
         if publish:
             self._publish()
 
     def _publish(self) -> None:
-        self.table.fast_forward_main(self._branch)
+        self.table.fast_forward_main(self.branch)
         self._holding = False
 
     def abort(self, reason: str) -> None:
@@ -245,7 +252,7 @@ class IcebergWriter:
                 self.spark = get_spark(self.settings)
                 self.table = TargetTable(self.spark, self.channel.target)
                 self._ready = False
-                self._log.warning("spark.writer_reconnected")
+                self.log.warning("spark.writer_reconnected")
             make_active(self.spark)
             return self.table
 
@@ -260,9 +267,9 @@ class IcebergWriter:
 
     def _drop_view(self) -> None:
         try:
-            self.spark.catalog.dropTempView(self._view)
+            self.spark.catalog.dropTempView(self.view)
         except Exception as exc:  # a dead session must not hide the commit's own error
-            self._log.debug("spark.drop_view_failed", error=str(exc))
+            self.log.debug("spark.drop_view_failed", error=str(exc))
 
     def _prepare_table(self, batch: Layout) -> None:
         wanted = list(batch.target_columns)
@@ -273,10 +280,10 @@ class IcebergWriter:
                 for name, source in zip(batch.target_columns, batch.columns)
             ]
             keyed_by = key_names(batch)
-            self.table.create(columns + self.own_target_columns(), keyed_by,
-                              identifier_fields=self.identifier_fields(keyed_by))
-            self._log.info("spark.table_created", columns=len(columns))
-        self.table.validate(wanted + [c.name for c in self.own_target_columns()])
+            self.table.create(columns + self.mode.own_target_columns(), keyed_by,
+                              identifier_fields=self.mode.identifier_fields(keyed_by))
+            self.log.info("spark.table_created", columns=len(columns))
+        self.table.validate(wanted + [c.name for c in self.mode.own_target_columns()])
         schema = {c.name.lower(): c for c in self.table.schema()}
         # A column a DDL added with a narrower type than its rows have (MySQL's REAL is a DOUBLE, sqlglot
         # reads a FLOAT): widened where Iceberg can, so no value is narrowed on the way in.
@@ -284,15 +291,16 @@ class IcebergWriter:
                  if (w := widening(schema[name.lower()], spark_type(source.mysql_type))) is not None]
         if widen:
             self.table.evolve(widen, None)
-            self._log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
+            self.log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
             schema = {c.name.lower(): c for c in self.table.schema()}
-        mapped = {name.lower() for name in wanted} | {name.lower() for name in self.own_columns()}
+        mapped = {name.lower() for name in wanted} | {name.lower() for name in self.mode.own_columns()}
         # Target columns the rows do not fill: a column a DDL dropped and the target kept, or one the user added.
-        self._unmapped = [c for name, c in schema.items() if name not in mapped]
+        self.unmapped = [c for name, c in schema.items() if name not in mapped]
         self._prepared_for = batch.target_columns
         self._ready = True
+        self.mode.prepared(batch)
 
-    def _converted(self, batch: Layout) -> list[Column]:
+    def converted(self, batch: Layout) -> list[Column]:
         from pyspark.sql import functions as F
 
         return [
@@ -304,57 +312,17 @@ class IcebergWriter:
         # Its own directory: a transaction stages while the one sealed before it is applied.
         name = uuid.uuid4().hex
         spill_rows, driver = self.settings.spill_rows, self.settings.stages_through_driver
-        return Transaction(Staging(self.meta_fields, spill_rows, self._spill_dir / name, through_driver=driver),
+        return Transaction(Staging(self.mode.meta_fields, spill_rows, self._spill_dir / name, through_driver=driver),
                            Staging(RAW_FIELDS, spill_rows, self._spill_dir / f"{name}.raw", through_driver=driver))
 
-    def _next_seq(self) -> int:
+    def next_seq(self) -> int:
         txn = self._open
         txn.seq += 1
         return txn.seq
 
-    # -- mode-specific ----------------------------------------------------------------------------
-    # (The schema applier and the state reader call the public ones: what a table holds differs by mode.)
+    # -- what a mode asks of its writer -------------------------------------------------------------
 
-    def own_columns(self) -> tuple[str, ...]:
-        """Columns this mode adds to the mapped ones (the changelog's ``_op``, ...)."""
-        return ()
-
-    def own_target_columns(self) -> list[TargetColumn]:
-        """The columns of :meth:`own_columns` as a new table gets them."""
-        return []
-
-    def identifier_fields(self, key_names: list[str]) -> list[str]:
-        """Iceberg's identifier fields for a table keyed by ``key_names``."""
-        return key_names  # one row per key
-
-    def truncate(self, summary: dict[str, str]) -> None:
-        """A source's TRUNCATE TABLE (``job.schema.truncate = "apply"``), stamped with ``summary``."""
-        raise NotImplementedError
-
-    def changes_held(self, after: Position, through: Position) -> set[tuple[str, int]]:
-        """(binlog file, offset) of every change this writer's rows hold in ``(after, through]``."""
-        raise TypeError(f"target {self.channel.target}: an upsert target keeps no position per change")
-
-    def before_images(self) -> BeforeImages:
-        raise NotImplementedError
-
-    def _stage(self, batch: RowBatch) -> list[tuple]:
-        raise NotImplementedError
-
-    def _from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
-        """The JVM decoder's change rows as the rows :meth:`_stage` would have staged."""
-        raise NotImplementedError
-
-    def _typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
-        raise NotImplementedError
-
-    def _with_chunks(self, staged: DataFrame | None, batch: Layout,
-                     chunks: list[tuple[int, ChunkBatch]]) -> DataFrame:
-        """:meth:`_typed` of the staged rows (None: there are none) with snapshot chunks among them, each at
-        its ``_seq``."""
-        raise NotImplementedError
-
-    def _chunk_rows(self, chunk: ChunkBatch, batch: Layout) -> DataFrame:
+    def chunk_rows(self, chunk: ChunkBatch, batch: Layout) -> DataFrame:
         """A chunk's rows as typed columns ``c0``... of ``batch``'s target columns (the source's, then the
         ``origin`` values), without the keys its window noted. Keys compare typed, not as text: a chunk's values
         are read from the source, not sent by Canal, and only the typed values are sure to be equal."""
@@ -381,7 +349,3 @@ class IcebergWriter:
                                            schema=", ".join(f"{name} string" for name in names))
         return texts.select(*[convert(F.col(name), chunk.columns[index].mysql_type).alias(name)
                               for name, index in zip(names, chunk.key_indexes)])
-
-    def _write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
-        """Write ``frame`` stamped with ``properties``: to main at once, or held (see :meth:`_held_write`)."""
-        raise NotImplementedError

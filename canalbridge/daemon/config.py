@@ -7,6 +7,9 @@ settings, and adds the checks across keys. Every problem is reported with
 the file and the key path (``job[0].canal.port``), all of them at once, and
 nothing starts: the ``canalbridge`` commands exit with status 2. Passwords
 are never echoed.
+
+Its length: the loader walks each table of the file, and each table's checks across keys sit beside
+its walk.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Each configurable field declares its key with :func:`~canalbridge.sync.options.setting`:
 that declaration is the key's only statement of its type, default, check and meaning.
+
+Its length: mostly declarations, each key with its check and its line of documentation, from which
+the configuration reference is written.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ acked without waiting for them, or Canal's store would stay full (through
 the last cut every channel committed, never a failed commit's). What the
 first pass missed behind a commit is filled in from the second
 (:mod:`canalbridge.sync.consumer.second_pass`).
+
+Its length: the Consumer's loop and its cut, commit, ack and rollback steps read the state each
+other leave, so they stay one class; what stands alone (taken batches, transaction ends, stream
+order, the second pass, the policy, the pipeline, delivery) is in the modules beside it.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class Taken:
         self._link = link
         self._clock = clock
         self.epoch = link.epoch
-        self._batches: collections.deque[TakenPositions] = collections.deque()
+        self._batches: collections.deque[BatchPositions] = collections.deque()
         self._carried: Carried | None = None
         self._next: TakenBatch | None = None  # taken but not yet routed
         self._waiting_since = self._clock()  # since the link last handed out a batch, or an ack made room
@@ -68,14 +68,14 @@ class Taken:
     def carries(self) -> bool:
         return self._carried is not None
 
-    def new_batch(self) -> TakenPositions:
+    def new_batch(self) -> BatchPositions:
         """A batch taken from the source: the positions of its entries are noted as they are routed."""
-        positions = TakenPositions()
+        positions = BatchPositions()
         self._batches.append(positions)
         return positions
 
     @property
-    def last_batch(self) -> TakenPositions:
+    def last_batch(self) -> BatchPositions:
         return self._batches[-1]
 
     def carried(self) -> Carried | None:
@@ -83,7 +83,7 @@ class Taken:
         carried, self._carried = self._carried, None
         if carried is not None and not self._batches:
             # Its batch cannot have been acked: it holds entries past the cut.
-            self._batches.append(TakenPositions())
+            self._batches.append(BatchPositions())
         return carried
 
     def cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
@@ -122,7 +122,7 @@ class Taken:
         self._next = waiting
 
 
-class TakenPositions:
+class BatchPositions:
     """The positions of one batch's entries, in the order routed.
 
     Kept as a list of journal names and one of offsets: a list of positions

@@ -10,6 +10,9 @@ cannot fix) the daemon's jobs are started again with back-off
 Only a user cancels a job. ``pause()`` stops every thread without acking
 anything uncommitted. Each start makes a new :class:`JobRun` (the
 threads); what is known of the job is one :class:`JobRecord`.
+
+Its length: the transitions and the record they keep share one lock; the run, the on-demand
+snapshots and verifies and the start retries are modules of their own.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ Types are MySQL's text (``bigint(20) unsigned``, ``decimal(12, 2)``,
 ``varchar(30)``), as :meth:`canalbridge.mysql_types.MySqlType.parse` reads
 Canal's ``mysqlType``. They say what a DDL declares; the type Canal sends
 with the next row, read live from MySQL, stays the authority for values.
+
+Its length: one reader of sqlglot's tree; the statements it understands and the changes they make
+change together.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ the job's reconnect back-off: a chunk whose close signal is out still lands
 (the stream carries its signal), the one being read is dropped, and once the
 source answers the snapshot goes on after the last chunk that landed. Only
 when the attempts run out does the job pause.
+
+Its length: one thread's loop over tables, chunks and windows, whose steps share the runner's state;
+the windows, chunking, progress and reconnects it uses are modules of their own.
 """
 
 from __future__ import annotations

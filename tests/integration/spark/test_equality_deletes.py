@@ -11,6 +11,7 @@ import pytest
 from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.identifiers import quote_table
+from spark_sink.maintainer import compact
 from spark_sink.sink import make_sink
 from spark_sink.table import TargetTable
 from tests.integration.spark.test_position_readback import COLUMNS, JOB, commit, position
@@ -49,7 +50,7 @@ def test_updates_deletes_and_key_changes_across_commits_leave_each_key_once(spar
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(2, "b again"),
                                                                                             (4, "c")]
     assert sink.state.read_state().position == position(400)
-    assert sink.writer.equality_deletes
+    assert sink.writer.mode.equality_deletes
     files = files_by_content(spark, target)  # (a commit writes a file per Spark task that had its rows)
     assert set(files) == {"data", "equality deletes"} and files["data"] >= 3 and files["equality deletes"] >= 4
 
@@ -64,7 +65,7 @@ def test_a_target_that_cannot_take_equality_deletes_keeps_the_position_path(spar
     commit(sink, "l1", position(100), (1, "a"), (2, "b"))
     commit(sink, "l2", position(200), (2, "B"))
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(1, "a"), (2, "B")]
-    assert "equality deletes" not in files_by_content(spark, target) and not sink.writer.equality_deletes
+    assert "equality deletes" not in files_by_content(spark, target) and not sink.writer.mode.equality_deletes
     assert sink.state.read_state().position == position(200)
 
 
@@ -86,7 +87,7 @@ def test_a_key_named_in_another_order_than_the_tables_columns_deletes_the_right_
 
     send(position(100), (ChangeKind.INSERT, 1, 2, "a"), (ChangeKind.INSERT, 2, 1, "b"))
     send(position(200), (ChangeKind.UPDATE_AFTER, 1, 2, "a2"))
-    assert sink.writer.equality_deletes
+    assert sink.writer.mode.equality_deletes
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == [(1, 2, "a2"),
                                                                                             (2, 1, "b")]
 
@@ -101,7 +102,7 @@ def test_compaction_leaves_no_equality_delete_and_the_same_rows(spark, equality_
     changes(sink, position(300), (ChangeKind.UPDATE_AFTER, 5, "w5"))
     expected = [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()]
     assert len(expected) == 19 and "equality deletes" in files_by_content(spark, target)
-    TargetTable(spark, target).compact()
+    compact(TargetTable(spark, target))
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == expected
     assert set(files_by_content(spark, target)) == {"data"}
     assert sink.state.read_state().position == position(300)

@@ -71,7 +71,7 @@ def test_held_steps_reach_main_together_and_a_failed_step_drops_them(spark, spar
     assert visible(spark, channel.target) == [(1, "a"), (2, "b"), (3, "c"), (5, "f")]
     state = sink.state.read_state()
     assert (state.position, state.label) == (position(500), "c3")
-    assert getattr(sink.writer, "equality_deletes", False) is (path == "equality")
+    assert getattr(sink.writer.mode, "equality_deletes", False) is (path == "equality")
 
 
 def test_a_commit_behind_the_tables_position_keeps_where_it_reached(spark, spark_settings):

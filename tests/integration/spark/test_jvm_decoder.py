@@ -15,9 +15,8 @@ from canalbridge.sync.model.changes import BeforeImages, RawChange
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import RowMapper, rows_count
 from canalbridge.sync.settings import ChannelSettings
-from spark_sink.changelog import IcebergChangelogWriter
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, register
-from spark_sink.upsert import IcebergUpsertWriter
+from spark_sink.sink import make_writer
 
 ALL_TYPES = TableDef("src", "all_types", ALL_TYPES_COLUMNS)
 TWO_KEYS = TableDef("src", "two_keys", (ColumnDef.of("tenant", "int(11)", True), ColumnDef.of("id", "bigint(20)", True),
@@ -126,11 +125,10 @@ def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_setti
     binlog = BinlogWriter()
     fits = binlog.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
     altered = binlog.rows(altered_table, entry_pb.EventType.INSERT, [(None, values)])
-    kind = IcebergChangelogWriter if mode == "changelog" else IcebergUpsertWriter
     target = f"lake.decoder.other_columns_{mode}_{len(values)}"
     settings = dataclasses.replace(spark_settings, upsert_deletes="equality" if mode == "equality" else "position")
     channel = ChannelSettings(TWO_KEYS.qualified, target, mode="changelog" if mode == "changelog" else "upsert")
-    writer = kind(spark, channel, "decoder", settings)
+    writer = make_writer(spark, channel, "decoder", settings)
     assert writer.decodes_row_changes()
     mapper = RowMapper(TWO_KEYS.qualified, None, before_images=writer.before_images())
     mapper.map(entry_pb.RowChange.FromString(fits.storeValue), EntryPosition.of(fits))
@@ -140,4 +138,4 @@ def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_setti
     with pytest.raises(ColumnsChangedError) as failure:
         writer.commit(EntryPosition.of(altered), "t1")
     assert failure.value.position.same_place(EntryPosition.of(altered))
-    assert getattr(writer, "equality_deletes", False) is (mode == "equality")  # (the path that failed)
+    assert getattr(writer.mode, "equality_deletes", False) is (mode == "equality")  # (the path that failed)

@@ -9,6 +9,7 @@ import pytest
 from canalbridge.sync.settings import ChannelSettings, MaintenanceSettings
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
+from spark_sink.stamp import read_stamp
 from spark_sink.table import TargetTable
 from tests.integration.spark.test_position_readback import JOB, commit, position
 
@@ -40,7 +41,7 @@ def test_maintenance_compacts_expires_and_keeps_rows_and_position(spark, spark_s
         commit(sink, f"l{n}", position(100 * (n + 1)), *[(key, f"v{n}") for key in range(n * 3, n * 3 + 10)])
     before = live_files(spark, target)
     rows = table_rows(spark, target)
-    kept_from = TargetTable(spark, target).stamp(JOB).committed_ms
+    kept_from = read_stamp(TargetTable(spark, target), JOB).committed_ms
 
     report = sink.maintainer.maintain(EXPIRE_ALL)
 

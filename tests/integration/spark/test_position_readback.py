@@ -22,7 +22,8 @@ from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.identifiers import quote_table, split_table
 from spark_sink.sink import make_sink
-from spark_sink.table import TargetColumn, TargetTable, position_properties
+from spark_sink.stamp import position_properties, read_stamp
+from spark_sink.table import TargetColumn, TargetTable
 from tests.helpers import eventually
 
 JOB = "job-readback"
@@ -76,7 +77,7 @@ def test_empty_table_has_no_position(spark, spark_settings):
     target = "lake.readback_empty.t"
     table = TargetTable(spark, target)
     table.create([TargetColumn("id", "int", True), TargetColumn("name", "string")], ["id"])
-    assert table.stamp(JOB) is None
+    assert read_stamp(table, JOB) is None
     assert make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings).state.read_state().position is None
 
 
@@ -217,7 +218,7 @@ def test_restarted_job_applies_the_rolled_back_changes_again(spark, spark_settin
 
     # The user rolls the table back to the end of the first part; Canal restarts and replays.
     rollback(spark, target, first_id)
-    assert TargetTable(spark, target).stamp(JOB).position.same_place(first_position)
+    assert read_stamp(TargetTable(spark, target), JOB).position.same_place(first_position)
     server.restart(crash=True)
 
     job = new_job()

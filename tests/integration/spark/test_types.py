@@ -20,8 +20,8 @@ from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.errors import ValueConversionError
+from spark_sink.sink import make_writer
 from spark_sink.types import spark_type
-from spark_sink.upsert import IcebergUpsertWriter
 
 UTC = dt.UTC
 TABLE = TableDef("src", "all_types", ALL_TYPES_COLUMNS)
@@ -54,7 +54,7 @@ def write_rows(spark, spark_settings, target: str, rows: list[dict], label: str 
     """Insert ``rows`` in one commit: decoded by RowMapper, or as RowChange bytes for the JVM decoder
     (then one entry per row, so that the staged entries spill as rows do)."""
     binlog = BinlogWriter()
-    writer = IcebergUpsertWriter(spark, ChannelSettings(TABLE.qualified, target), "types", spark_settings)
+    writer = make_writer(spark, ChannelSettings(TABLE.qualified, target), "types", spark_settings)
     mapper = RowMapper(TABLE.qualified, None)
     writer.begin()
     if decoder == "jvm":
@@ -117,7 +117,7 @@ def test_value_that_does_not_parse_is_a_named_error(spark, spark_settings, threa
     from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 
     target = f"lake.types.bad_{thread}"
-    writer = IcebergUpsertWriter(spark, ChannelSettings("src.bad", target), "types", spark_settings)
+    writer = make_writer(spark, ChannelSettings("src.bad", target), "types", spark_settings)
     columns = (SourceColumn("id", "int(11)", 4, True), SourceColumn("n", "int(11)", 4, False))
     position = EntryPosition("mysql-bin.000001", 4)
     row = ChangeRow(ChangeKind.INSERT, ("1", "abc"), position)

@@ -7,7 +7,7 @@ from types import MappingProxyType
 import pytest
 
 from canalbridge.sync.model.position import EntryPosition, KafkaPosition, LaneMark
-from spark_sink.table import position_from_summary, position_properties
+from spark_sink.stamp import position_from_summary, position_properties
 
 
 @pytest.mark.parametrize("position", [

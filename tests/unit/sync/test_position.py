@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from canalbridge.sync.consumer.taken import TakenPositions
+from canalbridge.sync.consumer.taken import BatchPositions
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.model.tracking import CommittedPositions, format_position_info
 
@@ -37,7 +37,7 @@ def test_order_is_not_a_tuples_order():
 
 
 def test_taken_positions_count_those_at_or_after_a_position():
-    taken = TakenPositions()
+    taken = BatchPositions()
     for position in (pos("mysql-bin.9", 100), pos("mysql-bin.10", 4), pos("mysql-bin.9", 50), pos("mysql-bin.10", 90)):
         taken.append(position)
     assert taken.count_from(pos("mysql-bin.9", 100)) == 3

@@ -19,6 +19,9 @@ had, pauses the job (:mod:`canalbridge.sync.source.kafka.lanes`). Flat messages
 carry no binlog position: a batch Canal sent twice is applied twice (an
 upsert target ends the same; a changelog target holds the changes twice).
 See docs/guide/kafka.md#positions.
+
+Its length: both sides of the link share one lock around the lanes and the hand-off; what needs no
+lock (the lanes, where each partition starts, the connection) is in the modules beside it.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import threading
 import pytest
 
 from canalbridge.sync.model.position import EntryPosition
-from spark_sink.table import POSITION_KEYS, position_from_summary
+from spark_sink.stamp import POSITION_KEYS, position_from_summary
 from tests.daemon_process import daemon_log, running_daemon, stop
 from tests.infra.processes import wait_for
 from tests.infra.shared_lake import CATALOG
