@@ -117,6 +117,20 @@ def test_sync_packages_keep_to_their_roles(module):
     assert not broken, f"{module} imports {broken}, which its role may not use"
 
 
+# Who may name one kind of source: its own package, the link opener, and the loader that builds a job's settings
+# from its TOML table. Everything else asks the source protocol (docs/design/layout.md#the-sync-core).
+KIND_AWARE = (f"{S}source", "canalbridge.daemon.config")
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_only_the_source_packages_and_the_loader_tell_the_kinds_of_source_apart(module):
+    if any(within(module, allowed) for allowed in KIND_AWARE):
+        return
+    named = sorted(name for name in imports_of(MODULES[module])
+                   if within(name, CANAL_SOURCE) or within(name, KAFKA_SOURCE))
+    assert not named, f"{module} imports {named}: it should ask the source protocol instead"
+
+
 def test_the_contract_sees_the_modules_it_guards():
     # A contract over nothing passes vacuously: make sure each layer is there.
     for prefix in (*CLIENT, *SYNC, *SINK, *DAEMON, *DEVKIT, CLI_MAY_USE_DEVKIT, *SYNC_ROLES, *GENERIC_SOURCE):
