@@ -41,8 +41,8 @@ SEND_ROWS = 5000
 
 def commit_across_tables(spark, settings: SparkSettings, count: int, total_rows: int, namespace: str) -> dict:
     tables = bench_tables(count)
-    writers = [make_writer(spark, ChannelSettings(t.qualified, f"lake.{namespace}.{t.name}"), "bench",
-                                   settings) for t in tables]
+    writers = [make_writer(spark, ChannelSettings(t.qualified, f"lake.{namespace}.{t.name}"), "bench", settings)
+               for t in tables]
     per_table = total_rows // count
     position = EntryPosition("mysql-bin.000001", 4)
     columns = tuple(SourceColumn(c.name, c.mysql_type.declared, 0, c.is_key) for c in tables[0].columns)

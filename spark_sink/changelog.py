@@ -98,9 +98,9 @@ class ChangelogMode:
         )
 
     def with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
-                     ) -> DataFrame:
-        """The staged changes and each chunk's rows (:meth:`_chunk_rows`) as ``+S`` rows at the chunk's close
-        signal: a snapshot row, not a change, so that the table holds each source change once. A key the
+                    ) -> DataFrame:
+        """The staged changes and each chunk's rows (:meth:`IcebergWriter.chunk_rows`) as ``+S`` rows at the
+        chunk's close signal: a snapshot row, not a change, so that the table holds each source change once. A key the
         window noted has no ``+S`` row; its changes in the stream stand."""
         from pyspark.sql import functions as F
 

@@ -1,4 +1,5 @@
-"""What an Iceberg writer's apply raises when retrying the same rows cannot help."""
+"""Typed errors of the Spark sink: what an apply raises when retrying the same rows cannot help, a setup or target
+that cannot work, a change a target cannot follow; and a Java error told in one line."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def compact(table: TargetTable, files: LiveFiles | None = None) -> None:
         options["delete-file-threshold"] = "1"
     pairs = ", ".join(f"{sql_string(key)}, {sql_string(value)}" for key, value in options.items())
     table.spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => {name}, "
-                   f"options => map({pairs}))").collect()
+                    f"options => map({pairs}))").collect()
     if equality_deletes:
         try:
             equality.remove_dangling_deletes(table.spark, table.identifier)
@@ -100,7 +100,7 @@ def expire_snapshots(table: TargetTable, older_than_ms: int) -> int:
     assert older_than is not None
     before = _snapshot_count(table)
     table.spark.sql(f"CALL {catalog}.system.expire_snapshots(table => {name}, "
-                   f"older_than => TIMESTAMP {sql_string(older_than['t'])})").collect()
+                    f"older_than => TIMESTAMP {sql_string(older_than['t'])})").collect()
     return before - _snapshot_count(table)
 
 

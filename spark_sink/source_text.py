@@ -50,7 +50,7 @@ _AS_TYPED = {"smallint", "mediumint", "int", "bigint", "varchar", "text", "tinyt
 
 def source_select(column: str, mysql_type: str) -> str:
     """The SELECT expression that reads ``column`` of ``mysql_type`` for :func:`canal_text`; a type with no
-    mapping raises :class:`~spark_sink.types.UnsupportedTypeError`, as its stream rows would."""
+    mapping raises :class:`~spark_sink.errors.UnsupportedTypeError`, as its stream rows would."""
     target = spark_type(mysql_type)
     base = MySqlType.parse(mysql_type).base
     name = quote(column)

@@ -21,7 +21,7 @@ from spark_sink.table import TargetTable
 PROP_JOB = "canalbridge.job"
 PROP_LABEL = "canalbridge.label"
 # A commit behind the table's position (it filled in what Canal's first pass missed): where it really
-# reached, the position's to_dict() as JSON (see canalbridge.sync.consumer.second_pass.Refill).
+# reached, the position's to_dict() as JSON (see canalbridge.sync.model.position.Refill).
 PROP_BEHIND = "canalbridge.refill-behind"
 # How far the snapshot of each source table came (canalbridge.sync.snapshot.progress), once one began: every
 # later commit of the job stamps it again, so the newest stamp always holds it.
@@ -63,7 +63,7 @@ class Stamp:
 
     position: Position
     label: str | None
-    refill: Position | None  # where a commit behind the table's position really reached (see first_pass.Refill)
+    refill: Position | None  # where a commit behind the table's position really reached (see position.Refill)
     committed_ms: int  # when the snapshot was committed
     snapshot: dict[str, TableProgress] = field(default_factory=dict)  # of each source table whose snapshot began
 
@@ -123,4 +123,4 @@ def forget_position(table: TargetTable, job: str) -> None:
     if not current:
         return  # no snapshot: no position to forget
     table.spark.sql(f"ALTER TABLE {table.identifier} SET TBLPROPERTIES "
-                   f"({sql_string(PROP_POSITION_RESET + job)}={sql_string(str(current[0]['snapshot_id']))})")
+                    f"({sql_string(PROP_POSITION_RESET + job)}={sql_string(str(current[0]['snapshot_id']))})")

@@ -205,10 +205,10 @@ class TargetTable:
             return False
         return True
 
-
     def procedure_names(self) -> tuple[str, str]:
         """The catalog (quoted) and the table (a SQL string) as Iceberg's procedures take them."""
         return quote(self.parts[0]), sql_string(".".join(quote(part) for part in self.parts[1:]))
+
 
 def slow_layout_note(properties: dict[str, str], mode_property: str) -> str | None:
     """Why row-level commits that follow ``mode_property`` (``write.delete.mode``...) cost more as

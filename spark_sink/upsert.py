@@ -12,16 +12,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import structlog
-
 from canalbridge.sync.errors import TargetKeyMismatchError
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.model.position import Position
 from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
+from spark_sink.errors import SparkSetupError
 from spark_sink.identifiers import quote
-from spark_sink.session import SparkSetupError, release_checkpoint
+from spark_sink.session import release_checkpoint
 from spark_sink.staging import key_names
 from spark_sink.table import PROP_PRIMARY_KEY, TargetColumn, slow_layout_note
 from spark_sink.types import convert
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
-log = structlog.get_logger("canalbridge.spark")
 # An upsert commit broadcasts its changed keys to every executor up to this many staged rows;
 # past it, Spark joins them to the target by sorting both (slower, but bounded in memory).
 BROADCAST_ROWS = 2_000_000
@@ -67,7 +65,8 @@ class UpsertMode:
 
     @property
     def equality_deletes(self) -> bool:
-        """Whether the stream's commits into this target write equality deletes (``[spark] upsert_deletes``)."""
+        """Whether the stream's commits into this target write equality deletes (``[spark] upsert_deletes``; an
+        upsert's alone)."""
         return self._equality
 
     def before_images(self) -> BeforeImages:
@@ -89,8 +88,8 @@ class UpsertMode:
         properties = self.writer.table.properties()
         self._check_key(batch, properties)
         self._equality = self._equality_deletes(batch)
-        mode = "write.merge.mode" if self.writer.unmapped else "write.delete.mode"
-        self.layout_note = None if self._equality else slow_layout_note(properties, mode)
+        layout_property = "write.merge.mode" if self.writer.unmapped else "write.delete.mode"
+        self.layout_note = None if self._equality else slow_layout_note(properties, layout_property)
         if self.layout_note:
             self.writer.log.warning("spark.slow_layout", note=self.layout_note)
 
@@ -170,9 +169,10 @@ class UpsertMode:
         return last_change.select(*self.writer.converted(batch), F.col("_op"))
 
     def with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
-                     ) -> DataFrame:
-        """The last change per key among the staged rows and the chunks' rows (:meth:`_chunk_rows`), each chunk
-        row an upsert at its chunk's ``_seq``. Keys compare typed here, as in the chunks."""
+                    ) -> DataFrame:
+        """The last change per key among the staged rows and the chunks' rows
+        (:meth:`IcebergWriter.chunk_rows`), each chunk row an upsert at its chunk's ``_seq``. Keys compare typed
+        here, as in the chunks."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -213,15 +213,15 @@ class UpsertMode:
         if txn.chunks and not txn.raw_staging.count and not txn.staging.count:
             # A span is the probe when there is one: no Spark job to find the rows' least and greatest key.
             bound = "" if stale else _key_bound(frame, _leading_key(txn))
-            self.writer.held_write(lambda target: self._chunks_into(target, frame, names, keys, broadcast, bound, stale,
-                                                              properties), publish)
+            self.writer.held_write(lambda target: self._chunks_into(target, frame, names, keys, broadcast, bound,
+                                                                    stale, properties), publish)
             return
         with _computed_once(frame) as changes:
             changes.createOrReplaceTempView(self.writer.view)
             bound = _key_bound(changes, _leading_key(txn)) if txn.chunks else ""
             # Two or three statements: always on the branch, so that main moves once.
-            self.writer.held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound, stale,
-                                                                    properties), publish)
+            self.writer.held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound,
+                                                                          stale, properties), publish)
 
     def _equality_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         """The transaction as one RowDelta of equality deletes and new rows (:mod:`spark_sink.equality`): on
@@ -232,7 +232,7 @@ class UpsertMode:
         def write(branch: str | None) -> None:
             written = equality.commit(self.writer.spark, self.writer.table.identifier, frame, keys, branch, properties)
             self.writer.log.debug("spark.equality_commit", data_files=written.data_files,
-                            delete_files=written.delete_files, rows=written.rows, keys=written.keys)
+                                  delete_files=written.delete_files, rows=written.rows, keys=written.keys)
 
         if publish and not self.writer.holding:
             write(None)

@@ -73,7 +73,6 @@ class IcebergWriter:
     def __init__(self, spark: SparkSession, channel: ChannelSettings, job: str, settings: SparkSettings,
                  mode: Callable[[IcebergWriter], WriteMode]) -> None:
         self.spark = spark
-
         self.settings = settings
         self.channel = channel
         self.job = job

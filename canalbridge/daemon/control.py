@@ -3,11 +3,10 @@
 ``GET /status`` returns the status document. An action is a ``POST`` to
 ``/jobs/<name>/<action>`` with a JSON object as its body and
 ``Content-Type: application/json`` (which a browser cannot send to another
-origin without a preflight this endpoint never grants): ``pause``,
-``resume``, ``stop``, ``reset`` (``{"channel": [<target>, ...]}``: those
-channels only), ``snapshot`` (``{"table": [<schema.table>, ...]}``: those
-only; ``"where": [<condition>]``: the rows it takes), ``cancel-snapshot``,
-``verify`` (``table`` as a snapshot's) and ``cancel-verify``. Who may call
+origin without a preflight this endpoint never grants). The actions and the
+parameters each takes are the daemon's table
+(:data:`canalbridge.daemon.service.ACTIONS`); this endpoint serves the names
+it is given. Who may call
 it, and how each request is checked first: :mod:`canalbridge.daemon.control_access`.
 """
 

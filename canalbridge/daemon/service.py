@@ -274,7 +274,7 @@ def _reset(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
     return {}
 
 
-def _then_status(step: Callable[[SyncJob], None]) -> Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]:
+def _step_only(step: Callable[[SyncJob], None]) -> Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]:
     def run(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
         step(job)
         return {}
@@ -283,9 +283,9 @@ def _then_status(step: Callable[[SyncJob], None]) -> Callable[[Daemon, SyncJob, 
 
 # Every action the control endpoint serves (POST /jobs/<name>/<action>), stated once.
 ACTIONS: dict[str, JobAction] = {
-    "pause": JobAction(frozenset(), _then_status(SyncJob.pause)),
-    "resume": JobAction(frozenset(), _then_status(SyncJob.resume)),
-    "stop": JobAction(frozenset(), _then_status(lambda job: job.cancel("stopped by user", FailKind.USER_CANCEL))),
+    "pause": JobAction(frozenset(), _step_only(SyncJob.pause)),
+    "resume": JobAction(frozenset(), _step_only(SyncJob.resume)),
+    "stop": JobAction(frozenset(), _step_only(lambda job: job.cancel("stopped by user", FailKind.USER_CANCEL))),
     "reset": JobAction(frozenset({"channel"}), _reset),
     "snapshot": JobAction(frozenset({"table", "where"}), _snapshot),
     "cancel-snapshot": JobAction(frozenset(), _cancel("snapshot")),

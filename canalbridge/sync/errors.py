@@ -265,11 +265,13 @@ class Stopping(Exception):
 
 _JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
 BRIEF_CHARS = 500  # a Spark error's text can carry the whole JVM stack
+PY4J_CALL = "An error occurred while calling"  # how Py4J begins a Java error's text
 
 
 def first_line(exc: BaseException) -> str:
-    """What failed, in one bounded line: a Java exception's own message rather than Py4J's "An error occurred
-    while calling ..." above it, else the error's first line, else its type's name."""
+    """What failed, in one bounded line: under Py4J's "An error occurred while calling ...", the Java exception's
+    own message; else the error's first line, else its type's name."""
     lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
-    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None)
+    py4j = bool(lines) and lines[0].startswith(PY4J_CALL)
+    cause = next((line for line in lines if _JAVA_EXCEPTION.match(line)), None) if py4j else None
     return (cause or (lines[0] if lines and lines[0] else type(exc).__name__))[:BRIEF_CHARS]

@@ -40,7 +40,9 @@ GET_SHARE_OF_STORE = 4  # a get asks for at most 1/4 of Canal's store (CanalSett
 
 
 def _given() -> Any:
-    """A field the loader fills from a table of its own rather than from one key."""
+    """A field the loader fills from a table of its own rather than from one key. (Typed ``Any``, as
+    :func:`~canalbridge.sync.options.setting` is: a bare annotation after ``name`` reads to mypy as a field
+    without a default after one with a default.)"""
     return dataclasses.field()
 
 
@@ -378,7 +380,7 @@ class JobSettings:
         renamed table's rows only if its new name is in the filter, and the new name is not known.
         """
         follows = self.schema.follows_renames
-        filters = [TablePattern(f"{c.source.partition('.')[0]}.*").filter if follows and c.pattern is None
+        filters = [TablePattern(f"{TableId.parse(c.source).schema}.*").filter if follows and c.pattern is None
                    else c.filter for c in self.channels]
         if self.snapshot is not None and self.snapshot.active:  # its signals come through the stream
             filters.append(TablePattern(self.snapshot.signal_table).filter)

@@ -86,12 +86,13 @@ class PendingWork:
 class CommitPolicy:
     """Decides, from pending work and time, whether and how to commit."""
 
-    def __init__(self, settings: CommitSettings, batch_size: int | None) -> None:
-        """``batch_size``: the most one get asks of the source's store; None: the source holds no store that
-        un-acked entries fill (Kafka)."""
+    def __init__(self, settings: CommitSettings, store_get_size: int | None) -> None:
+        """``store_get_size``: the most one get asks of the source's store (the link's
+        :attr:`~canalbridge.sync.source.link.ConsumerSide.store_get_size`); None: the source holds no store
+        that un-acked entries fill (Kafka)."""
         self.settings = settings
-        self.store = batch_size is not None
-        batch_size = batch_size or 0
+        self.store = store_get_size is not None
+        batch_size = store_get_size or 0
         capacity = settings.store_capacity
         # Past these the store may stop handing out entries before the transaction ends: a split is a must.
         full = capacity - min(settings.store_transaction_size, capacity)

@@ -1,5 +1,6 @@
-"""The values every part of the sync core speaks: positions, changes, table patterns, counters and a job's record.
+"""The values every part of the sync core speaks: positions, changes, table names and patterns, counters and a
+job's record.
 
-Nothing here starts a thread or talks to a source; the sub-packages beside
-it import these values, never each other's through them.
+Nothing here starts a thread or talks to a source (the import contract keeps
+the parts that run out of it).
 """

@@ -2,8 +2,9 @@
 
 It (re)connects with exponential back-off and then runs the link's
 ``exchange`` in a loop, which acks, rolls back and reads batches (see
-``canal_link`` and ``kafka_link``). Connection errors anywhere make it
-disconnect and go round again. After ``reconnect_attempts`` failed attempts
+:mod:`canalbridge.sync.source.canal.link` and
+:mod:`canalbridge.sync.source.kafka.link`). Connection errors anywhere make
+it disconnect and go round again. After ``reconnect_attempts`` failed attempts
 in a row it gives up and reports, as it does at once on an error that
 retrying cannot help (Canal serving batches that cannot be proven
 contiguous, a Kafka record that is not a Canal message, a missing topic).
@@ -25,7 +26,6 @@ from canalbridge.sync.source.link import ReceiverSide
 from canalbridge.sync.worker import STOP_CHECK_S, Worker
 
 log = structlog.get_logger("canalbridge.receiver")
-
 
 
 class Receiver(Worker):

@@ -16,7 +16,8 @@ import pytest
 from canalbridge.devkit.entries import TableDef
 from canalbridge.source_db import FilterError, SourceDb, SourceDbError
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.job.job import JobState, JobStateError, SyncJob
+from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.runner import SnapshotRunner

@@ -11,7 +11,8 @@ import pytest
 
 from canalbridge.source_db import SourceDb
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
-from canalbridge.sync.job.job import JobState, JobStateError, SyncJob
+from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.model.tables import TablePattern
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.source import SnapshotSource

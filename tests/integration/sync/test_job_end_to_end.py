@@ -16,7 +16,8 @@ from canalbridge.devkit.entries import BinlogWriter, Flavor
 from canalbridge.devkit.store import BatchMode
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.job.job import FailKind, JobState, JobStateError
+from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.job import FailKind, JobState
 from canalbridge.sync.model.position import EntryPosition
 
 from .harness import FAST_COMMITS, Harness, Strike, job_settings, run_through
@@ -356,7 +357,7 @@ def test_a_canal_that_stays_away_past_the_reconnects_pauses_the_job_which_starts
 
 def test_a_target_that_cannot_take_the_rows_pauses_the_job_until_a_person_resumes_it(dev_server_factory):
     from canalbridge.sync.job.job import SyncJob
-    from spark_sink.table import TargetTableError
+    from spark_sink.errors import TargetTableError
 
     server = dev_server_factory(DestinationConfig("example"))
     settings = job_settings(server, Workload(WorkloadSpec(row_changes=5)))

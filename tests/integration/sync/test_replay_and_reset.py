@@ -14,7 +14,8 @@ import pytest
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.job.job import JobState, JobStateError
+from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.job import JobState
 
 from .harness import Harness, job_settings
 

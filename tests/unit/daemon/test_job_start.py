@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from canalbridge.daemon.service import starts_with_daemon
-from canalbridge.sync.job.job import FailKind, FailMessage, JobState, JobStateError, SyncJob
+from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.job import FailKind, FailMessage, JobState, SyncJob
 from canalbridge.sync.model.record import JobRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.source.canal.settings import CanalSettings

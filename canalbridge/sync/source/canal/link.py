@@ -45,7 +45,7 @@ class CanalLink:
         self.connector = connector
         self.canal = canal
         self.get_size = get_size  # (the Receiver's thread's alone)
-        self.store_get_size = get_size.limit
+        self.store_get_size = get_size.limit  # the cap on every get: what bounds the store the policy plans for
         self.subscribe_filter = subscribe_filter
         self.acks = acks
         self._ledger = BatchLedger()

@@ -15,7 +15,6 @@ class CanalSettings:
     """Where the job reads from: a Canal server's destination over its TCP protocol (Doris's canal.* job
     properties). Canal's store settings, which decide when commits are cut, are kept in :class:`CommitSettings`."""
 
-    SECTION: ClassVar[str] = "job.canal"
 
     host: str = setting(doc="the Canal server's host", check=non_empty)
     port: int = setting(doc="the Canal server's port (`canal.port`)", check=port)
@@ -38,6 +37,7 @@ class CanalSettings:
     debug: bool = setting(False, doc="log a summary of every batch and every row (Doris's `printSummary`)")
 
     KIND: ClassVar[str] = "canal"
+    SECTION: ClassVar[str] = f"job.{KIND}"
     READS: ClassVar[str] = "Canal over TCP"
     DISCOVERS_RULE_TABLES: ClassVar[bool] = True
 

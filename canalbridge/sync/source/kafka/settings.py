@@ -32,7 +32,6 @@ class KafkaSettings:
     ``ssl_*``); it is never logged or shown.
     """
 
-    SECTION: ClassVar[str] = "job.kafka"
 
     bootstrap_servers: tuple[str, ...] = setting(
         doc='the brokers, as `"h:p,h:p"` or a list', kinds=(str, list), check=_bootstrap)
@@ -61,6 +60,7 @@ class KafkaSettings:
     debug: bool = setting(False, doc="log every poll's summary and every row")
 
     KIND: ClassVar[str] = "kafka"
+    SECTION: ClassVar[str] = f"job.{KIND}"
     READS: ClassVar[str] = "Kafka"
     # A snapshot runner at every start would refuse the topics of several partitions that rules stream from.
     DISCOVERS_RULE_TABLES: ClassVar[bool] = False
