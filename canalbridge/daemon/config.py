@@ -294,7 +294,7 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
     if asked is not None and asked > store_capacity // GET_SHARE_OF_STORE:
         warnings.append(
             f"{where}.canal.batch_size: {asked} is more than a quarter of Canal's store ({store_capacity}): each get "
-            f"asks for {max(1, store_capacity // GET_SHARE_OF_STORE)}, so that no get can fill the store in the "
+            f"asks for {commit_settings.store_share}, so that no get can fill the store in the "
             f"middle of a source transaction (which would force a commit to split it)"
         )
     if commit_settings.max_bytes < commit_settings.min_bytes:

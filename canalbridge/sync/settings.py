@@ -162,6 +162,12 @@ class CommitSettings:
                                       "at a time, acks in order); false waits for each commit")
 
     @property
+    def store_share(self) -> int:
+        """The most one get may take of Canal's store, in its unit (slots, or memunits in ``MEMSIZE`` mode, as
+        many as there are slots): a quarter of it, so that no single batch can fill it."""
+        return max(1, self.store_capacity // GET_SHARE_OF_STORE)
+
+    @property
     def commit_retry(self) -> RetrySettings:
         """A failed transaction is tried ``retries`` more times before the job pauses."""
         return RetrySettings(self.retries + 1, self.retry_initial_seconds, self.retry_max_seconds)

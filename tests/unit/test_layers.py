@@ -54,7 +54,7 @@ SYNC_ROLES = {
 }
 # The modules directly in canalbridge/sync (errors, settings, options, retry, worker) serve every role: of the
 # roles they may use only the values.
-SYNC_SHARED = tuple(p for p in (*THREADS, f"{S}schema", f"{S}snapshot"))
+SYNC_SHARED = (*THREADS, f"{S}schema", f"{S}snapshot")
 GENERIC_SOURCE = (f"{S}source.link", f"{S}source.handoff", f"{S}source.receiver")
 
 

@@ -16,7 +16,7 @@ as a quarter of the slots takes at the last batch's mean entry size.
 
 from __future__ import annotations
 
-from canalbridge.sync.settings import GET_SHARE_OF_STORE, CommitSettings
+from canalbridge.sync.settings import CommitSettings
 from canalbridge.sync.source.canal.settings import CanalSettings
 
 FIRST_GET_UNITS = 1  # before any entry was seen: a get of one memunit measures them
@@ -41,7 +41,7 @@ class GetSize:
         limit = canal.fetch_size(commit)
         if commit.store_batch_mode != "MEMSIZE":
             return cls(limit)
-        return cls(limit, entries=max(1, commit.store_capacity // GET_SHARE_OF_STORE), memunit=commit.store_memunit)
+        return cls(limit, entries=commit.store_share, memunit=commit.store_memunit)
 
     def next(self) -> int:
         """The size to ask for, in the store's unit."""

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from canalbridge.sync.model.position import EntryPosition, Position
 from canalbridge.sync.options import java_short, non_empty, port, positive, setting
-from canalbridge.sync.settings import GET_SHARE_OF_STORE, CommitSettings
+from canalbridge.sync.settings import CommitSettings
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class CanalSettings:
         """How much one get asks of Canal: ``batch_size``, but at most a quarter of its store (in the store's
         unit, entries or memunits), so that no single batch can fill the store in the middle of a transaction
         and force a split."""
-        return max(1, min(self.batch_size, commit.store_capacity // GET_SHARE_OF_STORE))
+        return max(1, min(self.batch_size, commit.store_share))
 
     def reads(self, position: Position) -> bool:
         return isinstance(position, EntryPosition)
