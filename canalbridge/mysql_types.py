@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 DECIMAL_GROUP = 9  # MySQL stores a DECIMAL's digits 9 to a group (Canal drops an all-zero last fraction group)
 _TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\((.*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.IGNORECASE)
+# Other names MySQL accepts in a DDL for a type, by the name SHOW CREATE TABLE gives it.
+ALIASES = {"integer": "int", "bool": "tinyint", "boolean": "tinyint", "numeric": "decimal", "dec": "decimal",
+           "fixed": "decimal", "real": "double"}
+INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,10 @@ class MySqlType:
             raise ValueError(f"cannot parse MySQL column type {declared!r}")
         base, args, unsigned, zerofill = match.groups()
         arg_list = tuple(_split_args(args)) if args else ()
-        return cls(declared, base.lower(), arg_list, bool(unsigned or zerofill))
+        base = base.lower()
+        if base in ("bool", "boolean") and not arg_list:
+            arg_list = ("1",)
+        return cls(declared, ALIASES.get(base, base), arg_list, bool(unsigned or zerofill))
 
     @property
     def fsp(self) -> int:
@@ -44,6 +52,43 @@ class MySqlType:
     def labels(self) -> tuple[str, ...]:
         """The members of an enum or set, unquoted."""
         return tuple(arg.strip().strip("'").replace("''", "'") for arg in self.args)
+
+
+@lru_cache(maxsize=4096)
+def canonical(declared: str) -> str:
+    """A column type spelled one way whichever way its DDL spelled it: the type's name in lower case and
+    resolved from its aliases, no display width on an integer type, a decimal's precision and scale both
+    given, no blanks outside quotes, and ``unsigned`` for ``zerofill`` too.
+
+    Canal with its schema history on describes a column as the DDL that made it spelled it (``INT``),
+    and as the live table shows it otherwise (``int(11)``): rows and snapshot chunks compare their
+    columns in this form. The JVM decoder spells them the same (``RowChangeDecoder.canonical``).
+    A type this cannot parse is only lower-cased.
+    """
+    match = _TYPE_RE.match(declared)
+    if not match:
+        return declared.strip().lower()
+    base, args, unsigned, zerofill = match.groups()
+    base = ALIASES.get(base.lower(), base.lower())
+    args = "".join(_unquoted_blanks_dropped(args or "")).lower()
+    if base in INTEGERS:
+        args = ""
+    elif base == "decimal":
+        args = args or "10"
+        args = args if "," in args else args + ",0"
+    text = f"{base}({args})" if args else base
+    return text + " unsigned" if unsigned or zerofill else text
+
+
+def _unquoted_blanks_dropped(text: str) -> list[str]:
+    out: list[str] = []
+    quoted = False
+    for char in text:
+        if char == "'":
+            quoted = not quoted
+        if quoted or not char.isspace():
+            out.append(char)
+    return out
 
 
 def _split_args(args: str) -> list[str]:

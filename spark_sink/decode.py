@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from canalbridge.mysql_types import canonical
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError, SyncError
 from canalbridge.sync.model.changes import ChangeKind, SourceColumn
 from canalbridge.sync.model.position import EntryPosition
@@ -107,7 +108,7 @@ def decoded_changes(raw: DataFrame, columns: Sequence[SourceColumn], key_indexes
         "_entry", "_journal", "_offset", "_execute_time_ms",
         F.posexplode(F.call_function(FUNCTION, F.col("_store_value"), F.lit(keys))).alias("_pos", "_change"),
     )
-    expected = column_signature([(c.name, c.mysql_type, source_key and c.is_key) for c in columns])
+    expected = column_signature([(c.name, canonical(c.mysql_type), source_key and c.is_key) for c in columns])
     found, decoded_kind = F.col("_change.columns"), F.col("_change.kind")
     if not source_key:  # a channel with its own key: Canal's key flags are no part of the rows' shape
         found = F.regexp_replace(found, f"{KEY_MARK}(?=, |$)", "")

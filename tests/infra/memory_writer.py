@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from canalbridge.mysql_types import canonical
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.maintenance import MaintenanceReport
 from canalbridge.sync.channel.sink import TargetState
@@ -166,7 +167,7 @@ class InMemoryWriter:
 
     def send_raw(self, batch: RawBatch) -> None:
         assert self.decode_raw, "send_raw on a writer that does not decode"
-        expected = column_signature([(c.name, c.mysql_type, c.is_key) for c in batch.columns])
+        expected = column_signature([(c.name, canonical(c.mysql_type), c.is_key) for c in batch.columns])
         mapper = RowMapper(batch.table, batch.target_columns, [batch.target_columns[i] for i in batch.key_indexes],
                            before_images=self.before_images())
         rows = []
@@ -174,7 +175,7 @@ class InMemoryWriter:
             change = entry_pb.RowChange.FromString(raw.row_change)
             first = change.rowDatas[0] if change.rowDatas else None
             columns = (first.afterColumns or first.beforeColumns) if first is not None else []
-            found = (column_signature([(c.name, c.mysqlType, c.isKey) for c in columns]) if first is not None
+            found = (column_signature([(c.name, canonical(c.mysqlType), c.isKey) for c in columns]) if first is not None
                      else expected)
             if found != expected:  # as the JVM decoder does, found when the commit runs
                 self._raw_failure = self._raw_failure or ColumnsChangedError(batch.table, found, len(columns),

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from canalbridge.devkit.canal_values import ZERO_DATE, SqlType, render
-from canalbridge.mysql_types import MySqlType
+from canalbridge.mysql_types import MySqlType, canonical
 
 UTC = dt.UTC
 
@@ -117,3 +117,25 @@ def test_type_parsing_keeps_enum_labels_and_precision():
 
 def test_float_near_the_float32_maximum_renders():
     assert render(MySqlType.parse("float"), 3.4028234663852886e38).text == "3.4028235E38"
+
+
+# (a DDL's spelling, as SHOW CREATE TABLE spells the same type)
+SPELLINGS = [
+    ("INT", "int(11)"), ("INTEGER", "int(11)"), ("BIGINT UNSIGNED", "bigint(20) unsigned"),
+    ("int(10) unsigned zerofill", "int(10) unsigned"), ("BOOLEAN", "tinyint(1)"), ("VARCHAR(64)", "varchar(64)"),
+    ("DECIMAL", "decimal(10,0)"), ("NUMERIC(12, 2)", "decimal(12,2)"), ("dec(5)", "decimal(5,0)"),
+    ("ENUM('new', 'paid')", "enum('new','paid')"), ("DATETIME(3)", "datetime(3)"), ("REAL", "double"),
+]
+
+
+@pytest.mark.parametrize("ddl, shown", SPELLINGS)
+def test_a_type_is_spelled_one_way_whichever_way_its_ddl_spelled_it(ddl, shown):
+    assert canonical(ddl) == canonical(shown)
+    assert MySqlType.parse(ddl).base == MySqlType.parse(shown).base
+
+
+def test_spellings_of_other_types_stay_apart():
+    assert canonical("varchar(8)") != canonical("varchar(20)")
+    assert canonical("int") != canonical("int unsigned")
+    assert canonical("decimal(12,2)") != canonical("decimal(12,3)")
+    assert canonical("enum('a','b')") != canonical("enum('a', 'b c')")

@@ -21,6 +21,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from canalbridge.mysql_types import canonical
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import RowMappingError
 from canalbridge.sync.model.changes import (
@@ -86,7 +87,7 @@ class RowMapper:
         self.target_columns = tuple(target_columns) if target_columns is not None else None
         self.key_columns = tuple(key_columns) if key_columns else None
         self._columns: tuple[SourceColumn, ...] | None = None
-        # (name, mysqlType, isKey) of the rows so far: a row whose key flags differ is keyed otherwise.
+        # (name, canonical mysqlType, isKey) of the rows so far: a row whose key flags differ is keyed otherwise.
         self._signature: tuple[tuple[str, str, bool], ...] | None = None
         self._last_ddl: tuple[str, Position] | None = None
         self._ddl_unread: str | None = None  # why the last DDL could not be read, if it could not
@@ -175,7 +176,7 @@ class RowMapper:
 
     def _check_shape(self, columns: Sequence[entry_pb.Column], position: Position) -> None:
         source_key = self.key_columns is None  # (a channel with its own key does not care about Canal's)
-        signature = tuple([(c.name, c.mysqlType, source_key and c.isKey) for c in columns])
+        signature = tuple([(c.name, canonical(c.mysqlType), source_key and c.isKey) for c in columns])
         if signature == self._signature:
             return
         if self._signature is not None:
@@ -293,7 +294,7 @@ class ColumnsHistory:
     """What one source table's rows and DDLs were so far: enough to name a row that no longer fits them."""
 
     table: str
-    signature: tuple[tuple[str, str, bool], ...] | None  # (name, mysqlType, isKey) of the rows so far
+    signature: tuple[tuple[str, str, bool], ...] | None  # (name, canonical mysqlType, isKey) of the rows so far
     last_ddl: tuple[str, Position] | None  # (sql, position)
     ddl_unread: str | None  # why the last DDL could not be read, if it could not
 

@@ -9,6 +9,7 @@ import pytest
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.devkit.workload import Workload, WorkloadSpec
+from canalbridge.mysql_types import canonical
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError
 from canalbridge.sync.model.changes import BeforeImages, RawChange
@@ -83,7 +84,7 @@ def test_a_row_change_with_other_columns_fails_the_query_and_names_its_position(
     changed, message = _failure_decoding(spark, fits, altered)
     assert isinstance(changed, ColumnsChangedError), message
     assert changed.position.same_place(EntryPosition.of(altered)) and changed.count == 4
-    assert changed.columns == "tenant int(11) key, id bigint(20) key, name varchar(32), added int(11)"
+    assert changed.columns == "tenant int key, id bigint key, name varchar(32), added int"
 
 
 def test_key_flags_are_part_of_the_shape_unless_the_channel_has_its_own_key(spark):
@@ -93,10 +94,31 @@ def test_key_flags_are_part_of_the_shape_unless_the_channel_has_its_own_key(spar
     moved = writer.rows(rekeyed, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b"})])
     changed, message = _failure_decoding(spark, fits, moved)  # keyed by the source's flags: a changed key
     assert isinstance(changed, ColumnsChangedError), message
-    assert changed.columns == "tenant int(11), id bigint(20) key, name varchar(32)"
+    assert changed.columns == "tenant int, id bigint key, name varchar(32)"
     mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
     frame = decoded_changes(_raw_frame(spark, [fits, moved]), mapper.columns, None, source_key=False)
     assert frame.count() == 2  # a channel with its own key: the same shape
+
+
+def test_the_jvm_spells_a_type_as_python_does(spark):
+    from tests.unit.test_mysql_types import SPELLINGS
+
+    register(spark)
+    jvm = spark.sparkContext._jvm.canalbridge.spark.RowChangeDecoder
+    spellings = [text for pair in SPELLINGS for text in pair] + ["DOUBLE PRECISION", "geometry", "SET('a', 'b')"]
+    assert [jvm.canonical(text) for text in spellings] == [canonical(text) for text in spellings]
+
+
+def test_a_row_change_whose_types_are_spelled_another_way_decodes(spark):
+    writer = BinlogWriter()
+    fits = writer.rows(TWO_KEYS, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 1, "name": "a"})])
+    spelled = TableDef("src", "two_keys", (ColumnDef.of("tenant", "INT", True), ColumnDef.of("id", "BIGINT", True),
+                                           ColumnDef.of("name", "VARCHAR(32)")))
+    other = writer.rows(spelled, entry_pb.EventType.INSERT, [(None, {"tenant": 1, "id": 2, "name": "b"})])
+    mapper, _ = _python_changes(TWO_KEYS, [fits], BeforeImages.FULL)
+    register(spark)
+    frame = decoded_changes(_raw_frame(spark, [fits, other]), mapper.columns, None)
+    assert sorted(r["c1"] for r in frame.collect()) == ["1", "2"]
 
 
 def test_bytes_that_are_not_a_row_change_fail_the_query_and_name_their_position(spark):

@@ -9,6 +9,12 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF2;
@@ -103,12 +109,59 @@ public final class RowChangeDecoder implements UDF2<byte[], String, List<Row>> {
       if (text.length() > 0) {
         text.append(", ");
       }
-      text.append(column.getName()).append(' ').append(column.getMysqlType());
+      text.append(column.getName()).append(' ').append(canonical(column.getMysqlType()));
       if (column.getIsKey()) {
         text.append(" key");  // a primary-key column (canalbridge.sync.schema.rows.KEY_MARK)
       }
     }
     return text.toString();
+  }
+
+  private static final Pattern TYPE = Pattern.compile(
+      "^\\s*([a-z]+)\\s*(?:\\((.*)\\))?\\s*(unsigned)?\\s*(zerofill)?\\s*$", Pattern.CASE_INSENSITIVE);
+  private static final Map<String, String> ALIASES = Map.of("integer", "int", "bool", "tinyint", "boolean",
+      "tinyint", "numeric", "decimal", "dec", "decimal", "fixed", "decimal", "real", "double");
+  private static final Set<String> INTEGERS = Set.of("tinyint", "smallint", "mediumint", "int", "bigint");
+  private static final Map<String, String> CANONICAL = new ConcurrentHashMap<>();
+
+  /**
+   * A column type spelled as canalbridge.mysql_types.canonical spells it (the same rules: the name in
+   * lower case and resolved from its aliases, no integer display width, a decimal's precision and scale
+   * both given, no blanks outside quotes, unsigned for zerofill too): Canal with its schema history on
+   * gives a column's type as its DDL spelled it.
+   */
+  public static String canonical(String declared) {
+    return CANONICAL.computeIfAbsent(declared, RowChangeDecoder::spell);
+  }
+
+  private static String spell(String declared) {
+    Matcher match = TYPE.matcher(declared);
+    if (!match.matches()) {
+      return declared.trim().toLowerCase(Locale.ROOT);
+    }
+    String base = match.group(1).toLowerCase(Locale.ROOT);
+    base = ALIASES.getOrDefault(base, base);
+    StringBuilder args = new StringBuilder();
+    boolean quoted = false;
+    String raw = match.group(2) == null ? "" : match.group(2);
+    for (int i = 0; i < raw.length(); i++) {
+      char c = raw.charAt(i);
+      if (c == '\'') {
+        quoted = !quoted;
+      }
+      if (quoted || !Character.isWhitespace(c)) {
+        args.append(c);
+      }
+    }
+    String text = args.toString().toLowerCase(Locale.ROOT);
+    if (INTEGERS.contains(base)) {
+      text = "";
+    } else if (base.equals("decimal")) {
+      text = text.isEmpty() ? "10" : text;
+      text = text.contains(",") ? text : text + ",0";
+    }
+    String spelled = text.isEmpty() ? base : base + "(" + text + ")";
+    return match.group(3) != null || match.group(4) != null ? spelled + " unsigned" : spelled;
   }
 
   private static List<String> values(List<Column> columns) {
