@@ -17,7 +17,8 @@ MVN = mvn -B -q -ntp -Dstyle.color=never -s deploy/maven/settings.xml -Dmaven.re
 CANAL_VERSION := 1.1.7
 CANAL_HOME := $(CACHE)/canal-$(CANAL_VERSION)
 CANAL_STAMP := $(CANAL_HOME)/.complete
-CANAL_LAUNCHER := deploy/maven/canal/launcher/CanalBridgeDevLauncher.java
+CANAL_LAUNCHER := $(wildcard deploy/maven/canal/launcher/*.java deploy/maven/canal/launcher/*.xml)
+CANAL_LAUNCHER_STAMP := $(CANAL_HOME)/launcher/.complete
 KAFKA_VERSION := 3.9.1
 KAFKA_HOME := $(CACHE)/kafka-$(KAFKA_VERSION)
 KAFKA_STAMP := $(KAFKA_HOME)/.complete
@@ -62,19 +63,27 @@ check-maven: check-java
 	  exit 1; }
 
 # Canal's server modules and their runtime dependencies (deploy/maven/canal/pom.xml
-# says why 1.1.7), plus our launcher compiled against them. Built aside and
-# moved into place, so an interrupted fetch never looks complete.
-$(CANAL_STAMP): deploy/maven/canal/pom.xml deploy/maven/settings.xml $(CANAL_LAUNCHER)
+# says why 1.1.7), then our launcher compiled against them, with its SQL maps
+# beside its classes. Each built aside and moved into place, so an interrupted
+# fetch never looks complete; a change to the launcher recompiles only it.
+$(CANAL_STAMP): deploy/maven/canal/pom.xml deploy/maven/settings.xml
 	@$(MAKE) --no-print-directory check-maven
 	@echo "fetching Canal $(CANAL_VERSION) server jars from Maven Central into $(CANAL_HOME)"
 	rm -rf $(CANAL_HOME).tmp
 	$(MVN) -f deploy/maven/canal/pom.xml -Dcanal.lib.dir=$(abspath $(CANAL_HOME).tmp)/lib \
 	  -Dcanal.plugin.dir=$(abspath $(CANAL_HOME).tmp)/plugin validate
-	javac -nowarn -encoding UTF-8 -d $(CANAL_HOME).tmp/launcher -cp '$(CANAL_HOME).tmp/lib/*' $(CANAL_LAUNCHER)
 	rm -rf $(CANAL_HOME) && mv $(CANAL_HOME).tmp $(CANAL_HOME)
 	touch $@
 
-canal-jars: $(CANAL_STAMP)
+$(CANAL_LAUNCHER_STAMP): $(CANAL_STAMP) $(CANAL_LAUNCHER)
+	rm -rf $(CANAL_HOME)/launcher.tmp
+	javac -nowarn -encoding UTF-8 -d $(CANAL_HOME)/launcher.tmp -cp '$(CANAL_HOME)/lib/*' \
+	  $(filter %.java,$(CANAL_LAUNCHER))
+	cp $(filter %.xml,$(CANAL_LAUNCHER)) $(CANAL_HOME)/launcher.tmp/canalbridge/devkit/
+	rm -rf $(CANAL_HOME)/launcher && mv $(CANAL_HOME)/launcher.tmp $(CANAL_HOME)/launcher
+	touch $@
+
+canal-jars: $(CANAL_LAUNCHER_STAMP)
 
 # A Kafka broker (KRaft) and its runtime dependencies, for Canal's Kafka mode.
 $(KAFKA_STAMP): deploy/maven/kafka/pom.xml deploy/maven/settings.xml

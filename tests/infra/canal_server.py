@@ -2,22 +2,28 @@
 
 Canal's own server modules (from Maven Central) run under the small launcher
 in ``deploy/maven/canal/launcher`` (Central has no deployer for them). This
-module writes the configuration with Canal's deployer key names: loopback
-only, no admin port, no ZooKeeper, tcp mode, a client user and password, file
+module writes Canal's own ``canal.properties`` and ``instance.properties``
+(``tests/infra/canal_config.py``: Canal's defaults, then the keys changed
+here): loopback only, no ZooKeeper, tcp mode, a client user and password, file
 meta (``<data>/<destination>/meta.dat``, so a restart resumes from Canal's own
-cursor), tsdb off, an explicit heap. With :class:`KafkaMode` it publishes to
-Kafka instead of serving clients (its Kafka producer plugin on the classpath). Each destination reads the private
-MariaDB; at its first start its binlog position is pinned with ``SHOW MASTER
-STATUS`` (without it Canal starts at the binlog end whenever its parser
-connects, losing what was written in between).
+cursor), an explicit heap, and Canal's schema history as it ships (H2 files
+under each destination's data directory), in a MariaDB database
+(:data:`HISTORY_MYSQL`) or off (:data:`HISTORY_OFF`). With :class:`KafkaMode`
+it publishes to Kafka instead of serving clients (its Kafka producer plugin on
+the classpath). Each destination reads the private MariaDB; at its first start
+its binlog position is pinned with ``SHOW MASTER STATUS`` (without it Canal
+starts at the binlog end whenever its parser connects, losing what was written
+in between).
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import re
 import subprocess
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from canalbridge.canal import CanalConnector
-from canalbridge.canal.server_defaults import STORE_BATCH_MODE, STORE_BUFFER_SIZE, STORE_MEMUNIT, TRANSACTION_SIZE
 from canalbridge.devkit.progress import die_with_parent
 from canalbridge.sync.source.canal.settings import CanalSettings
+from tests.infra import canal_config
 from tests.infra.artifacts import LAUNCHER_CLASS, canal_home, canal_kafka_plugin, java_binary
 from tests.infra.mariadb import MariaDBServer
 from tests.infra.processes import (
@@ -51,6 +57,14 @@ PARSER_READY = "COM_BINLOG_DUMP with position"
 def canal_passwd(password: str) -> str:
     """``canal.passwd`` for a client password: hex SHA1(SHA1(password)), MySQL's PASSWORD() without ``*``."""
     return hashlib.sha1(hashlib.sha1(password.encode("utf-8")).digest()).hexdigest()
+
+# Canal's schema history (canal.instance.tsdb.*): its default, H2 files under each destination's data
+# directory; tables in a database of the private MariaDB (Canal's mysql-tsdb.xml); or none.
+HISTORY_H2 = "h2"
+HISTORY_MYSQL = "mysql"
+HISTORY_OFF = "off"
+HISTORIES = (HISTORY_H2, HISTORY_MYSQL, HISTORY_OFF)
+_HISTORY_DATABASES = itertools.count(1)  # one history database per Canal server of this process
 
 # Server ids of the parsers, unique in this process: every Canal server of a test run reads the same MariaDB,
 # and MariaDB drops a replica's binlog dump when another registers with its id (error 4052): two Canal
@@ -130,7 +144,10 @@ class CanalServer(ServiceProcess):
         jvm_options: Sequence[str] = (),
         start_timeout_s: float = 120.0,
         kafka: KafkaMode | None = None,
+        history: str = HISTORY_H2,
     ) -> None:
+        if history not in HISTORIES:
+            raise ValueError(f"history {history!r}: one of {', '.join(HISTORIES)}")
         self.root_dir = Path(root_dir).resolve()
         self.mariadb = mariadb
         self.destinations: dict[str, CanalDestination] = {}
@@ -150,11 +167,16 @@ class CanalServer(ServiceProcess):
         self.jvm_options = tuple(jvm_options)
         self.start_timeout_s = start_timeout_s
         self.kafka = kafka
-        self._pinned: dict[str, tuple[str, int]] = {}
+        self.history = history
+        self._history_database = f"canal_tsdb_{next(_HISTORY_DATABASES)}" if history == HISTORY_MYSQL else ""
+        self._history_password = os.urandom(8).hex()
+        self._history_ready = False
+        self._pinned: dict[str, tuple[str, int, int]] = {}
         self._process: subprocess.Popen[bytes] | None = None
 
     def __repr__(self) -> str:  # never shows the password
-        return f"CanalServer({self.host}:{self.port}, destinations={sorted(self.destinations)})"
+        return (f"CanalServer({self.host}:{self.port}, destinations={sorted(self.destinations)}, "
+                f"history={self.history})")
 
     # -- paths ------------------------------------------------------------------
 
@@ -238,10 +260,12 @@ class CanalServer(ServiceProcess):
             )
 
     def add_destination(self, destination: CanalDestination) -> None:
-        """Add a destination; a running server restarts to load it (Canal's auto-scan is off)."""
+        """Add a destination starting at the binlog's end now (what is written from here on reaches it, even
+        while the server is stopped); a running server restarts to load it (Canal's auto-scan is off)."""
         if destination.name in self.destinations:
             raise ValueError(f"destination {destination.name!r} exists already")
         self._add(destination)
+        self._pin(destination.name)
         if self.running:
             self.restart()
 
@@ -257,6 +281,14 @@ class CanalServer(ServiceProcess):
     def _add(self, destination: CanalDestination) -> None:
         self.destinations[destination.name] = destination
         self._slave_ids[destination.name] = next(_SLAVE_IDS)
+
+    def _pin(self, name: str) -> None:
+        """Pin a destination that has no cursor yet to the binlog's end and the time now."""
+        if name not in self._pinned and not self.meta_file(name).exists():
+            # With the schema history on, Canal needs a start position's time: given a file and offset alone, it
+            # looks for the time by rewinding to the last transaction boundary before the offset, and streams
+            # from there. Now is at or after the newest event's time, which is what the history needs.
+            self._pinned[name] = (*self.mariadb.master_status(), int(time.time() * 1000))
 
     def slave_id(self, destination: str) -> int:
         """The server id ``destination``'s parser registers with MariaDB (fixed from when it was added)."""
@@ -285,7 +317,7 @@ class CanalServer(ServiceProcess):
 
     def _redact(self, text: str) -> str:
         # Canal itself logs the MariaDB password (its "Register slave" line).
-        for secret in (self.mariadb.canal_password, self._password):
+        for secret in (self.mariadb.canal_password, self._password, self._history_password):
             if secret:
                 text = text.replace(secret, "******")
         return text
@@ -309,80 +341,62 @@ class CanalServer(ServiceProcess):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "logback.xml").write_text(_logback_xml(self.log_file), encoding="utf-8")
         server = {
-            "canal.ip": self.host,
-            "canal.register.ip": "",
+            "canal.ip": self.host,  # loopback only: the stock empty value listens on every interface
             "canal.port": str(self.port),
-            "canal.admin.port": "",
-            "canal.admin.manager": "",
-            "canal.zkServers": "",
-            "canal.serverMode": "tcp",
             "canal.user": self.user,
             "canal.passwd": canal_passwd(self._password) if self._password else "",
             "canal.destinations": ",".join(self.destinations),
             "canal.conf.dir": str(self.conf_dir),
             "canal.file.data.dir": str(self.data_dir),
-            "canal.file.flush.period": "1000",
-            "canal.auto.scan": "false",
-            "canal.instance.tsdb.enable": "false",
-            # Stock canal.properties values, which the bridge's defaults assume.
-            "canal.instance.memory.buffer.size": str(STORE_BUFFER_SIZE),
-            "canal.instance.memory.buffer.memunit": str(STORE_MEMUNIT),
-            "canal.instance.memory.batch.mode": STORE_BATCH_MODE,
-            "canal.instance.transaction.size": str(TRANSACTION_SIZE),
-            "canal.instance.filter.query.dml": "false",
+            "canal.auto.scan": "false",  # add_destination restarts the server instead
+            # What the bridge needs of the binlog (Canal accepts more by default).
             "canal.instance.binlog.format": "ROW",
             "canal.instance.binlog.image": "FULL",
+            **self._history_properties(),
             **(self.kafka.server_properties() if self.kafka is not None else {}),
             **self.server_properties,
         }
-        _write_properties(self.conf_dir / "canal.properties", server)
+        canal_config.write(self.conf_dir / "canal.properties",
+                           canal_config.render(canal_config.SERVER_DEFAULTS, server, what="canal.properties"))
         for destination in self.destinations.values():
             self._write_instance(destination)
 
+    def _history_properties(self) -> dict[str, str]:
+        if self.history == HISTORY_OFF:
+            return {"canal.instance.tsdb.enable": "false"}
+        if self.history == HISTORY_H2:
+            return {}  # Canal's default: H2 under canal.file.data.dir/<destination>
+        if not self._history_ready:
+            self.mariadb.history_user("canal_tsdb", self._history_password, self._history_database)
+            self._history_ready = True
+        return {
+            "canal.instance.tsdb.spring.xml": "classpath:spring/tsdb/mysql-tsdb.xml",
+            "canal.instance.tsdb.url": f"jdbc:mysql://{self.mariadb.address}/{self._history_database}?useSSL=false",
+            "canal.instance.tsdb.dbUsername": "canal_tsdb",
+            "canal.instance.tsdb.dbPassword": self._history_password,
+        }
+
     def _write_instance(self, destination: CanalDestination) -> None:
-        if destination.name not in self._pinned and not self.meta_file(destination.name).exists():
-            self._pinned[destination.name] = self.mariadb.master_status()
-        journal, position = self._pinned.get(destination.name, ("", 0))
+        self._pin(destination.name)
+        journal, position, timestamp = self._pinned.get(destination.name, ("", 0, 0))
         instance = {
-            "canal.instance.master.address": self.mariadb.address,
-            "canal.instance.dbUsername": self.mariadb.canal_user,
-            "canal.instance.dbPassword": self.mariadb.canal_password,
-            "canal.instance.connectionCharset": "UTF-8",
-            "canal.instance.gtidon": "false",
             "canal.instance.mysql.slaveId": str(self.slave_id(destination.name)),
+            "canal.instance.master.address": self.mariadb.address,
             # Used only while the destination has no meta.dat.
             "canal.instance.master.journal.name": journal,
             "canal.instance.master.position": str(position) if journal else "",
+            "canal.instance.master.timestamp": str(timestamp) if journal else "",
+            "canal.instance.dbUsername": self.mariadb.canal_user,
+            "canal.instance.dbPassword": self.mariadb.canal_password,
             "canal.instance.filter.regex": destination.filter_regex,
             "canal.instance.filter.black.regex": destination.black_regex,
+            **({"canal.instance.tsdb.enable": "false"} if self.history == HISTORY_OFF else {}),
             **destination.properties,
         }
         directory = self.conf_dir / destination.name
         directory.mkdir(parents=True, exist_ok=True)
-        _write_properties(directory / "instance.properties", instance)
-
-
-def _write_properties(path: Path, values: Mapping[str, str]) -> None:
-    """A Java properties file (ISO-8859-1 with escapes, as java.util.Properties reads it)."""
-    lines = ["# written by tests.infra.canal_server"]
-    for key, value in values.items():
-        lines.append(f"{_escape(key, key=True)} = {_escape(value)}")
-    path.write_text("\n".join(lines) + "\n", encoding="latin-1")
-    path.chmod(0o600)  # holds the MariaDB password
-
-
-def _escape(text: str, *, key: bool = False) -> str:
-    out = []
-    for char in text:
-        if char == "\\":
-            out.append("\\\\")
-        elif char in "=: #!" and key:
-            out.append("\\" + char)
-        elif ord(char) > 0x7E or ord(char) < 0x20:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return "".join(out)
+        canal_config.write(directory / "instance.properties",
+                           canal_config.render(canal_config.INSTANCE_DEFAULTS, instance, what="instance.properties"))
 
 
 def _logback_xml(log_file: Path) -> str:

@@ -203,6 +203,14 @@ class MariaDBServer(ServiceProcess):
                      f"GRANT SELECT ON `{database}`.* TO '{user}'@'%'",
                      f"GRANT INSERT, DELETE ON `{database}`.`{signal_table}` TO '{user}'@'%'")
 
+    def history_user(self, user: str, password: str, database: str) -> None:
+        """(Re)create ``database`` and ``user`` owning it, for Canal's schema history in MySQL (``mysql-tsdb.xml``):
+        Canal creates its two tables there and reads and writes them."""
+        self.create_database(database)
+        self.execute(f"DROP USER IF EXISTS '{user}'@'%'",
+                     f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'",
+                     f"GRANT ALL PRIVILEGES ON `{database}`.* TO '{user}'@'%'")
+
     def create_database(self, name: str) -> None:
         """A utf8mb4 database (dropped first if it exists)."""
         self.execute(f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")

@@ -1,26 +1,31 @@
-"""DDL mid-stream through real Canal: the targets follow the source's columns, or the job pauses naming why.
+"""DDL mid-stream through real Canal, with its schema history on (as Canal ships) and off.
 
 Each DDL kind is applied to an Iceberg target in stream order, in the middle
 of a workload, with rows before and after it in the same Canal batch and one
 ALTER issued inside an open transaction (MariaDB commits it first); the
 target then equals MariaDB, cell by cell (the column the source dropped is
-kept in the target, as by default, and left out of the comparison). A type
-change Iceberg cannot follow pauses the job; a TRUNCATE applies when the job
-says so; a daemon SIGKILLed as soon as a DDL is in the target resumes exact.
+kept in the target, as by default, and left out of the comparison).
 
-With ``canal.instance.tsdb.enable=false`` Canal reads a table's columns from
-the live database when it first meets the table and again after each DDL,
-so the tests let Canal catch up (the job acks what was written) before the
-next DDL runs; the last test shows what happens when it cannot.
+With the history off, Canal reads a table's columns from the live database
+when it first meets the table and again after each DDL, so those tests let
+Canal catch up (the job acks what was written) before the next DDL runs;
+the tests of that mode then show what happens when it cannot. With it on
+(H2 files, or tables in a MariaDB database), Canal is killed after it
+parsed a whole run of DDLs that nothing acked, and the rows it parses again
+carry the columns of their place in the binlog. A type change Iceberg
+cannot follow pauses the job; a TRUNCATE applies when the job says so; a
+daemon SIGKILLed as soon as a DDL is in the target resumes exact.
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
 from canalbridge.devkit.entries import ColumnDef, TableDef
+from canalbridge.protocol import EntryProtocol_pb2
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition
@@ -29,21 +34,80 @@ from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from tests.daemon_process import daemon_log, running_daemon, stop
 from tests.helpers import eventually
+from tests.infra.canal_server import HISTORY_H2, HISTORY_MYSQL, HISTORY_OFF, CanalDestination, CanalServer
 from tests.infra.memory_writer import InMemoryWriter
+from tests.infra.processes import read_from
 from tests.infra.sql_source import Source
 from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
+from tests.integration.real.entries import fetch_until, row_change
 
 pytestmark = pytest.mark.real
+
+ROWDATA = EntryProtocol_pb2.EntryType.ROWDATA
+ROW_EVENTS = (EntryProtocol_pb2.EventType.INSERT, EntryProtocol_pb2.EventType.UPDATE,
+              EntryProtocol_pb2.EventType.DELETE)
 
 COMMIT = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
 
 
 def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | None = None, *,
-                table: str = "t") -> SyncJob:
+                table: str = "t", tables: Sequence[str] = ()) -> SyncJob:
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
-                           (ChannelSettings(f"{db}.{table}", f"lake.{db}.{table}"),), COMMIT,
-                           schema=schema or SchemaSettings())
+                           tuple(ChannelSettings(f"{db}.{name}", f"lake.{db}.{name}") for name in tables or (table,)),
+                           COMMIT, schema=schema or SchemaSettings())
     return SyncJob(settings, lambda channel: make_sink(spark, channel, db, spark_settings))
+
+
+_IDLE = "ddl_idle"  # a Canal server needs a destination; this one reads a database nobody writes
+
+
+@pytest.fixture(scope="module")
+def canal_with(canal, mariadb, tmp_path_factory) -> Iterator[Callable[[str], CanalServer]]:
+    """The Canal server of a schema-history mode: the session's for its own mode (history on, in H2, as
+    Canal ships), otherwise one of this module's, started once."""
+    servers = {canal.history: canal}
+
+    def server(history: str) -> CanalServer:
+        if history not in servers:
+            servers[history] = CanalServer(
+                tmp_path_factory.mktemp(f"canal-{history}"), mariadb,
+                [CanalDestination(_IDLE, filter_regex=rf"{_IDLE}\..*")], password="canal-client-secret",
+                history=history).start()
+        return servers[history]
+
+    yield server
+    for server_ in servers.values():
+        if server_ is not canal:
+            server_.stop()
+
+
+@pytest.fixture
+def history_destination(canal, mariadb, real_destination, canal_with) -> Callable[..., CanalServer]:
+    """Make database NAME with ``setup`` SQL and a destination NAME reading it on the Canal server of
+    ``history``; that server then reads only it (and the idle one)."""
+
+    def make(history: str, name: str, setup: Sequence[str] = (), *,
+             first: Callable[[], None] | None = None) -> CanalServer:
+        """``first``: SQL run after the destination's start position was taken, before Canal first reads it."""
+        server = canal_with(history)
+        if server is canal and first is None:
+            real_destination(name, setup=setup)
+            return server
+        mariadb.create_database(name)
+        if setup:
+            mariadb.execute(*setup, database=name)
+        if server is not canal:
+            for old in [old for old in server.destinations if old != _IDLE]:
+                server.retire(old)
+        if first is not None:
+            server.stop()
+        server.add_destination(CanalDestination(name, filter_regex=rf"{name}\..*"))
+        if first is not None:
+            first()
+            server.start()
+        return server
+
+    return make
 
 
 def caught_up(job: SyncJob, mariadb) -> None:
@@ -52,12 +116,16 @@ def caught_up(job: SyncJob, mariadb) -> None:
         f"{job.state} {job.fail_message} {job.stats}")
 
 
+HISTORY_ON_AND_OFF = pytest.mark.parametrize("history", [HISTORY_H2, HISTORY_OFF])
+
+
 @pytest.mark.spark
-def test_every_kind_of_column_change_reaches_the_target_in_stream_order(real_destination, canal, mariadb, spark,
-                                                                        spark_settings):
-    db = "ddl_evolve"
-    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), qty INT, "
-                                "price DECIMAL(10,2), note VARCHAR(20))"])
+@HISTORY_ON_AND_OFF
+def test_every_kind_of_column_change_reaches_the_target_in_stream_order(history_destination, mariadb, spark,
+                                                                        spark_settings, history):
+    db = f"ddl_evolve_{history}"
+    canal = history_destination(history, db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), "
+                                                    "qty INT, price DECIMAL(10,2), note VARCHAR(20))"])
     source = Source(mariadb, db, (), seed=1)
     job = iceberg_job(spark, spark_settings, canal, db)
     job.start()
@@ -80,6 +148,13 @@ def test_every_kind_of_column_change_reaches_the_target_in_stream_order(real_des
             ("ALTER TABLE t ADD INDEX by_label (label)", ["UPDATE t SET label = 'E' WHERE id = 5"]),
         ]
         for index, (ddl, rows) in enumerate(steps):
+            if index == len(steps) // 2:
+                canal.restart()  # the history (if on) is read back; the job gets again from its ack
+                # With the history off, Canal reads the table's columns afresh at the first row it meets:
+                # that row must be parsed before the next DDL runs.
+                source.sql("INSERT INTO t (id) VALUES (200)")
+                source.commit()
+                caught_up(job, mariadb)
             source.sql("INSERT INTO t (id) VALUES (%s)", 100 + index)  # a row before it, in the same batch
             if ddl.startswith("ALTER TABLE t DROP"):
                 source.sql(ddl)  # inside the open transaction: MariaDB commits the INSERT first
@@ -107,11 +182,13 @@ def test_every_kind_of_column_change_reaches_the_target_in_stream_order(real_des
 
 
 @pytest.mark.spark
-def test_a_primary_key_change_is_followed_and_rows_the_new_key_tells_apart_stay_apart(real_destination, canal,
-                                                                                      mariadb, spark, spark_settings):
-    # Issue 33, hole 2, through MariaDB and the real Canal, with no restart between the ALTER and the rows.
-    db = "ddl_key"
-    real_destination(db, setup=["CREATE TABLE t (id INT NOT NULL, b INT NOT NULL, note VARCHAR(10), PRIMARY KEY (id))"])
+@HISTORY_ON_AND_OFF
+def test_a_primary_key_change_is_followed_and_rows_the_new_key_tells_apart_stay_apart(history_destination, mariadb,
+                                                                                      spark, spark_settings, history):
+    # With no restart between the ALTER and the rows.
+    db = f"ddl_key_{history}"
+    canal = history_destination(history, db, setup=["CREATE TABLE t (id INT NOT NULL, b INT NOT NULL, "
+                                                    "note VARCHAR(10), PRIMARY KEY (id))"])
     source = Source(mariadb, db, (), seed=1)
     job = iceberg_job(spark, spark_settings, canal, db)
     job.start()
@@ -131,6 +208,110 @@ def test_a_primary_key_change_is_followed_and_rows_the_new_key_tells_apart_stay_
                                ColumnDef.of("note", "varchar(10)")))
     assert_target_equals_source(spark, source, final, f"lake.{db}.t")
     assert spark.table(quote_table(f"lake.{db}.t")).count() == 3
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("history", [HISTORY_H2, HISTORY_MYSQL])
+def test_rows_canal_parses_again_after_a_restart_carry_the_columns_of_their_place(history_destination, mariadb,
+                                                                                  spark, spark_settings, history):
+    """Every DDL kind, with rows around each, parsed by Canal and then parsed again from the last ack after
+    Canal was killed: its schema history rolls back to that ack, so each row comes with the columns the
+    table had where the row is in the binlog, and the job follows every change with no pause."""
+    db = f"ddl_replay_{history}"
+    canal = history_destination(history, db, setup=[
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20), qty INT, note VARCHAR(20))",
+        "CREATE TABLE k (id INT NOT NULL, b INT NOT NULL, note VARCHAR(10), PRIMARY KEY (id))",
+        "CREATE TABLE o (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE g (id INT PRIMARY KEY)",
+        "CREATE TABLE r (id INT PRIMARY KEY)",
+        "CREATE TABLE marker (id INT PRIMARY KEY)"])
+    source = Source(mariadb, db, (), seed=5)
+    tables = ("t", "k", "o", "g", "r")
+    schema = SchemaSettings(rename_table="follow", truncate="apply")
+    job = iceberg_job(spark, spark_settings, canal, db, schema, tables=tables)
+    job.start()
+    try:
+        source.sql("INSERT INTO t VALUES (1, 'a', 1, 'n1'), (2, 'b', 2, 'n2')")
+        source.sql("INSERT INTO k VALUES (1, 1, 'one'), (2, 1, 'two')")
+        source.sql("INSERT INTO o VALUES (1, 'o1')")
+        source.sql("INSERT INTO g VALUES (1), (2)")
+        source.sql("INSERT INTO r VALUES (1)")
+        source.commit()
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    canal.stop()  # (with the history in MariaDB, Canal's own writes to it would interleave with the workload)
+    for statement in [
+        "INSERT INTO t VALUES (3, 'c', 3, 'n3')",
+        "ALTER TABLE t ADD COLUMN extra INT", "INSERT INTO t VALUES (4, 'd', 4, 'n4', 40)",
+        "ALTER TABLE t ADD COLUMN first_col VARCHAR(5) FIRST", "INSERT INTO t VALUES ('f5', 5, 'e', 5, 'n5', 50)",
+        "ALTER TABLE t DROP COLUMN note", "INSERT INTO t VALUES ('f6', 6, 'f', 6, 60)",
+        "ALTER TABLE t RENAME COLUMN name TO label", "UPDATE t SET label = 'A' WHERE id = 1",
+        "ALTER TABLE t MODIFY qty BIGINT", "UPDATE t SET qty = 5000000000 WHERE id = 3",
+        "INSERT INTO k VALUES (3, 1, 'three')",
+        "ALTER TABLE k DROP PRIMARY KEY, ADD PRIMARY KEY (id, b)",
+        "INSERT INTO k VALUES (1, 2, 'one-two')", "UPDATE k SET note = 'two!' WHERE id = 2 AND b = 1",
+        "INSERT INTO o VALUES (2, 'o2')",
+        "RENAME TABLE o TO o2", "INSERT INTO o2 VALUES (3, 'o3')", "UPDATE o2 SET v = 'O1' WHERE id = 1",
+        "CREATE TABLE o (id INT PRIMARY KEY, other VARCHAR(5))", "INSERT INTO o VALUES (7, 'x')",
+        "INSERT INTO g VALUES (3)", "DROP TABLE g",
+        "INSERT INTO r VALUES (2)", "TRUNCATE TABLE r", "INSERT INTO r VALUES (3)",
+        "INSERT INTO marker VALUES (1)",
+    ]:
+        source.sql(statement)
+        source.commit()
+    end = EntryPosition(*mariadb.last_event_start("Xid"))  # the marker's commit
+    canal.start()
+    with canal.connector(db) as reader:  # the job's client id: Canal parses it all, and nothing is acked
+        reader.subscribe()
+        fetch_until(reader, lambda entries: any(e.header.tableName == "marker" and not row_change(e).isDdl
+                                                for e in entries if e.entryType == ROWDATA), ack=False)
+    canal.kill()
+    canal.start()
+    job = iceberg_job(spark, spark_settings, canal, db, schema, tables=tables)
+    job.start()
+    try:
+        assert job.acks.wait_through(end, 120), f"{job.state} {job.fail_message} {job.stats}"
+        assert job.state is JobState.RUNNING, job.fail_message
+        assert job.stats.ddl >= 9, job.stats  # each DDL came again, and was applied in its place
+    finally:
+        job.shutdown()
+    int_, text = "int(11)", "varchar(20)"
+    expected = {
+        "t": (ColumnDef.of("first_col", "varchar(5)"), ColumnDef.of("id", int_, is_key=True),
+              ColumnDef.of("label", text), ColumnDef.of("qty", "bigint(20)"), ColumnDef.of("extra", int_)),
+        "k": (ColumnDef.of("id", int_, is_key=True), ColumnDef.of("b", int_, is_key=True),
+              ColumnDef.of("note", "varchar(10)")),
+        "r": (ColumnDef.of("id", int_, is_key=True),),
+    }
+    for table, columns in expected.items():
+        assert_target_equals_source(spark, source, TableDef(db, table, columns), f"lake.{db}.{table}")
+    renamed = TableDef(db, "o2", (ColumnDef.of("id", int_, is_key=True), ColumnDef.of("v", "varchar(10)")))
+    assert_target_equals_source(spark, source, renamed, f"lake.{db}.o")
+    assert sorted(row[0] for row in spark.table(quote_table(f"lake.{db}.g")).collect()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("history", [HISTORY_OFF])
+def test_with_the_history_off_canal_stalls_on_a_row_from_before_a_drop_column(history_destination, mariadb,
+                                                                              history):
+    """Canal meets a row with more columns than the live table: it logs it and retries the same position,
+    and nothing of the table reaches a client."""
+    db = "ddl_stall"
+
+    def written_before_canal_reads_them() -> None:
+        mariadb.execute("INSERT INTO t VALUES (1, 'a', 1)", "ALTER TABLE t DROP COLUMN qty",
+                        "INSERT INTO t VALUES (2, 'b')", database=db)
+
+    canal = history_destination(history, db, setup=["CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(20), qty INT)"],
+                                first=written_before_canal_reads_them)
+    with canal.connector(db) as reader:
+        reader.subscribe()
+        stalled = eventually(lambda: read_from(canal.log_file, 0).count(
+            f"column size is not match for table:{db}.t,3 vs 2") >= 2, 120)
+        assert stalled, read_from(canal.log_file, 0)[-3000:]
+        rows = [e for e in reader.get_without_ack(1000, 500).entries if e.entryType == ROWDATA
+                and row_change(e).eventType in ROW_EVENTS]
+    assert rows == []
 
 
 @pytest.mark.spark
@@ -157,15 +338,18 @@ def test_a_type_change_iceberg_cannot_follow_pauses_naming_table_ddl_and_positio
     assert [tuple(row) for row in rows] == [(1, 10)]
 
 
-def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(real_destination, canal, mariadb):
-    db = "ddl_late"
-    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(20))"])
-    canal.stop()  # Canal meets the rows only after the rename
-    try:
+@pytest.mark.parametrize("history", [HISTORY_OFF, HISTORY_H2])
+def test_rows_canal_parses_after_a_rename_carry_the_new_names_and_pause_the_job(history_destination, mariadb,
+                                                                               history):
+    """With the history off; or on, but in its first run: it starts from the live table's columns."""
+    db = f"ddl_late_{history}"
+
+    def written_before_canal_reads_them() -> None:
         mariadb.execute("INSERT INTO t VALUES (1, 'a')", "ALTER TABLE t CHANGE note remark VARCHAR(20)",
                         "INSERT INTO t VALUES (2, 'b')", database=db)
-    finally:
-        canal.start()
+
+    canal = history_destination(history, db, setup=["CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(20))"],
+                                first=written_before_canal_reads_them)
     writer = InMemoryWriter(f"{db}.t", columns=("id", "note"))
     settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
                            (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), CommitSettings(retries=0))

@@ -6,13 +6,17 @@
  * canal.parse, canal.instance.*) up to 1.1.7 but no canal.deployer (the module
  * with CanalLauncher and the Spring instance files) for 1.1.5 or later, and
  * nothing of the server side of 1.1.8. This class does what the deployer does
- * for one configuration only: tcp or kafka mode, no ZooKeeper, no admin port, file meta
- * (FileMixedMetaManager, so a restart resumes from meta.dat), a memory store,
- * a MySQL binlog parser, tsdb off. Everything else is Canal's own code.
+ * for the configurations users run: tcp or kafka mode, no admin port, file or
+ * memory meta (file-instance.xml's FileMixedMetaManager, so a restart resumes
+ * from meta.dat), a memory store, a MySQL binlog parser, and the schema
+ * history (tsdb) in H2 or MySQL as Canal ships it (TableHistory.java).
+ * Everything else is Canal's own code.
  *
- * It reads the deployer's own key names: CONF_DIR/canal.properties, then
- * CONF_DIR/DESTINATION/instance.properties over it, then -Dkey=value over both
- * (the deployer's Spring placeholder order). Usage:
+ * It reads the deployer's files and key names: CONF_DIR/canal.properties, then
+ * CONF_DIR/DESTINATION/instance.properties over it, then -Dkey=value over both,
+ * with ${key} and ${key:default} resolved as the deployer's Spring placeholder
+ * configurer does (canal.instance.destination is the destination's name).
+ * Usage:
  *
  *   java -cp CONF_DIR:LAUNCHER_DIR:LIB_DIR/* canalbridge.devkit.CanalBridgeDevLauncher CONF_DIR
  */
@@ -41,7 +45,9 @@ import com.alibaba.otter.canal.filter.aviater.AviaterRegexFilter;
 import com.alibaba.otter.canal.instance.core.CanalInstance;
 import com.alibaba.otter.canal.instance.core.CanalMQConfig;
 import com.alibaba.otter.canal.instance.spring.CanalInstanceWithSpring;
+import com.alibaba.otter.canal.meta.CanalMetaManager;
 import com.alibaba.otter.canal.meta.FileMixedMetaManager;
+import com.alibaba.otter.canal.meta.MemoryMetaManager;
 import com.alibaba.otter.canal.parse.ha.HeartBeatHAController;
 import com.alibaba.otter.canal.parse.inbound.mysql.MysqlEventParser;
 import com.alibaba.otter.canal.parse.index.FailbackLogPositionManager;
@@ -58,16 +64,20 @@ import com.alibaba.otter.canal.store.memory.MemoryEventStoreWithBuffer;
 
 public final class CanalBridgeDevLauncher {
 
+    /** canal.instance.global.spring.xml values this launcher wires (the deployer's instance files). */
+    private static final String FILE_INSTANCE = "classpath:spring/file-instance.xml";
+    private static final String MEMORY_INSTANCE = "classpath:spring/memory-instance.xml";
+
     private static final String KAFKA_PRODUCER = "com.alibaba.otter.canal.connector.kafka.producer.CanalKafkaProducer";
 
     private static final Logger LOG = LoggerFactory.getLogger(CanalBridgeDevLauncher.class);
 
     private final File confDir;
-    private final Properties server;
+    private final Settings server;
 
     private CanalBridgeDevLauncher(File confDir) throws IOException {
         this.confDir = confDir;
-        this.server = load(new File(confDir, "canal.properties"), new Properties());
+        this.server = new Settings(load(new File(confDir, "canal.properties"), new Properties()), "");
     }
 
     public static void main(String[] args) throws Exception {
@@ -87,22 +97,26 @@ public final class CanalBridgeDevLauncher {
     private void run() throws InterruptedException {
         requireEmpty("canal.zkServers", "ZooKeeper is not supported by this launcher");
         requireEmpty("canal.admin.manager", "canal-admin is not supported by this launcher");
-        String mode = get(server, "canal.serverMode", "tcp").toLowerCase();
+        String global = server.get("canal.instance.global.mode", "spring");
+        if (!"spring".equals(global)) {
+            throw new IllegalArgumentException("canal.instance.global.mode = " + global + ": only spring is supported here");
+        }
+        String mode = server.get("canal.serverMode", "tcp").toLowerCase();
         boolean kafka = "kafka".equals(mode);
         if (!kafka && !"tcp".equals(mode)) {
             throw new IllegalArgumentException("canal.serverMode = " + mode + ": only tcp and kafka are supported here");
         }
-        String user = get(server, "canal.user", "");
-        String passwd = get(server, "canal.passwd", "");
+        String user = server.get("canal.user", "");
+        String passwd = server.get("canal.passwd", "");
         if (!user.isEmpty() && passwd.isEmpty()) {
             throw new IllegalArgumentException("canal.user is set but canal.passwd is empty");
         }
-        String ip = get(server, "canal.ip", "");
+        String ip = server.get("canal.ip", "");
         if (ip.isEmpty()) {
             throw new IllegalArgumentException("canal.ip is empty: it would listen on every interface");
         }
-        int port = Integer.parseInt(get(server, "canal.port", "11111"));
-        String[] destinations = get(server, "canal.destinations", "").split(",");
+        int port = Integer.parseInt(server.get("canal.port", "11111"));
+        String[] destinations = server.get("canal.destinations", "").split(",");
 
         final CanalServerWithEmbedded embedded = CanalServerWithEmbedded.instance();
         embedded.setCanalInstanceGenerator(this::instance);
@@ -193,7 +207,7 @@ public final class CanalBridgeDevLauncher {
         try {
             CanalMQProducer producer = (CanalMQProducer) Class.forName(KAFKA_PRODUCER).getDeclaredConstructor()
                 .newInstance();
-            producer.init(server);
+            producer.init(server.resolved());
             return producer;
         } catch (ReflectiveOperationException e) {
             throw new IllegalStateException("Canal's Kafka producer plugin (" + KAFKA_PRODUCER
@@ -203,39 +217,34 @@ public final class CanalBridgeDevLauncher {
 
     /** One destination, wired as the deployer's file-instance.xml does, from our key names. */
     private CanalInstance instance(String destination) {
-        Properties p;
+        Settings p;
         try {
-            p = load(new File(new File(confDir, destination), "instance.properties"), server);
+            p = new Settings(load(new File(new File(confDir, destination), "instance.properties"), server.files),
+                destination);
         } catch (IOException e) {
             throw new IllegalStateException("cannot read instance.properties of " + destination, e);
         }
-        if (bool(p, "canal.instance.tsdb.enable", false)) {
-            throw new IllegalArgumentException("canal.instance.tsdb.enable = true is not supported here");
-        }
 
         LogAlarmHandler alarm = new LogAlarmHandler();
-
-        FileMixedMetaManager meta = new FileMixedMetaManager();
-        meta.setDataDir(get(p, "canal.file.data.dir", new File(confDir, "data").getPath()));
-        meta.setPeriod(Long.parseLong(get(p, "canal.file.flush.period", "1000")));
+        CanalMetaManager meta = metaManager(p);
 
         MemoryEventStoreWithBuffer store = new MemoryEventStoreWithBuffer();
-        store.setBufferSize(Integer.parseInt(get(p, "canal.instance.memory.buffer.size", "16384")));
-        store.setBufferMemUnit(Integer.parseInt(get(p, "canal.instance.memory.buffer.memunit", "1024")));
-        store.setBatchMode(BatchMode.valueOf(get(p, "canal.instance.memory.batch.mode", "MEMSIZE")));
-        store.setDdlIsolation(bool(p, "canal.instance.get.ddl.isolation", false));
+        store.setBufferSize(Integer.parseInt(p.get("canal.instance.memory.buffer.size", "16384")));
+        store.setBufferMemUnit(Integer.parseInt(p.get("canal.instance.memory.buffer.memunit", "1024")));
+        store.setBatchMode(BatchMode.valueOf(p.get("canal.instance.memory.batch.mode", "MEMSIZE")));
+        store.setDdlIsolation(p.bool("canal.instance.get.ddl.isolation", false));
         // The deployer turns raw entries off for flat messages, which are built from parsed entries.
-        boolean flat = "kafka".equalsIgnoreCase(get(p, "canal.serverMode", "tcp"))
-            && bool(p, "canal.mq.flatMessage", true);
-        store.setRaw(!flat && bool(p, "canal.instance.memory.rawEntry", true));
+        boolean flat = "kafka".equalsIgnoreCase(p.get("canal.serverMode", "tcp"))
+            && p.bool("canal.mq.flatMessage", true);
+        store.setRaw(!flat && p.bool("canal.instance.memory.rawEntry", true));
 
         EntryEventSink sink = new EntryEventSink();
         sink.setEventStore(store);
-        sink.setFilterTransactionEntry(bool(p, "canal.instance.filter.transaction.entry", false));
+        sink.setFilterTransactionEntry(p.bool("canal.instance.filter.transaction.entry", false));
 
         MysqlEventParser parser = new MysqlEventParser();
         parser.setDestination(destination);
-        parser.setSlaveId(Long.parseLong(get(p, "canal.instance.mysql.slaveId", "0")));
+        parser.setSlaveId(Long.parseLong(p.get("canal.instance.mysql.slaveId", "0")));
         parser.setDetectingEnable(false);
         HeartBeatHAController ha = new HeartBeatHAController();
         ha.setDetectingRetryTimes(3);
@@ -243,43 +252,47 @@ public final class CanalBridgeDevLauncher {
         parser.setHaController(ha);
         parser.setAlarmHandler(alarm);
         parser.setEventSink(sink);
-        parser.setEventFilter(new AviaterRegexFilter(get(p, "canal.instance.filter.regex", ".*\\..*")));
-        parser.setEventBlackFilter(new AviaterRegexFilter(get(p, "canal.instance.filter.black.regex", ""), false));
-        parser.setTransactionSize(Integer.parseInt(get(p, "canal.instance.transaction.size", "1024")));
-        parser.setReceiveBufferSize(Integer.parseInt(get(p, "canal.instance.network.receiveBufferSize", "16384")));
-        parser.setSendBufferSize(Integer.parseInt(get(p, "canal.instance.network.sendBufferSize", "16384")));
-        parser.setDefaultConnectionTimeoutInSeconds(Integer.parseInt(get(p, "canal.instance.network.soTimeout", "30")));
-        parser.setConnectionCharset(get(p, "canal.instance.connectionCharset", "UTF-8"));
+        parser.setEventFilter(new AviaterRegexFilter(p.get("canal.instance.filter.regex", ".*\\..*")));
+        parser.setEventBlackFilter(new AviaterRegexFilter(p.get("canal.instance.filter.black.regex", ""), false));
+        parser.setTransactionSize(Integer.parseInt(p.get("canal.instance.transaction.size", "1024")));
+        parser.setReceiveBufferSize(Integer.parseInt(p.get("canal.instance.network.receiveBufferSize", "16384")));
+        parser.setSendBufferSize(Integer.parseInt(p.get("canal.instance.network.sendBufferSize", "16384")));
+        parser.setDefaultConnectionTimeoutInSeconds(Integer.parseInt(p.get("canal.instance.network.soTimeout", "30")));
+        parser.setConnectionCharset(p.get("canal.instance.connectionCharset", "UTF-8"));
         parser.setLogPositionManager(new FailbackLogPositionManager(new MemoryLogPositionManager(),
             new MetaLogPositionManager(meta)));
-        parser.setFallbackIntervalInSeconds(Integer.parseInt(get(p, "canal.instance.fallbackIntervalInSeconds", "60")));
-        parser.setMasterInfo(new AuthenticationInfo(address(get(p, "canal.instance.master.address", "")),
-            get(p, "canal.instance.dbUsername", ""), get(p, "canal.instance.dbPassword", "")));
-        String journal = get(p, "canal.instance.master.journal.name", "");
+        parser.setFallbackIntervalInSeconds(Integer.parseInt(p.get("canal.instance.fallbackIntervalInSeconds", "60")));
+        parser.setMasterInfo(new AuthenticationInfo(address(p.get("canal.instance.master.address", "")),
+            p.get("canal.instance.dbUsername", ""), p.get("canal.instance.dbPassword", "")));
+        String journal = p.get("canal.instance.master.journal.name", "");
         if (!journal.isEmpty()) {
+            // With the schema history on, a position without its time makes Canal look for the time by
+            // rewinding to the last transaction boundary before the offset (MysqlEventParser).
+            String timestamp = p.get("canal.instance.master.timestamp", "");
             parser.setMasterPosition(new EntryPosition(journal,
-                Long.valueOf(get(p, "canal.instance.master.position", "4"))));
+                Long.valueOf(p.get("canal.instance.master.position", "4")),
+                timestamp.isEmpty() ? null : Long.valueOf(timestamp)));
         }
-        parser.setFilterQueryDml(bool(p, "canal.instance.filter.query.dml", false));
-        parser.setFilterQueryDcl(bool(p, "canal.instance.filter.query.dcl", false));
-        parser.setFilterQueryDdl(bool(p, "canal.instance.filter.query.ddl", false));
-        parser.setUseDruidDdlFilter(bool(p, "canal.instance.filter.druid.ddl", true));
-        parser.setFilterRows(bool(p, "canal.instance.filter.rows", false));
-        parser.setFilterTableError(bool(p, "canal.instance.filter.table.error", false));
-        parser.setFilterDmlInsert(bool(p, "canal.instance.filter.dml.insert", false));
-        parser.setFilterDmlUpdate(bool(p, "canal.instance.filter.dml.update", false));
-        parser.setFilterDmlDelete(bool(p, "canal.instance.filter.dml.delete", false));
-        parser.setSupportBinlogFormats(get(p, "canal.instance.binlog.format", "ROW"));
-        parser.setSupportBinlogImages(get(p, "canal.instance.binlog.image", "FULL"));
-        parser.setEnableTsdb(false);
-        parser.setIsGTIDMode(bool(p, "canal.instance.gtidon", false));
-        parser.setParallel(bool(p, "canal.instance.parser.parallel", true));
-        parser.setParallelBufferSize(Integer.parseInt(get(p, "canal.instance.parser.parallelBufferSize", "256")));
-        String threads = get(p, "canal.instance.parser.parallelThreadSize", "");
+        parser.setFilterQueryDml(p.bool("canal.instance.filter.query.dml", false));
+        parser.setFilterQueryDcl(p.bool("canal.instance.filter.query.dcl", false));
+        parser.setFilterQueryDdl(p.bool("canal.instance.filter.query.ddl", false));
+        parser.setUseDruidDdlFilter(p.bool("canal.instance.filter.druid.ddl", true));
+        parser.setFilterRows(p.bool("canal.instance.filter.rows", false));
+        parser.setFilterTableError(p.bool("canal.instance.filter.table.error", false));
+        parser.setFilterDmlInsert(p.bool("canal.instance.filter.dml.insert", false));
+        parser.setFilterDmlUpdate(p.bool("canal.instance.filter.dml.update", false));
+        parser.setFilterDmlDelete(p.bool("canal.instance.filter.dml.delete", false));
+        parser.setSupportBinlogFormats(p.get("canal.instance.binlog.format", "ROW"));
+        parser.setSupportBinlogImages(p.get("canal.instance.binlog.image", "FULL"));
+        history(p, parser);
+        parser.setIsGTIDMode(p.bool("canal.instance.gtidon", false));
+        parser.setParallel(p.bool("canal.instance.parser.parallel", true));
+        parser.setParallelBufferSize(Integer.parseInt(p.get("canal.instance.parser.parallelBufferSize", "256")));
+        String threads = p.get("canal.instance.parser.parallelThreadSize", "");
         if (!threads.isEmpty()) {
             parser.setParallelThreadSize(Integer.valueOf(threads));
         }
-        parser.setAutoResetLatestPosMode(bool(p, "canal.auto.reset.latest.pos.mode", false));
+        parser.setAutoResetLatestPosMode(p.bool("canal.auto.reset.latest.pos.mode", false));
 
         CanalInstanceWithSpring instance = new CanalInstanceWithSpring();
         instance.setDestination(destination);
@@ -292,24 +305,64 @@ public final class CanalBridgeDevLauncher {
         return instance;
     }
 
+    /** The cursor store canal.instance.global.spring.xml names: meta.dat files, or memory only. */
+    private static CanalMetaManager metaManager(Settings p) {
+        String xml = p.get("canal.instance.global.spring.xml", FILE_INSTANCE);
+        if (FILE_INSTANCE.equals(xml)) {
+            FileMixedMetaManager meta = new FileMixedMetaManager();
+            meta.setDataDir(p.get("canal.file.data.dir", "../conf"));
+            meta.setPeriod(Long.parseLong(p.get("canal.file.flush.period", "1000")));
+            return meta;
+        }
+        if (MEMORY_INSTANCE.equals(xml)) {
+            return new MemoryMetaManager();
+        }
+        throw new IllegalArgumentException("canal.instance.global.spring.xml = " + xml + ": only " + FILE_INSTANCE
+            + " and " + MEMORY_INSTANCE + " are supported here");
+    }
+
+    /**
+     * The schema history, as file-instance.xml hands it to the parser: on with canal.instance.tsdb.enable
+     * (true unless set) and a canal.instance.tsdb.spring.xml; an empty spring.xml means none, as in Canal.
+     */
+    private static void history(Settings p, MysqlEventParser parser) {
+        String xml = p.get("canal.instance.tsdb.spring.xml", "");
+        boolean on = p.bool("canal.instance.tsdb.enable", true) && !xml.isEmpty();
+        parser.setEnableTsdb(on);
+        if (!on) {
+            return;
+        }
+        String url = p.get("canal.instance.tsdb.url", "");
+        String user = p.get("canal.instance.tsdb.dbUsername", "");
+        String password = p.get("canal.instance.tsdb.dbPassword", "");
+        // The parser puts these three in system properties while it builds the history (it has to be non-null).
+        parser.setTsdbSpringXml(xml);
+        parser.setTsdbJdbcUrl(url);
+        parser.setTsdbJdbcUserName(user);
+        parser.setTsdbJdbcPassword(password);
+        parser.setTsdbSnapshotInterval(Integer.parseInt(p.get("canal.instance.tsdb.snapshot.interval", "24")));
+        parser.setTsdbSnapshotExpire(Integer.parseInt(p.get("canal.instance.tsdb.snapshot.expire", "360")));
+        parser.setTableMetaTSDBFactory(new TableHistory(xml, url, user, password));
+    }
+
     /** The destination's canal.mq.* keys (file-instance.xml's CanalMQConfig bean); unused in tcp mode. */
-    private static CanalMQConfig mqConfig(Properties p) {
+    private static CanalMQConfig mqConfig(Settings p) {
         CanalMQConfig config = new CanalMQConfig();
-        config.setTopic(get(p, "canal.mq.topic", "example"));
-        config.setPartition(Integer.valueOf(get(p, "canal.mq.partition", "0")));
-        String partitions = get(p, "canal.mq.partitionsNum", "");
+        config.setTopic(p.get("canal.mq.topic", "example"));
+        config.setPartition(Integer.valueOf(p.get("canal.mq.partition", "0")));
+        String partitions = p.get("canal.mq.partitionsNum", "");
         if (!partitions.isEmpty()) {
             config.setPartitionsNum(Integer.valueOf(partitions));
         }
-        String hash = get(p, "canal.mq.partitionHash", "");
+        String hash = p.get("canal.mq.partitionHash", "");
         config.setPartitionHash(hash.isEmpty() ? null : hash);
-        String dynamic = get(p, "canal.mq.dynamicTopic", "");
+        String dynamic = p.get("canal.mq.dynamicTopic", "");
         config.setDynamicTopic(dynamic.isEmpty() ? null : dynamic);
         return config;
     }
 
     private void requireEmpty(String key, String why) {
-        if (!get(server, key, "").isEmpty()) {
+        if (!server.get(key, "").isEmpty()) {
             throw new IllegalArgumentException(key + " is set: " + why);
         }
     }
@@ -325,18 +378,106 @@ public final class CanalBridgeDevLauncher {
         return merged;
     }
 
-    /** A key's value: a -D system property first, then the files; trimmed; the default when empty. */
-    private static String get(Properties p, String key, String defaultValue) {
-        String value = System.getProperty(key);
-        if (value == null) {
-            value = p.getProperty(key);
-        }
-        value = value == null ? "" : value.trim();
-        return value.isEmpty() ? defaultValue : value;
-    }
+    /**
+     * The deployer's view of the configuration: -D system properties over the files (Spring's
+     * SYSTEM_PROPERTIES_MODE_OVERRIDE), ${key} and ${key:default} resolved in values, and the destination's
+     * name as canal.instance.destination. A system property set to the empty string counts as unset:
+     * Canal's parser resets its tsdb keys that way after it read them.
+     */
+    private static final class Settings {
 
-    private static boolean bool(Properties p, String key, boolean defaultValue) {
-        return Boolean.parseBoolean(get(p, key, String.valueOf(defaultValue)));
+        private static final int MAX_DEPTH = 16;
+
+        final Properties files;
+        private final String destination;
+
+        Settings(Properties files, String destination) {
+            this.files = files;
+            this.destination = destination;
+        }
+
+        /** A key's resolved and trimmed value, or the default when it is unset or empty. */
+        String get(String key, String defaultValue) {
+            String raw = lookup(key);
+            String value = raw == null ? "" : resolve(raw, 0).trim();
+            return value.isEmpty() ? defaultValue : value;
+        }
+
+        boolean bool(String key, boolean defaultValue) {
+            return Boolean.parseBoolean(get(key, String.valueOf(defaultValue)));
+        }
+
+        /**
+         * Every key with its value resolved, as the deployer hands canal.properties to an MQ producer; a value
+         * naming a key no file sets (the stock canal.instance.global.manager.address) is passed as written.
+         */
+        Properties resolved() {
+            Properties out = new Properties();
+            for (String key : files.stringPropertyNames()) {
+                String raw = lookup(key);
+                try {
+                    out.setProperty(key, resolve(raw, 0));
+                } catch (IllegalArgumentException e) {
+                    out.setProperty(key, raw);
+                }
+            }
+            return out;
+        }
+
+        private String lookup(String key) {
+            String value = System.getProperty(key);
+            if (value != null && !value.isEmpty()) {
+                return value;
+            }
+            if ("canal.instance.destination".equals(key) && !destination.isEmpty()) {
+                return destination;
+            }
+            return files.getProperty(key);
+        }
+
+        private String resolve(String text, int depth) {
+            if (depth > MAX_DEPTH) {
+                throw new IllegalArgumentException("placeholders nest deeper than " + MAX_DEPTH + " in: " + text);
+            }
+            StringBuilder out = new StringBuilder();
+            int at = 0;
+            while (true) {
+                int open = text.indexOf("${", at);
+                if (open < 0) {
+                    return out.append(text, at, text.length()).toString();
+                }
+                int close = closing(text, open + 2);
+                if (close < 0) {
+                    throw new IllegalArgumentException("a placeholder is not closed in: " + text);
+                }
+                out.append(text, at, open);
+                String inner = resolve(text.substring(open + 2, close), depth + 1);
+                int colon = inner.indexOf(':');
+                String name = colon < 0 ? inner : inner.substring(0, colon);
+                String value = lookup(name);
+                if (value == null) {
+                    if (colon < 0) {
+                        throw new IllegalArgumentException("${" + name + "} names a key no file sets");
+                    }
+                    value = inner.substring(colon + 1);
+                }
+                out.append(resolve(value, depth + 1));
+                at = close + 1;
+            }
+        }
+
+        private static int closing(String text, int from) {
+            int depth = 1;
+            for (int i = from; i < text.length(); i++) {
+                if (text.startsWith("${", i)) {
+                    depth++;
+                    i++;
+                } else if (text.charAt(i) == '}' && --depth == 0) {
+                    return i;
+                }
+            }
+            return -1;
+        }
     }
 
     private static InetSocketAddress address(String hostPort) {
