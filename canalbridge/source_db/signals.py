@@ -30,6 +30,8 @@ SIGNAL_TABLE_DDL = ("CREATE TABLE {table} (id VARCHAR(128) NOT NULL PRIMARY KEY,
                     "data VARCHAR(2048) NOT NULL)")
 _ID_CHARS, _DATA_CHARS = 128, 2048  # what the columns hold: a longer value may be cut short, never to parse
 OPEN, CLOSE = "open", "close"
+# A heartbeat row: one per job, rewritten each beat. It is no signal; its place in the binlog is what counts.
+HEARTBEAT = "heartbeat"
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,14 @@ class SignalTable:
             raise ValueError(f"a signal row longer than its columns: {signal.row_id!r}")
         self._db.query(f"INSERT INTO {self._sql} ({', '.join(SIGNAL_COLUMNS)}) VALUES (%s, %s, %s)",
                        (signal.row_id, signal.kind, data), table=self.name)
+
+    def beat(self, job: str, at_ms: int) -> None:
+        """Write ``job``'s heartbeat row (REPLACE: the INSERT and DELETE the signal table's user has): once this
+        returns it is in the binlog after every transaction committed before it, and ends a transaction of its
+        own that the stream shows."""
+        row_id = f"{HEARTBEAT}:{job}"[:_ID_CHARS]
+        self._db.query(f"REPLACE INTO {self._sql} ({', '.join(SIGNAL_COLUMNS)}) VALUES (%s, %s, %s)",
+                       (row_id, HEARTBEAT, json.dumps({"at_ms": at_ms})), table=self.name)
 
     def clear(self) -> None:
         """Delete every signal row: those a snapshot killed mid-window left. (A window's signals count once they

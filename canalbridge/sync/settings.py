@@ -271,6 +271,10 @@ class SnapshotSettings:
     parallelism: int = setting(4, check=positive,
                                doc="key ranges read at once, one connection each: what a snapshot opens on the "
                                    "source besides its own connection")
+    heartbeat: bool = setting(True, doc="when a due commit waits for a source transaction whose end the stream "
+                                        "has not shown and the source is quiet, write a heartbeat row into the "
+                                        "signal table: its end proves the transaction over, so the commit need not "
+                                        "wait `job.commit.max_source_txn_wait_seconds` (in any `mode`)")
     land_timeout_seconds: float = setting(3600.0, check=positive,
                                           doc="how long a chunk may wait, once read, for the stream to reach it "
                                               "and its commit to land; past it the job pauses, naming the table")

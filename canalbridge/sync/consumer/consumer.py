@@ -90,10 +90,14 @@ class Consumer(Worker):
         stats: ConsumerStats | None = None,
         open_channel: Callable[[ChannelSettings], Channel] | None = None,
         windows: Windows | None = None,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
+        """``heartbeat`` asks for a heartbeat row (:mod:`canalbridge.sync.consumer.heartbeat`), if the job
+        writes them."""
         super().__init__(f"consumer-{settings.name}", stop)
         self.settings = settings
         self._on_commit = on_commit
+        self._heartbeat = heartbeat
         self.job = settings.name
         self.link = link
         self._log = log.bind(job=self.job)
@@ -290,6 +294,8 @@ class Consumer(Worker):
             committing = in_flight.outstanding if in_flight is not None else None
             split = self.policy.must_split_source_txn(work, outstanding, now, committing, starved=starved)
             if split is None:
+                if starved and self._heartbeat is not None:
+                    self._heartbeat()  # the source is quiet: a heartbeat's end proves the transaction over
                 return False  # wait for the source transaction to end
             self.stats.split_source_txns += 1
             self._log.warning(

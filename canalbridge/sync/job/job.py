@@ -65,6 +65,7 @@ class SyncJob:
         self.windows = (Windows(settings.snapshot.signal) if settings.snapshot is not None and settings.snapshot.active
                         else None)
         self._snapshot = snapshot if self.windows is not None else None
+        self._source_db = snapshot.connect if snapshot is not None else None  # (heartbeats, in any mode)
         self.name = settings.name
         self.listener = listener
         self.sink_factory = sink_factory
@@ -107,6 +108,7 @@ class SyncJob:
             run = JobRun(RunContext(
                 self.settings, self._sink_for, self.committed, self.acks, self.stats, self.receiver_stats, self._fail,
                 on_commit=lambda: self._notify(transition=False), windows=self.windows, snapshot=self._snapshot,
+                source_db=self._source_db,
                 on_snapshot_finished=self._snapshot_finished if self.snapshot_only else None))
             try:
                 run.start()

@@ -19,6 +19,7 @@ from canalbridge.source_db import SourceDb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.consumer.consumer import Consumer
+from canalbridge.sync.consumer.heartbeat import Heartbeat
 from canalbridge.sync.errors import ChannelOpenError, SnapshotError, Stopping, SyncError, TargetSourceMismatchError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
@@ -64,6 +65,8 @@ class RunContext:
     on_commit: Callable[[], None]  # a commit landed (the job saves its record)
     windows: Windows | None = None
     snapshot: SnapshotSource | None = None
+    # Connections to the source database, whatever the snapshot's mode (heartbeats write with them).
+    source_db: Callable[[], SourceDb] | None = None
     on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None  # (a job in `mode = "only"`)
 
 
@@ -77,6 +80,8 @@ class JobRun:
         self._snapshot = context.snapshot
         self._on_snapshot_finished = context.on_snapshot_finished
         self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
+        self.heartbeat: Heartbeat | None = None  # this run's heartbeat writer, if the job writes them
+        self._source_db = context.source_db
         self.verify: VerifyRunner | None = None  # this run's last verify, if one was asked for
         self.channels: list[Channel] = []
         self._sink_for = context.sink_for
@@ -107,12 +112,16 @@ class JobRun:
             self.stop(settings.commit.stop_timeout_seconds)
             raise
         self._link = self._new_link()
+        snapshot = settings.snapshot
+        if snapshot is not None and snapshot.heartbeat and self._source_db is not None:
+            self.heartbeat = Heartbeat(settings.name, self._source_db, snapshot.signal, self._stop)
         self._workers = [
             Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
                      debug=settings.debug, stats=self._receiver_stats),
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
                      on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
-                     windows=self._windows),
+                     windows=self._windows, heartbeat=self.heartbeat.request if self.heartbeat else None),
+            *([self.heartbeat] if self.heartbeat is not None else []),
         ]
         tables = self._snapshot_tables()
         discover = self._rule_discovery()

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
+from canalbridge.sync.snapshot.source import SnapshotSource
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
 from tests.infra.memory_writer import InMemoryWriter, SealedInMemory
@@ -163,6 +165,45 @@ def test_a_transaction_whose_end_canal_dropped_commits_after_the_wait_bound(real
         job.shutdown()
     assert job.stats.split_source_txns >= 1
     assert {int(key[0]) for key in writers[f"{db}.t"].rows} == set(range(6))
+
+
+def test_a_heartbeat_proves_the_transaction_over_and_the_ack_reaches_the_source_end(real_destination, canal,
+                                                                                   mariadb):
+    # The same filtered last statement, in a job with a signal table: once the source is quiet, the job writes
+    # its heartbeat row, whose end the stream shows; everything before it is over. The commit cuts there, with
+    # no wait bound (two minutes here) and no split, and the ack reaches the end of what was written.
+    db, other = "heartbeat", "heartbeat_other"
+    user, password = "heartbeat_writer", "heartbeat-secret"
+    real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+                                SIGNAL_TABLE_DDL.format(table="canalbridge_signal")])
+    mariadb.snapshot_user(user, password, db, "canalbridge_signal")
+    mariadb.create_database(other)
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)", database=other)
+    writer = InMemoryWriter(f"{db}.t")
+    commit = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, max_source_txn_wait_seconds=120)
+    snapshot = SnapshotSettings(host=mariadb.host, port=mariadb.port, user=user, password=password,
+                                signal_table=f"{db}.canalbridge_signal", mode="never")
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50),
+                           (ChannelSettings(f"{db}.t", f"lake.{db}.t"),), commit, snapshot=snapshot)
+    job = SyncJob(settings, lambda channel: ChannelSink.of(writer),
+                  snapshot=SnapshotSource(snapshot.connect, None))  # type: ignore[arg-type]  # (no chunk is read)
+    job.start()
+    try:
+        for key in range(5):  # (Canal lets one filtered end through per 5 s of binlog time: these take it)
+            mariadb.execute(f"INSERT INTO {db}.t VALUES ({key}, {key})", f"INSERT INTO {other}.t VALUES ({key}, {key})")
+        with mariadb.connection(autocommit=False) as conn, conn.cursor() as cursor:  # rows, then elsewhere
+            cursor.execute(f"INSERT INTO {db}.t VALUES (5, 5)")
+            cursor.execute(f"INSERT INTO {other}.t VALUES (5, 5)")
+            conn.commit()
+        end = EntryPosition(*mariadb.last_event_start("Xid"))
+        assert job.acks.wait_through(end, 60), f"{job.state} {job.fail_message} {job.stats}"
+        assert job.state is JobState.RUNNING
+    finally:
+        job.shutdown()
+    assert job.stats.split_source_txns == 0
+    assert {int(key[0]) for key in writer.rows} == set(range(6))
+    beats = mariadb.execute(f"SELECT kind FROM canalbridge_signal WHERE id = 'heartbeat:{db}'", database=db)
+    assert beats == [("heartbeat",)]
 
 
 SMALL_STORE = {"canal.instance.memory.buffer.size": "256", "canal.instance.transaction.size": "64"}
