@@ -392,8 +392,8 @@ class JobSettings:
         follows = self.schema.follows_renames
         filters = [TablePattern(f"{TableId.parse(c.source).schema}.*").filter if follows and c.pattern is None
                    else c.filter for c in self.channels]
-        if self.snapshot is not None and self.snapshot.active:  # its signals come through the stream
-            filters.append(TablePattern(self.snapshot.signal_table).filter)
+        if self.snapshot is not None and (self.snapshot.active or self.snapshot.heartbeat):
+            filters.append(TablePattern(self.snapshot.signal_table).filter)  # its signals and heartbeats come through
         return ",".join(dict.fromkeys(filters))
 
     @property

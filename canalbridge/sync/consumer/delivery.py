@@ -45,6 +45,9 @@ class Delivery:
                  log: structlog.typing.FilteringBoundLogger, windows: Windows | None = None) -> None:
         self._second = second
         self._windows = windows
+        # The signal table's rows go to no channel, whatever rule would take its schema (heartbeats come in
+        # every snapshot mode; a window's signals only while windows exist).
+        self._signal_key = settings.snapshot.signal.key if settings.snapshot is not None else None
         self._label = ""  # of the open transaction
         self._router = TableRouter(settings, channels, open_channel, self._opened, log)
         self.channels = self._router.channels
@@ -74,6 +77,8 @@ class Delivery:
             except KeyColumnMissing as exc:
                 raise RowMappingError(".".join(table), f"{exc}: a snapshot needs whole row images "
                                       f"(binlog_row_image=FULL)", position) from None
+        if table.key == self._signal_key:
+            return  # a heartbeat, or a signal of no window
         channel = self._router.channel_for(table)
         if self._give(channel, position, entry, missed, table):
             self._stats.rows_routed += 1

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import structlog
 
-from canalbridge.source_db import SignalTable, SourceDb, SourceDbError
+from canalbridge.source_db import SignalTable, SourceDb
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.worker import STOP_CHECK_S, Worker
 
@@ -34,7 +34,8 @@ BEAT_EVERY_S = 1.0
 class Heartbeat(Worker):
     """Writes the job's heartbeat row into the signal table when asked (:meth:`request`), at most once per
     :data:`BEAT_EVERY_S`. A write that fails is logged and tried again at the next request: without
-    heartbeats, the Consumer's wait bound still ends the wait."""
+    heartbeats, the Consumer's wait bound still ends the wait. Nothing waits for this thread: a stop that
+    finds it inside a write (a lock, a lost link) leaves it behind, and a late heartbeat harms nothing."""
 
     def __init__(self, job: str, connect: Callable[[], SourceDb], signal_table: TableId,
                  stop: threading.Event) -> None:
@@ -43,7 +44,7 @@ class Heartbeat(Worker):
         self._connect = connect
         self._table = signal_table
         self._wanted = threading.Event()
-        self.written = 0  # heartbeats written in this run (read by tests and status)
+        self.written = 0  # heartbeats written in this run
         self._log = log.bind(job=job, table=signal_table.qualified)
 
     def request(self) -> None:
@@ -62,9 +63,9 @@ class Heartbeat(Worker):
                     if db is None:
                         db = self._connect()
                     SignalTable(db, *self._table).beat(self.job, int(time.time() * 1000))
-                except SourceDbError as exc:
+                except Exception as exc:  # (SourceDbError, or anything else: the worker must live on)
                     if not failing:  # one line per outage, not per attempt
-                        self._log.warning("heartbeat.failed", error=str(exc))
+                        self._log.warning("heartbeat.failed", error=str(exc), kind=type(exc).__name__)
                     failing = True
                     if db is not None:
                         db.close()

@@ -121,7 +121,6 @@ class JobRun:
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
                      on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
                      windows=self._windows, heartbeat=self.heartbeat.request if self.heartbeat else None),
-            *([self.heartbeat] if self.heartbeat is not None else []),
         ]
         tables = self._snapshot_tables()
         discover = self._rule_discovery()
@@ -134,6 +133,8 @@ class JobRun:
             self._workers.insert(0, self.snapshot)
         for worker in self._workers:
             worker.start()
+        if self.heartbeat is not None:
+            self.heartbeat.start()
 
     def start_snapshot(self, tables: Sequence[SnapshotTable]) -> SnapshotRunner:
         """Start a new snapshot of ``tables`` while the stream runs (a re-sync, a back-fill); the job checked
@@ -280,6 +281,8 @@ class JobRun:
         threads: list[Worker | Channel] = [*self._workers, *list(self.channels)]
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
+        if self.heartbeat is not None and not self.heartbeat.join(max(deadline - time.monotonic(), 0.0)):
+            self._log.warning("heartbeat.left_writing")  # (not stuck: nothing of the job waits for it)
         return self.still_running()
 
     def still_running(self) -> tuple[str, ...]:

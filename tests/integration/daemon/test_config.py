@@ -388,7 +388,10 @@ def test_a_snapshot_reads_its_password_from_the_environment_and_subscribes_to_it
     assert job.canal_filter.split(",") == ["db\\.t", "db\\.canalbridge_signal"]
     never = load_config(write(tmp_path, with_snapshot(VALID, SNAPSHOT + 'mode = "never"\n')),
                         {"SNAPSHOT_PASSWORD": "x"}).jobs[0]
-    assert never.canal_filter == "db\\.t", "a snapshot that never runs reads no signals"
+    assert never.canal_filter.split(",") == ["db\\.t", "db\\.canalbridge_signal"], "its heartbeats come through"
+    quiet = load_config(write(tmp_path, with_snapshot(VALID, SNAPSHOT + 'mode = "never"\nheartbeat = false\n')),
+                        {"SNAPSHOT_PASSWORD": "x"}).jobs[0]
+    assert quiet.canal_filter == "db\\.t", "a snapshot that never runs and no heartbeat read no signal table"
     assert load_config(write(tmp_path, VALID), {}).jobs[0].snapshot is None
 
 

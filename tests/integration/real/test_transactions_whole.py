@@ -130,6 +130,18 @@ def test_every_cut_through_real_canal_keeps_the_total(real_destination, canal, m
         assert amounts_at(writers[f"{DB}.{table}"], cuts[-1]) == {str(k): v for k, v in expected.items()}
 
 
+def ending_elsewhere(mariadb, db: str, other: str) -> None:
+    """Transactions whose last statement writes to ``other``, which the job's filter leaves out: each
+    statement a transaction of its own (Canal lets one filtered end through per 5 s of binlog time: these
+    take it), then rows of keys 0 to 5 in ``db.t``, the last one's transaction ending in ``other``."""
+    for key in range(5):
+        mariadb.execute(f"INSERT INTO {db}.t VALUES ({key}, {key})", f"INSERT INTO {other}.t VALUES ({key}, {key})")
+    with mariadb.connection(autocommit=False) as conn, conn.cursor() as cursor:  # rows, then elsewhere
+        cursor.execute(f"INSERT INTO {db}.t VALUES (5, 5)")
+        cursor.execute(f"INSERT INTO {other}.t VALUES (5, 5)")
+        conn.commit()
+
+
 def test_a_transaction_whose_end_canal_dropped_commits_after_the_wait_bound(real_destination, canal, mariadb):
     # MariaDB annotates each statement with its SQL, which Canal hands out even when its filter takes out the
     # statement's rows; it then drops the transaction's end as well (docs/design/delivery-semantics.md). A
@@ -152,12 +164,7 @@ def test_a_transaction_whose_end_canal_dropped_commits_after_the_wait_bound(real
     job = SyncJob(settings, sink_for)
     job.start()
     try:
-        for key in range(5):  # each statement a transaction of its own
-            mariadb.execute(f"INSERT INTO {db}.t VALUES ({key}, {key})", f"INSERT INTO {other}.t VALUES ({key}, {key})")
-        with mariadb.connection(autocommit=False) as conn, conn.cursor() as cursor:  # rows, then elsewhere
-            cursor.execute(f"INSERT INTO {db}.t VALUES (5, 5)")
-            cursor.execute(f"INSERT INTO {other}.t VALUES (5, 5)")
-            conn.commit()
+        ending_elsewhere(mariadb, db, other)
         last = EntryPosition(*mariadb.last_event_start("Annotate_rows"))
         assert job.acks.wait_through(last, 60), f"{job.state} {job.fail_message} {job.stats}"
         assert job.state is JobState.RUNNING
@@ -189,12 +196,7 @@ def test_a_heartbeat_proves_the_transaction_over_and_the_ack_reaches_the_source_
                   snapshot=SnapshotSource(snapshot.connect, None))  # type: ignore[arg-type]  # (no chunk is read)
     job.start()
     try:
-        for key in range(5):  # (Canal lets one filtered end through per 5 s of binlog time: these take it)
-            mariadb.execute(f"INSERT INTO {db}.t VALUES ({key}, {key})", f"INSERT INTO {other}.t VALUES ({key}, {key})")
-        with mariadb.connection(autocommit=False) as conn, conn.cursor() as cursor:  # rows, then elsewhere
-            cursor.execute(f"INSERT INTO {db}.t VALUES (5, 5)")
-            cursor.execute(f"INSERT INTO {other}.t VALUES (5, 5)")
-            conn.commit()
+        ending_elsewhere(mariadb, db, other)
         end = EntryPosition(*mariadb.last_event_start("Xid"))
         assert job.acks.wait_through(end, 60), f"{job.state} {job.fail_message} {job.stats}"
         assert job.state is JobState.RUNNING

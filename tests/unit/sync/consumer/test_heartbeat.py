@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import structlog.testing
+
 from canalbridge.source_db import SourceDbConnectionError
 from canalbridge.sync.consumer.heartbeat import Heartbeat
 from canalbridge.sync.model.tables import TableId
@@ -51,18 +53,21 @@ def test_a_request_writes_the_jobs_heartbeat_row_into_the_signal_table():
     assert params[:2] == ("heartbeat:job1", "heartbeat")
 
 
-def test_a_source_that_is_down_is_logged_and_written_to_again_once_back(capsys):
+def test_a_source_that_is_down_is_logged_once_and_written_to_again_once_back():
     db = FakeDb()
     db.down = True
-    heartbeat, stop = started(db)
-    try:
-        heartbeat.request()
-        assert eventually(lambda: db.closed == 1, 5)  # the failed connection is dropped, nothing raised
-        db.down = False
-        heartbeat.request()
-        assert eventually(lambda: heartbeat.written == 1, 5)
-    finally:
-        stop.set()
-        assert heartbeat.join(5)
-    output = capsys.readouterr().out + capsys.readouterr().err
-    assert output.count("heartbeat.failed") == 1 and "heartbeat.writing_again" in output
+    with structlog.testing.capture_logs() as logs:
+        heartbeat, stop = started(db)
+        try:
+            heartbeat.request()
+            assert eventually(lambda: db.closed == 1, 5)  # the failed connection is dropped, nothing raised
+            heartbeat.request()
+            assert eventually(lambda: db.closed == 2, 5)  # failed again: not logged again
+            db.down = False
+            heartbeat.request()
+            assert eventually(lambda: heartbeat.written == 1, 5)
+        finally:
+            stop.set()
+            assert heartbeat.join(5)
+    events = [entry["event"] for entry in logs]
+    assert events.count("heartbeat.failed") == 1 and "heartbeat.writing_again" in events
