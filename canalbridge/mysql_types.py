@@ -14,7 +14,7 @@ DECIMAL_GROUP = 9  # MySQL stores a DECIMAL's digits 9 to a group (Canal drops a
 _TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\((.*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.IGNORECASE)
 # Other names MySQL accepts in a DDL for a type, by the name SHOW CREATE TABLE gives it.
 ALIASES = {"integer": "int", "bool": "tinyint", "boolean": "tinyint", "numeric": "decimal", "dec": "decimal",
-           "fixed": "decimal", "real": "double"}
+           "fixed": "decimal", "real": "double", "double precision": "double"}
 INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 
 
@@ -54,30 +54,59 @@ class MySqlType:
         return tuple(arg.strip().strip("'").replace("''", "'") for arg in self.args)
 
 
+# canonical's grammar: ASCII only, so that the JVM's java.util.regex reads it alike (RowChangeDecoder).
+_CANONICAL_RE = re.compile(r"\s*([a-z]+(?: +precision)?)\s*(?:\((.*)\))?\s*(unsigned)?\s*(zerofill)?\s*",
+                           re.IGNORECASE | re.ASCII | re.DOTALL)
+_BLANKS = " \t\n\r\f\v"  # what \s is in ASCII mode, in Python and in Java
+_WIDTH_ONE = frozenset({"char", "binary", "bit"})  # (1) when the DDL gives none
+_FRACTIONAL = frozenset({"datetime", "timestamp", "time"})  # (0) is the same as none
+
+
 @lru_cache(maxsize=4096)
 def canonical(declared: str) -> str:
     """A column type spelled one way whichever way its DDL spelled it: the type's name in lower case and
-    resolved from its aliases, no display width on an integer type, a decimal's precision and scale both
-    given, no blanks outside quotes, and ``unsigned`` for ``zerofill`` too.
+    resolved from its aliases, no display width on an integer type or a year, the width SHOW CREATE TABLE
+    gives where the DDL gave none (a decimal's precision and scale, a char's, a binary's, a bit's 1), no
+    fractional-seconds precision of 0, a float's precision turned into float or double, no blanks outside
+    quotes, ``unsigned`` for ``zerofill`` too. Quoted enum and set labels keep their case.
 
     Canal with its schema history on describes a column as the DDL that made it spelled it (``INT``),
     and as the live table shows it otherwise (``int(11)``): rows and snapshot chunks compare their
-    columns in this form. The JVM decoder spells them the same (``RowChangeDecoder.canonical``).
-    A type this cannot parse is only lower-cased.
+    columns in this form. The JVM decoder spells them the same (``RowChangeDecoder.canonical``), which a
+    test checks: ASCII only, so that both languages read every character alike. A type this cannot
+    parse is only lower-cased outside quotes.
     """
-    match = _TYPE_RE.match(declared)
+    match = _CANONICAL_RE.fullmatch(declared)
     if not match:
-        return declared.strip().lower()
+        return _lower_unquoted(declared.strip("".join(map(chr, range(33)))))  # (what Java's trim() strips)
     base, args, unsigned, zerofill = match.groups()
-    base = ALIASES.get(base.lower(), base.lower())
-    args = "".join(_unquoted_blanks_dropped(args or "")).lower()
-    if base in INTEGERS:
+    base = re.sub(" +", " ", _lower_unquoted(base))
+    base = ALIASES.get(base, base)
+    args = _lower_unquoted("".join(_unquoted_blanks_dropped(args or "")))
+    if base in INTEGERS or base == "year":
         args = ""
     elif base == "decimal":
         args = args or "10"
         args = args if "," in args else args + ",0"
+    elif base in _WIDTH_ONE:
+        args = args or "1"
+    elif base in _FRACTIONAL and args == "0":
+        args = ""
+    elif base == "float" and re.fullmatch("[0-9]+", args):
+        base, args = ("float" if int(args) <= 24 else "double"), ""
     text = f"{base}({args})" if args else base
     return text + " unsigned" if unsigned or zerofill else text
+
+
+def _lower_unquoted(text: str) -> str:
+    """``text`` with the ASCII letters outside single quotes lower-cased."""
+    out: list[str] = []
+    quoted = False
+    for char in text:
+        if char == "'":
+            quoted = not quoted
+        out.append(chr(ord(char) + 32) if not quoted and "A" <= char <= "Z" else char)
+    return "".join(out)
 
 
 def _unquoted_blanks_dropped(text: str) -> list[str]:
@@ -86,7 +115,7 @@ def _unquoted_blanks_dropped(text: str) -> list[str]:
     for char in text:
         if char == "'":
             quoted = not quoted
-        if quoted or not char.isspace():
+        if quoted or char not in _BLANKS:
             out.append(char)
     return out
 

@@ -125,13 +125,20 @@ SPELLINGS = [
     ("int(10) unsigned zerofill", "int(10) unsigned"), ("BOOLEAN", "tinyint(1)"), ("VARCHAR(64)", "varchar(64)"),
     ("DECIMAL", "decimal(10,0)"), ("NUMERIC(12, 2)", "decimal(12,2)"), ("dec(5)", "decimal(5,0)"),
     ("ENUM('new', 'paid')", "enum('new','paid')"), ("DATETIME(3)", "datetime(3)"), ("REAL", "double"),
+    ("DOUBLE PRECISION", "double"), ("CHAR", "char(1)"), ("BIT", "bit(1)"), ("YEAR", "year(4)"),
+    ("DATETIME(0)", "datetime"), ("FLOAT(10)", "float"), ("FLOAT(30)", "double"),
 ]
 
 
 @pytest.mark.parametrize("ddl, shown", SPELLINGS)
 def test_a_type_is_spelled_one_way_whichever_way_its_ddl_spelled_it(ddl, shown):
     assert canonical(ddl) == canonical(shown)
-    assert MySqlType.parse(ddl).base == MySqlType.parse(shown).base
+
+
+@pytest.mark.parametrize("ddl, base", [("INTEGER", "int"), ("BOOLEAN", "tinyint"), ("NUMERIC(12, 2)", "decimal"),
+                                       ("REAL", "double")])
+def test_a_type_parses_to_the_name_mysql_stores_it_under(ddl, base):
+    assert MySqlType.parse(ddl).base == base
 
 
 def test_spellings_of_other_types_stay_apart():
@@ -139,3 +146,4 @@ def test_spellings_of_other_types_stay_apart():
     assert canonical("int") != canonical("int unsigned")
     assert canonical("decimal(12,2)") != canonical("decimal(12,3)")
     assert canonical("enum('a','b')") != canonical("enum('a', 'b c')")
+    assert canonical("enum('A','b')") != canonical("enum('a','b')")  # a label's case is the label's

@@ -105,7 +105,9 @@ def test_the_jvm_spells_a_type_as_python_does(spark):
 
     register(spark)
     jvm = spark.sparkContext._jvm.canalbridge.spark.RowChangeDecoder
-    spellings = [text for pair in SPELLINGS for text in pair] + ["DOUBLE PRECISION", "geometry", "SET('a', 'b')"]
+    odd = ["geometry", "SET('A', 'b')", "float(0024)", "float(99999999999)", "enum('x\u2028y', 'Ä')",
+           "\u00a0int", "varchar(8)\x1f", "datetime(0)", "bit", "year(4)", "CHARACTER VARYING(3)", "\u017fet('a')"]
+    spellings = [text for pair in SPELLINGS for text in pair] + odd
     assert [jvm.canonical(text) for text in spellings] == [canonical(text) for text in spellings]
 
 

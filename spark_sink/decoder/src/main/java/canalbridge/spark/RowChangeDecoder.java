@@ -5,11 +5,11 @@ import com.alibaba.otter.canal.protocol.CanalEntry.EventType;
 import com.alibaba.otter.canal.protocol.CanalEntry.RowChange;
 import com.alibaba.otter.canal.protocol.CanalEntry.RowData;
 import com.google.protobuf.InvalidProtocolBufferException;
+import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -117,31 +117,44 @@ public final class RowChangeDecoder implements UDF2<byte[], String, List<Row>> {
     return text.toString();
   }
 
+  // canalbridge.mysql_types.canonical's grammar and rules, kept alike (a test compares the two).
   private static final Pattern TYPE = Pattern.compile(
-      "^\\s*([a-z]+)\\s*(?:\\((.*)\\))?\\s*(unsigned)?\\s*(zerofill)?\\s*$", Pattern.CASE_INSENSITIVE);
+      "\\s*([a-z]+(?: +precision)?)\\s*(?:\\((.*)\\))?\\s*(unsigned)?\\s*(zerofill)?\\s*",
+      Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
   private static final Map<String, String> ALIASES = Map.of("integer", "int", "bool", "tinyint", "boolean",
-      "tinyint", "numeric", "decimal", "dec", "decimal", "fixed", "decimal", "real", "double");
+      "tinyint", "numeric", "decimal", "dec", "decimal", "fixed", "decimal", "real", "double",
+      "double precision", "double");
   private static final Set<String> INTEGERS = Set.of("tinyint", "smallint", "mediumint", "int", "bigint");
+  private static final Set<String> WIDTH_ONE = Set.of("char", "binary", "bit");
+  private static final Set<String> FRACTIONAL = Set.of("datetime", "timestamp", "time");
+  private static final String BLANKS = " \t\n\r\f\u000b";
+  private static final int CACHED = 4096;
   private static final Map<String, String> CANONICAL = new ConcurrentHashMap<>();
 
   /**
-   * A column type spelled as canalbridge.mysql_types.canonical spells it (the same rules: the name in
-   * lower case and resolved from its aliases, no integer display width, a decimal's precision and scale
-   * both given, no blanks outside quotes, unsigned for zerofill too): Canal with its schema history on
-   * gives a column's type as its DDL spelled it.
+   * A column type spelled as canalbridge.mysql_types.canonical spells it, by the same rules (ASCII only):
+   * Canal with its schema history on gives a column's type as its DDL spelled it.
    */
   public static String canonical(String declared) {
-    return CANONICAL.computeIfAbsent(declared, RowChangeDecoder::spell);
+    String spelled = CANONICAL.get(declared);
+    if (spelled == null) {
+      if (CANONICAL.size() >= CACHED) {
+        CANONICAL.clear();
+      }
+      spelled = spell(declared);
+      CANONICAL.put(declared, spelled);
+    }
+    return spelled;
   }
 
   private static String spell(String declared) {
     Matcher match = TYPE.matcher(declared);
     if (!match.matches()) {
-      return declared.trim().toLowerCase(Locale.ROOT);
+      return lowerUnquoted(declared.trim());
     }
-    String base = match.group(1).toLowerCase(Locale.ROOT);
+    String base = lowerUnquoted(match.group(1)).replaceAll(" +", " ");
     base = ALIASES.getOrDefault(base, base);
-    StringBuilder args = new StringBuilder();
+    StringBuilder kept = new StringBuilder();
     boolean quoted = false;
     String raw = match.group(2) == null ? "" : match.group(2);
     for (int i = 0; i < raw.length(); i++) {
@@ -149,19 +162,40 @@ public final class RowChangeDecoder implements UDF2<byte[], String, List<Row>> {
       if (c == '\'') {
         quoted = !quoted;
       }
-      if (quoted || !Character.isWhitespace(c)) {
-        args.append(c);
+      if (quoted || BLANKS.indexOf(c) < 0) {
+        kept.append(c);
       }
     }
-    String text = args.toString().toLowerCase(Locale.ROOT);
-    if (INTEGERS.contains(base)) {
-      text = "";
+    String args = lowerUnquoted(kept.toString());
+    if (INTEGERS.contains(base) || base.equals("year")) {
+      args = "";
     } else if (base.equals("decimal")) {
-      text = text.isEmpty() ? "10" : text;
-      text = text.contains(",") ? text : text + ",0";
+      args = args.isEmpty() ? "10" : args;
+      args = args.contains(",") ? args : args + ",0";
+    } else if (WIDTH_ONE.contains(base)) {
+      args = args.isEmpty() ? "1" : args;
+    } else if (FRACTIONAL.contains(base) && args.equals("0")) {
+      args = "";
+    } else if (base.equals("float") && args.matches("[0-9]+")) {
+      base = new BigInteger(args).compareTo(BigInteger.valueOf(24)) <= 0 ? "float" : "double";
+      args = "";
     }
-    String spelled = text.isEmpty() ? base : base + "(" + text + ")";
-    return match.group(3) != null || match.group(4) != null ? spelled + " unsigned" : spelled;
+    String text = args.isEmpty() ? base : base + "(" + args + ")";
+    return match.group(3) != null || match.group(4) != null ? text + " unsigned" : text;
+  }
+
+  /** The ASCII letters outside single quotes, lower-cased. */
+  private static String lowerUnquoted(String text) {
+    StringBuilder out = new StringBuilder(text.length());
+    boolean quoted = false;
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c == '\'') {
+        quoted = !quoted;
+      }
+      out.append(!quoted && c >= 'A' && c <= 'Z' ? (char) (c + 32) : c);
+    }
+    return out.toString();
   }
 
   private static List<String> values(List<Column> columns) {
