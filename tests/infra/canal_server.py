@@ -145,7 +145,10 @@ class CanalServer(ServiceProcess):
         start_timeout_s: float = 120.0,
         kafka: KafkaMode | None = None,
         history: str = HISTORY_H2,
+        history_db: MariaDBServer | None = None,
     ) -> None:
+        """``history_db``: where a :data:`HISTORY_MYSQL` history lives (default: ``mariadb``, the source; then
+        Canal's own writes to it are transactions in the binlog it reads)."""
         if history not in HISTORIES:
             raise ValueError(f"history {history!r}: one of {', '.join(HISTORIES)}")
         self.root_dir = Path(root_dir).resolve()
@@ -168,7 +171,8 @@ class CanalServer(ServiceProcess):
         self.start_timeout_s = start_timeout_s
         self.kafka = kafka
         self.history = history
-        self._history_database = f"canal_tsdb_{next(_HISTORY_DATABASES)}" if history == HISTORY_MYSQL else ""
+        self.history_db = history_db or mariadb
+        self.history_database = f"canal_tsdb_{next(_HISTORY_DATABASES)}" if history == HISTORY_MYSQL else ""
         self._history_password = os.urandom(8).hex()
         self._history_ready = False
         self._pinned: dict[str, tuple[str, int, int]] = {}
@@ -287,8 +291,12 @@ class CanalServer(ServiceProcess):
         if name not in self._pinned and not self.meta_file(name).exists():
             # With the schema history on, Canal needs a start position's time: given a file and offset alone, it
             # looks for the time by rewinding to the last transaction boundary before the offset, and streams
-            # from there. Now is at or after the newest event's time, which is what the history needs.
-            self._pinned[name] = (*self.mariadb.master_status(), int(time.time() * 1000))
+            # from there. The time is the millisecond before the current second: every DDL the destination's
+            # history will hold comes after the position, so in this second or later (the binlog counts
+            # seconds). A DDL of the pinned time or before would make Canal 1.1.7 compare the position's
+            # server id, which a configured position has none of (a NullPointerException in
+            # DatabaseTableMeta.applyHistoryOnMemory, retried for ever).
+            self._pinned[name] = (*self.mariadb.master_status(), int(time.time()) * 1000 - 1)
 
     def slave_id(self, destination: str) -> int:
         """The server id ``destination``'s parser registers with MariaDB (fixed from when it was added)."""
@@ -367,11 +375,11 @@ class CanalServer(ServiceProcess):
         if self.history == HISTORY_H2:
             return {}  # Canal's default: H2 under canal.file.data.dir/<destination>
         if not self._history_ready:
-            self.mariadb.history_user("canal_tsdb", self._history_password, self._history_database)
+            self.history_db.history_user("canal_tsdb", self._history_password, self.history_database)
             self._history_ready = True
         return {
             "canal.instance.tsdb.spring.xml": "classpath:spring/tsdb/mysql-tsdb.xml",
-            "canal.instance.tsdb.url": f"jdbc:mysql://{self.mariadb.address}/{self._history_database}?useSSL=false",
+            "canal.instance.tsdb.url": f"jdbc:mysql://{self.history_db.address}/{self.history_database}?useSSL=false",
             "canal.instance.tsdb.dbUsername": "canal_tsdb",
             "canal.instance.tsdb.dbPassword": self._history_password,
         }

@@ -399,7 +399,7 @@ public final class CanalBridgeDevLauncher {
         /** A key's resolved and trimmed value, or the default when it is unset or empty. */
         String get(String key, String defaultValue) {
             String raw = lookup(key);
-            String value = raw == null ? "" : resolve(raw, 0).trim();
+            String value = raw == null ? "" : resolve(key, raw, 0).trim();
             return value.isEmpty() ? defaultValue : value;
         }
 
@@ -416,7 +416,7 @@ public final class CanalBridgeDevLauncher {
             for (String key : files.stringPropertyNames()) {
                 String raw = lookup(key);
                 try {
-                    out.setProperty(key, resolve(raw, 0));
+                    out.setProperty(key, resolve(key, raw, 0));
                 } catch (IllegalArgumentException e) {
                     out.setProperty(key, raw);
                 }
@@ -435,9 +435,10 @@ public final class CanalBridgeDevLauncher {
             return files.getProperty(key);
         }
 
-        private String resolve(String text, int depth) {
+        /** ``text`` (the value of ``key``) with its placeholders resolved; errors name the key, never a value. */
+        private String resolve(String key, String text, int depth) {
             if (depth > MAX_DEPTH) {
-                throw new IllegalArgumentException("placeholders nest deeper than " + MAX_DEPTH + " in: " + text);
+                throw new IllegalArgumentException("placeholders nest deeper than " + MAX_DEPTH + " in " + key);
             }
             StringBuilder out = new StringBuilder();
             int at = 0;
@@ -448,20 +449,20 @@ public final class CanalBridgeDevLauncher {
                 }
                 int close = closing(text, open + 2);
                 if (close < 0) {
-                    throw new IllegalArgumentException("a placeholder is not closed in: " + text);
+                    throw new IllegalArgumentException("a placeholder is not closed in " + key);
                 }
                 out.append(text, at, open);
-                String inner = resolve(text.substring(open + 2, close), depth + 1);
+                String inner = resolve(key, text.substring(open + 2, close), depth + 1);
                 int colon = inner.indexOf(':');
                 String name = colon < 0 ? inner : inner.substring(0, colon);
                 String value = lookup(name);
                 if (value == null) {
                     if (colon < 0) {
-                        throw new IllegalArgumentException("${" + name + "} names a key no file sets");
+                        throw new IllegalArgumentException(key + " names ${" + name + "}, a key no file sets");
                     }
                     value = inner.substring(colon + 1);
                 }
-                out.append(resolve(value, depth + 1));
+                out.append(resolve(name, value, depth + 1));
                 at = close + 1;
             }
         }
