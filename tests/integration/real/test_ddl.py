@@ -10,7 +10,7 @@ With the history off, Canal reads a table's columns from the live database
 when it first meets the table and again after each DDL, so those tests let
 Canal catch up (the job acks what was written) before the next DDL runs;
 the tests of that mode then show what happens when it cannot. With it on
-(H2 files, or tables in a MariaDB database), Canal is killed after it
+(H2 files, or tables in a MariaDB database), Canal restarts after it
 parsed a whole run of DDLs that nothing acked, and the rows it parses again
 carry the columns of their place in the binlog. A type change Iceberg
 cannot follow pauses the job; a TRUNCATE applies when the job says so; a
