@@ -59,7 +59,7 @@ def canal_passwd(password: str) -> str:
     return hashlib.sha1(hashlib.sha1(password.encode("utf-8")).digest()).hexdigest()
 
 # Canal's schema history (canal.instance.tsdb.*): its default, H2 files under each destination's data
-# directory; tables in a database of the private MariaDB (Canal's mysql-tsdb.xml); or none.
+# directory; tables in a MariaDB database (Canal's mysql-tsdb.xml: the source's, or `history_db`); or none.
 HISTORY_H2 = "h2"
 HISTORY_MYSQL = "mysql"
 HISTORY_OFF = "off"
@@ -287,7 +287,8 @@ class CanalServer(ServiceProcess):
         self._slave_ids[destination.name] = next(_SLAVE_IDS)
 
     def _pin(self, name: str) -> None:
-        """Pin a destination that has no cursor yet to the binlog's end and the time now."""
+        """Pin a destination that has no cursor yet to the binlog's end, with the millisecond before this
+        second as its time."""
         if name not in self._pinned and not self.meta_file(name).exists():
             # With the schema history on, Canal needs a start position's time: given a file and offset alone, it
             # looks for the time by rewinding to the last transaction boundary before the offset, and streams
