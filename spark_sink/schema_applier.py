@@ -6,7 +6,7 @@ import json
 
 import structlog
 
-from canalbridge.sync.errors import SchemaChangeError
+from canalbridge.sync.errors import SchemaChangeError, rebuild_remedy
 from canalbridge.sync.model.changes import Alteration
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.ddl import ChangeKey, RenameTable, SchemaChange, TruncateTable, key_after, renamed
@@ -50,7 +50,8 @@ class IcebergSchemaApplier:
             operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns,
                               key=new_key if keys_change else key, shared=alteration.shared)
         except EvolutionRefused as exc:
-            raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
+            raise SchemaChangeError(alteration.table, alteration.sql, alteration.position,
+                                    f"{exc}; {rebuild_remedy(writer.job, channel.source)}") from exc
         table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else {}
         identifier_fields = None  # (renamed with their columns by Iceberg)
         if keys_change:

@@ -39,6 +39,9 @@ POSITION_KEYS = {
 # Per job (the key ends with the job's name): the snapshot main stood at when `canalbridge reset` made the
 # job forget the table's position; positions in that snapshot and its ancestors are not read.
 PROP_POSITION_RESET = "canalbridge.position-reset."
+# Per job (the key ends with the job's name): `canalbridge rebuild` marked the table to be made anew. Set with
+# a position reset; while no stamp of the job is read back, the job's first apply replaces the table.
+PROP_REBUILD = "canalbridge.rebuild."
 
 
 def position_properties(job: str, label: str, position: Position, behind: Position | None = None,
@@ -117,10 +120,32 @@ def _position_snapshot(table: TargetTable, job: str, properties: Mapping[str, st
     return None
 
 
-def forget_position(table: TargetTable, job: str) -> None:
-    """Make :func:`read_stamp` read none of ``job``'s positions up to main's current snapshot."""
+def forget_position(table: TargetTable, job: str, *, rebuild: bool = False) -> None:
+    """Make :func:`read_stamp` read none of ``job``'s positions up to main's current snapshot; with ``rebuild``,
+    mark the table to be made anew by the job too (:func:`rebuild_marked`), in the same metadata commit. A plain
+    reset clears such a mark."""
     current = table.spark.sql(f"SELECT snapshot_id FROM {table.identifier}.refs WHERE name = 'main'").collect()
-    if not current:
-        return  # no snapshot: no position to forget
-    table.spark.sql(f"ALTER TABLE {table.identifier} SET TBLPROPERTIES "
-                    f"({sql_string(PROP_POSITION_RESET + job)}={sql_string(str(current[0]['snapshot_id']))})")
+    properties = {PROP_POSITION_RESET + job: str(current[0]["snapshot_id"])} if current else {}
+    if rebuild:
+        properties[PROP_REBUILD + job] = properties.get(PROP_POSITION_RESET + job, "empty")
+    elif PROP_REBUILD + job in table.properties():
+        clear_rebuild(table, job)
+    if properties:
+        rendered = ", ".join(f"{sql_string(key)}={sql_string(value)}" for key, value in properties.items())
+        table.spark.sql(f"ALTER TABLE {table.identifier} SET TBLPROPERTIES ({rendered})")
+
+
+def rebuild_marked(properties: Mapping[str, str], job: str) -> bool:
+    """Whether the table's ``properties`` hold ``job``'s rebuild mark (:func:`forget_position`)."""
+    return PROP_REBUILD + job in properties
+
+
+def rebuild_properties(job: str) -> dict[str, str]:
+    """The properties a table made anew for ``job``'s rebuild keeps until the job's first commit in it lands."""
+    return {PROP_REBUILD + job: "replaced"}
+
+
+def clear_rebuild(table: TargetTable, job: str) -> None:
+    """Drop ``job``'s rebuild mark: a commit of the job landed in the table made anew."""
+    table.spark.sql(f"ALTER TABLE {table.identifier} UNSET TBLPROPERTIES IF EXISTS "
+                    f"({sql_string(PROP_REBUILD + job)})")

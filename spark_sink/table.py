@@ -57,12 +57,16 @@ class TargetTable:
             raise
 
     def create(self, columns: Sequence[TargetColumn], primary_key: Sequence[str], *,
-               identifier_fields: Sequence[str] = ()) -> None:
+               identifier_fields: Sequence[str] = (), replace: Mapping[str, str] | None = None) -> None:
         """Create the table (and its namespace) as format v2 with merge-on-read row-level writes,
         keeping only the newest metadata files.
 
         ``identifier_fields`` (NOT NULL columns) become Iceberg's identifier
         fields: what engines that upsert by key (Flink, for one) read.
+        ``replace``: replace the table that exists, in one metadata commit,
+        with an empty one of these columns and key, setting these properties
+        too. Iceberg keeps the old snapshots in the table's history (time
+        travel reads them until they expire); main starts empty.
         """
         self._create_namespace(".".join(quote(part) for part in self.parts[:-1]))
         definitions = ", ".join(
@@ -77,10 +81,11 @@ class TargetTable:
             # equality deletes): keep the newest 100 (Iceberg's default) rather than all.
             "write.metadata.delete-after-commit.enabled": "true",
             PROP_PRIMARY_KEY: json.dumps(list(primary_key)),
+            **(replace or {}),
         }
         rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.identifier} ({definitions}) USING iceberg "
-                       f"TBLPROPERTIES ({rendered})")
+        verb = "CREATE OR REPLACE TABLE" if replace is not None else "CREATE TABLE IF NOT EXISTS"
+        self.spark.sql(f"{verb} {self.identifier} ({definitions}) USING iceberg TBLPROPERTIES ({rendered})")
         if identifier_fields:
             fields = ", ".join(quote(name) for name in identifier_fields)
             self.spark.sql(f"ALTER TABLE {self.identifier} SET IDENTIFIER FIELDS {fields}")
@@ -164,6 +169,10 @@ class TargetTable:
     def restart_branch(self, name: str) -> None:
         """Point branch ``name`` at main's current snapshot (Iceberg makes an empty one when main has none)."""
         self.spark.sql(f"ALTER TABLE {self.identifier} CREATE OR REPLACE BRANCH {quote(name)}")
+
+    def drop_branch(self, name: str) -> None:
+        """Drop branch ``name`` if it exists (a table made anew has no main snapshot to point an old one at)."""
+        self.spark.sql(f"ALTER TABLE {self.identifier} DROP BRANCH IF EXISTS {quote(name)}")
 
     def fast_forward_main(self, name: str) -> None:
         """Move main to branch ``name`` in one metadata commit; fails unless main is the branch's ancestor."""

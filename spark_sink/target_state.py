@@ -8,7 +8,7 @@ from canalbridge.sync.channel.sink import TargetState
 from canalbridge.sync.errors import SyncError
 from canalbridge.sync.model.position import Position
 from spark_sink.errors import TargetReadError
-from spark_sink.stamp import forget_position, read_stamp
+from spark_sink.stamp import clear_rebuild, forget_position, read_stamp, rebuild_marked
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_SOURCE_TABLE
 from spark_sink.writer import IcebergWriter
 
@@ -19,6 +19,8 @@ class IcebergTargetReader:
     The position comes from the newest snapshot of the job in main's lineage
     (:func:`~spark_sink.stamp.read_stamp`); aliases and the followed
     table's name from the table's properties, which the schema applier sets.
+    A table marked for a rebuild reads as one to create until a commit of
+    the job lands in it.
     """
 
     def __init__(self, writer: IcebergWriter) -> None:
@@ -42,6 +44,13 @@ class IcebergTargetReader:
         own = set(writer.mode.own_columns())
         properties = table.properties()
         stamp = read_stamp(table, writer.job, properties)  # (one read of the properties for both)
+        marked = rebuild_marked(properties, writer.job)
+        writer.rebuild_pending = marked and stamp is None
+        if writer.rebuild_pending:
+            writer.resume_snapshot({})
+            return TargetState(rebuild=True)
+        if marked:  # (a commit landed in the table made anew before its mark was dropped)
+            clear_rebuild(table, writer.job)
         return TargetState(
             tuple(c for c in columns if c not in own),
             None if stamp is None else stamp.position,
@@ -59,3 +68,10 @@ class IcebergTargetReader:
         table = self._writer.live()
         if table.columns() is not None:
             forget_position(table, self._writer.job)
+
+    def mark_rebuild(self) -> bool:
+        table = self._writer.live()
+        if table.columns() is None:
+            return False
+        forget_position(table, self._writer.job, rebuild=True)
+        return True

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from canalbridge.sync.errors import TargetKeyMismatchError
+from canalbridge.sync.errors import TargetKeyMismatchError, rebuild_remedy
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.model.position import Position
 from spark_sink import equality
@@ -131,13 +131,12 @@ class UpsertMode:
         origin = {c.lower() for c in self.writer.channel.origin_columns} if self.writer.channel.source_in_key else set()
         if {k.lower() for k in rows_key} - origin == {k.lower() for k in target_key} - origin:
             return
+        rebuild = rebuild_remedy(self.writer.job, self.writer.channel.source)
         if self.writer.channel.key is not None:
-            remedy = "the channel's key setting is not the one the target was made with; set it back, or rebuild " \
-                     "the target (docs/guide/operations.md#reset)"
+            remedy = f"the channel's key setting is not the one the target was made with; set it back, or {rebuild}"
         else:
-            remedy = "the source's primary key changed by a DDL this channel did not apply (behind where it " \
-                     "resumed, or not read); rebuild the target (docs/guide/operations.md#reset), or give the " \
-                     "target the rows' key (table property and identifier fields) and resume"
+            remedy = f"the source's primary key changed by a DDL this channel did not apply (behind where it " \
+                     f"resumed, or not read, or reported by Canal before its DDL); {rebuild}"
         raise TargetKeyMismatchError(batch.table, self.writer.channel.target, rows_key, target_key, remedy)
 
     def truncate(self, summary: dict[str, str]) -> None:

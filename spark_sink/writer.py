@@ -39,7 +39,7 @@ from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.staging import Layout, Staging, Transaction, key_names
-from spark_sink.stamp import position_properties
+from spark_sink.stamp import clear_rebuild, position_properties, rebuild_properties
 from spark_sink.table import TargetColumn, TargetTable
 from spark_sink.types import convert, spark_type
 from spark_sink.write_mode import WriteMode
@@ -95,6 +95,10 @@ class IcebergWriter:
         # Of each source table whose snapshot began, as the last commit stamped it: every stamp carries it on.
         self.snapshot_progress: dict[str, TableProgress] = {}
         self._held_progress: dict[str, TableProgress] | None = None  # what the writes held on the branch stamp
+        # The target waits to be made anew (``canalbridge rebuild``; set by each read of its state): the next
+        # apply replaces it. Its mark is dropped once an apply after the replace published.
+        self.rebuild_pending = False
+        self._replaced = False
         self._reconnecting = threading.Lock()
 
     # -- TransactionWriter ----------------------------------------------------------------
@@ -165,6 +169,7 @@ class IcebergWriter:
                     self._publish()
                     if self._held_progress is not None:  # (the held writes' stamps carry it: now main's)
                         self.snapshot_progress, self._held_progress = self._held_progress, None
+                    self._rebuilt()
                 return
             self.live()  # (and this thread's active session: ANSI casts)
             if not self._ready or batch.target_columns != self._prepared_for:
@@ -193,6 +198,7 @@ class IcebergWriter:
             self.mode.write(frame, txn, properties, publish)
             if publish:
                 self.snapshot_progress, self._held_progress = progress, None
+                self._rebuilt()
             else:
                 self._held_progress = progress  # (what the held writes stamp lands only with them)
         except Exception as exc:
@@ -270,9 +276,17 @@ class IcebergWriter:
         except Exception as exc:  # a dead session must not hide the commit's own error
             self.log.debug("spark.drop_view_failed", error=str(exc))
 
+    def _rebuilt(self) -> None:
+        """An apply published: a table made anew for a rebuild holds the job's stamp, and its mark goes."""
+        if self._replaced:
+            clear_rebuild(self.table, self.job)
+            self._replaced = False
+            self.log.info("spark.rebuild_landed")
+
     def _prepare_table(self, batch: Layout) -> None:
         wanted = list(batch.target_columns)
-        if self.table.columns() is None:
+        replacing = self.rebuild_pending
+        if replacing or self.table.columns() is None:
             keys = set(key_names(batch))
             columns = [
                 TargetColumn(name, spark_type(source.mysql_type), name in keys)
@@ -280,8 +294,14 @@ class IcebergWriter:
             ]
             keyed_by = key_names(batch)
             self.table.create(columns + self.mode.own_target_columns(), keyed_by,
-                              identifier_fields=self.mode.identifier_fields(keyed_by))
-            self.log.info("spark.table_created", columns=len(columns))
+                              identifier_fields=self.mode.identifier_fields(keyed_by),
+                              replace=rebuild_properties(self.job) if replacing else None)
+            if replacing:  # (a replay finds it made anew: a failed apply is replayed into it)
+                self.table.drop_branch(self.branch)  # (Iceberg keeps it, at a snapshot main no longer has)
+                self.rebuild_pending, self._replaced = False, True
+                self.log.warning("spark.table_replaced", columns=len(columns), key=list(keyed_by))
+            else:
+                self.log.info("spark.table_created", columns=len(columns))
         self.table.validate(wanted + [c.name for c in self.mode.own_target_columns()])
         schema = {c.name.lower(): c for c in self.table.schema()}
         # A column a DDL added with a narrower type than its rows have (MySQL's REAL is a DOUBLE, sqlglot

@@ -49,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=commands.reset)
 
+    rebuild = sub.add_parser("rebuild", help="make one table's target anew from the source (a snapshot) while the "
+                                             "job's other tables stream on")
+    commands.add_config_argument(rebuild)
+    rebuild.add_argument("job")
+    rebuild.add_argument("table", help="schema.table, the source table of a channel named for it")
+    rebuild.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rebuild.set_defaults(handler=commands.rebuild)
+
     snapshot = sub.add_parser("snapshot", help="snapshot a running job's tables again (a re-sync), or the rows "
                                                "--where takes (a back-fill), and show the progress")
     commands.add_config_argument(snapshot)

@@ -1,4 +1,4 @@
-"""The daemon-facing subcommands: run, validate, status, pause, resume, stop, reset; and what the commands that
+"""The daemon-facing subcommands: run, validate, status, pause, resume, stop, reset, rebuild; and what the commands that
 ask the daemon share (loading the config, posting an action, a job's status from the daemon)."""
 
 from __future__ import annotations
@@ -148,15 +148,10 @@ def reset(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     what = (f"the channels writing {', '.join(args.channel)} of job {args.job}" if args.channel
             else f"every channel of job {args.job}")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            print(f"error: a reset makes {what} forget where they stood; confirm with --yes", file=sys.stderr)
-            return 1
-        answer = input(f"Forget where {what} stood, and the job's last ack? Whatever the source sends next "
-                       f"is applied. [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing reset")
-            return 1
+    if not args.yes and not confirmed(f"a reset makes {what} forget where they stood",
+                                      f"Forget where {what} stood, and the job's last ack? Whatever the source "
+                                      f"sends next is applied.", "nothing reset"):
+        return 1
     result = post_action(config, args.job, "reset", [("channel", target) for target in args.channel],
                          "a reset is done by the daemon: start it, and pause the job")
     if result is None:
@@ -164,6 +159,36 @@ def reset(args: argparse.Namespace) -> int:
     print(f"job {result['name']}: {result['state']}, reset ({what}); `canalbridge resume` applies what the "
           f"source sends from its cursor")
     return 0
+
+
+def rebuild(args: argparse.Namespace) -> int:
+    """``canalbridge rebuild JOB TABLE``: confirmed, then done by the daemon (which holds Spark)."""
+    config = load(args, secrets=False)
+    if config is None:
+        return EXIT_CONFIG
+    if not args.yes and not confirmed(f"a rebuild replaces the target of {args.table} with the source's rows",
+                                      f"Replace the target of {args.table} (job {args.job}) with a new table, and "
+                                      f"snapshot the source into it?", "nothing rebuilt"):
+        return 1
+    result = post_action(config, args.job, "rebuild", [("table", args.table)],
+                         "a rebuild is done by the daemon: start it")
+    if result is None:
+        return 1
+    print(f"job {result['name']}: {result['state']}, rebuilding {result['target']} from {result['tables'][0]}; "
+          f"`canalbridge status` shows its snapshot")
+    return 0
+
+
+def confirmed(does: str, question: str, declined: str) -> bool:
+    """Whether the person at the terminal says yes to ``question`` (what the command ``does`` is said when
+    there is no terminal to ask, ``declined`` when they say no)."""
+    if not sys.stdin.isatty():
+        print(f"error: {does}; confirm with --yes", file=sys.stderr)
+        return False
+    if input(f"{question} [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    print(declined)
+    return False
 
 
 def act(args: argparse.Namespace) -> int:

@@ -274,6 +274,14 @@ def _reset(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
     return {}
 
 
+def _rebuild(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
+    tables = params.get("table", ())
+    if len(tables) != 1:
+        raise JobStateError("a rebuild takes one table")
+    channel = job.rebuild(tables[0], functools.partial(daemon.forget_positions, job.name))
+    return {"tables": [channel.source], "target": channel.target}
+
+
 def _step_only(step: Callable[[SyncJob], None]) -> Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]:
     def run(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
         step(job)
@@ -287,6 +295,7 @@ ACTIONS: dict[str, JobAction] = {
     "resume": JobAction(frozenset(), _step_only(SyncJob.resume)),
     "stop": JobAction(frozenset(), _step_only(lambda job: job.cancel("stopped by user", FailKind.USER_CANCEL))),
     "reset": JobAction(frozenset({"channel"}), _reset),
+    "rebuild": JobAction(frozenset({"table"}), _rebuild),
     "snapshot": JobAction(frozenset({"table", "where"}), _snapshot),
     "cancel-snapshot": JobAction(frozenset(), _cancel("snapshot")),
     "verify": JobAction(frozenset({"table"}), _verify),

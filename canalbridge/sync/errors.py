@@ -64,6 +64,12 @@ class SnapshotError(SyncError):
         super().__init__(f"snapshot of table {table}: {message}")
 
 
+def rebuild_remedy(job: str, table: str) -> str:
+    """What to run when only a new target puts ``table`` back in line (a pause names it)."""
+    return (f"make the target anew from the source with `canalbridge rebuild {job} {table}` "
+            f"(docs/guide/operations.md#rebuild)")
+
+
 class SchemaChangeError(SyncError):
     """A DDL the target cannot follow (a narrowing type change, say): names the table, the DDL and its position."""
 

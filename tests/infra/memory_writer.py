@@ -83,6 +83,8 @@ class InMemoryWriter:
     maintenance_runs: int = 0
     state_reads: list[str] = field(default_factory=list)  # the name of the thread of each read_state()
     forgotten_commits: int = 0  # commits before a forget_position(): their positions are not read back
+    rebuild_marked: bool = False  # mark_rebuild() was called, and no commit landed since
+    replaced: int = 0  # times the table was made anew by a rebuild's first commit
     _maintaining: bool = False
     keep_changes: bool = False
     decode_raw: bool = False
@@ -117,6 +119,8 @@ class InMemoryWriter:
         with self._lock:
             self.state_reads.append(threading.current_thread().name)
             last = self.commits[-1] if len(self.commits) > self.forgotten_commits else None
+            if last is None and self.rebuild_marked:
+                return TargetState(rebuild=True)
             if last is None:
                 return TargetState(self.columns, aliases=dict(self.aliases), source_table=self.renamed_to)
             return TargetState(self.columns, last.end_position, last.label, last.behind, dict(self.aliases),
@@ -150,6 +154,14 @@ class InMemoryWriter:
     def forget_position(self) -> None:
         with self._lock:
             self.forgotten_commits = len(self.commits)
+            self.rebuild_marked = False
+
+    def mark_rebuild(self) -> bool:
+        with self._lock:
+            if self.columns is None and not self.commits:
+                return False
+            self.forgotten_commits, self.rebuild_marked = len(self.commits), True
+            return True
 
     def begin(self) -> None:
         with self._lock:
@@ -241,6 +253,10 @@ class InMemoryWriter:
 
     def _land(self, sealed: SealedInMemory, end_position: Position, label: str, behind: Position | None) -> None:
         """Make one applied transaction visible (the caller holds the lock)."""
+        if self.rebuild_marked:  # the first commit since: the table is made anew under it
+            self._table.clear()
+            self.replaced += 1
+            self.rebuild_marked = False
         count = 0
         for batch in sealed.staged:
             names, key_of = batch.target_columns, operator.itemgetter(*batch.key_indexes)

@@ -87,6 +87,11 @@ class Channel:
         # Read at start: how far the snapshot of each source table of this target came (the snapshot's thread
         # goes on from there).
         self.snapshot: Mapping[str, TableProgress] = {}
+        # Read at start: the target waits to be made anew (``canalbridge rebuild``). Until its rebuild window
+        # (``rebuild_window``, set by the Consumer at its close signal) closes, the Consumer drops the table's
+        # changes; once that window's transaction landed it clears this (Consumer thread).
+        self.rebuild_pending = False
+        self.rebuild_window: ChunkWindow | None = None
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
         self.schema = schema or SchemaSettings()
         self.entries_received = 0  # for metrics: written by the Consumer thread
@@ -111,6 +116,7 @@ class Channel:
             self.refill = Refill(state.refill, committed, held)
         self.source_table = state.source_table
         self.snapshot = state.snapshot
+        self.rebuild_pending = state.rebuild
         target = TargetSchema(self.settings, self.schema, self.sink.writer.before_images(), self._log)
         target.reset(state.columns, state.aliases)
         self._committer = Committer(self.source, self.sink, self._stop, self.maintenance, self._stall_timeout_s,
@@ -125,7 +131,8 @@ class Channel:
         )
         for thread in self._threads:
             thread.start()
-        self._log.info("channel.started", target=self.settings.target, committed=str(committed))
+        self._log.info("channel.started", target=self.settings.target, committed=str(committed),
+                       rebuild=state.rebuild or None)
 
     def join(self, timeout_s: float) -> bool:
         """Wait (after the job's stop event was set) for the threads to end; False if one is still busy."""

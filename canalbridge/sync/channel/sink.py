@@ -57,6 +57,9 @@ class TargetState:
     source_table: str | None = None  # ``schema.table``, if the channel followed its source through a RENAME
     # How far the snapshot of each source table (``schema.table``) came, as the last commit stamped it.
     snapshot: Mapping[str, TableProgress] = field(default_factory=dict)
+    # ``canalbridge rebuild`` marked the target to be made anew, and no commit of the job landed since: the
+    # columns are then None (the channel maps rows as for a new target) and the position too.
+    rebuild: bool = False
 
 
 class TargetReader(Protocol):
@@ -71,6 +74,11 @@ class TargetReader(Protocol):
     def forget_position(self) -> None:
         """From now on :meth:`read_state` finds no position committed before this call (``canalbridge
         reset``): what the source sends next is applied whatever the target holds."""
+
+    def mark_rebuild(self) -> bool:
+        """Mark the target to be made anew (``canalbridge rebuild``): from now on :meth:`read_state` finds no
+        position and says ``rebuild``, until a commit of the job lands; the first apply then replaces the
+        table with one of the rows' columns and key. False if the target does not exist."""
 
 
 class SealedTransaction(Protocol):

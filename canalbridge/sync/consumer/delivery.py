@@ -14,6 +14,12 @@ signal table go to no channel: they open and close chunk windows, and a
 closed window's chunk goes to its table's channel at the close signal's
 position. Changes of a table whose window is open are noted in it; a DDL
 on it spoils the window (the snapshot reads that chunk again).
+
+A channel whose target waits to be made anew (``canalbridge rebuild``) gets
+none of its table's entries until its rebuild window's close signal: the
+target is made anew there, and the snapshot that follows reads every row
+written before it. An abort opens the window again, and its replay drops
+the same entries again.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from canalbridge.sync.model.tracking import CommittedPositions
 from canalbridge.sync.routing.router import TableRouter
 from canalbridge.sync.schema.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
+from canalbridge.sync.snapshot.chunk_window import WindowState
 from canalbridge.sync.snapshot.windows import Windows
 
 
@@ -123,6 +130,8 @@ class Delivery:
                 windows.held_already(window)  # a commit that reported failure landed with it
             else:
                 window.channel = channel.source  # (what lands with that channel's commit)
+                if window.replaces:
+                    channel.rebuild_window = window  # (the table's entries reach the channel from here on)
                 channel.add_chunk(position, window)
                 self._stats.chunks_routed += 1
 
@@ -137,6 +146,10 @@ class Delivery:
         if channel is None:
             if missed:
                 self._second.fill(position, None)  # a table no channel syncs
+            return False
+        if channel.rebuild_pending and not _rebuilt(channel):
+            if missed:
+                self._second.fill(position, None)  # the snapshot after the rebuild's mark reads it
             return False
         done = self._committed.get(channel.source)
         if done is None or position > done or self._applies_again(channel, position, done, missed):
@@ -154,3 +167,14 @@ class Delivery:
                                           missed)
         self._stats.filled_in = self._second.filled_in
         return again
+
+
+def _rebuilt(channel: Channel) -> bool:
+    """Whether ``channel``'s rebuild window closed in the stream (its target is made anew there); once that
+    transaction landed, the channel is no longer waiting for it."""
+    window = channel.rebuild_window
+    if window is None or window.state not in (WindowState.CLOSED, WindowState.LANDED):
+        return False
+    if window.state is WindowState.LANDED:
+        channel.rebuild_pending, channel.rebuild_window = False, None
+    return True

@@ -30,6 +30,7 @@ from canalbridge.sync.channel.maintenance import MaintenanceRun
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.errors import JobStateError, ReceiverGaveUp, SyncError
 from canalbridge.sync.job.on_demand import OnDemand
+from canalbridge.sync.job.rebuild import channel_to_rebuild, mark_for_rebuild
 from canalbridge.sync.job.run import JobRun, RunContext
 from canalbridge.sync.job.start_retry import StartRetry
 from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
@@ -205,6 +206,39 @@ class SyncJob:
             self._update(fail=None)  # (what paused it is over: the operator chose where to start again)
             self._set_state(JobState.PAUSED, None)
             return chosen
+
+    def rebuild(self, table: str, forget: Callable[[tuple[ChannelRecord, ...]], None] | None = None,
+                ) -> ChannelRecord:
+        """PAUSED or RUNNING -> RUNNING: make the target of the channel named for ``table`` anew from the source
+        (:mod:`canalbridge.sync.job.rebuild`), while the other channels stream on. ``forget`` clears the
+        channel's position in the state store, under the job's lock. Returns the channel."""
+        with self._lock:
+            if self.state not in (JobState.PAUSED, JobState.RUNNING):
+                raise JobStateError(f"job {self.name} is {self.state.value}: only a paused or running job is rebuilt")
+            channel = channel_to_rebuild(self.settings, table)
+            busy = self.stuck
+            if busy:
+                raise JobStateError(f"job {self.name} cannot rebuild a table while threads of its last run are "
+                                    f"still busy ({', '.join(busy)}): a commit hangs in the target")
+            if self.state is JobState.RUNNING:
+                self._stop_run()
+                self._set_state(JobState.PAUSED, None)
+                if self.stuck:  # (a commit that hangs now: the mark waits for it)
+                    raise JobStateError(f"job {self.name} paused, and threads of its run are still busy "
+                                        f"({', '.join(self.stuck)}): rebuild once they ended")
+            mark_for_rebuild(channel, self._sink_for(channel))
+            self.committed.forget(channel.source)
+            records = self.record().channels
+            chosen = tuple(c for c in records if c.source == channel.source)
+            if forget is not None:
+                forget(chosen)
+            self._update(channels=tuple(replace(c, committed=None) if c.source == channel.source else c
+                                        for c in records))
+            self._log.warning("job.rebuild", table=channel.source, target=channel.target)
+            self._update(fail=None)
+            self._start_retry.cancel()
+            self.start()
+            return chosen[0] if chosen else ChannelRecord(channel.source, channel.target)
 
     def shutdown(self) -> tuple[str, ...]:
         """Stop the threads for a daemon shutdown, keeping the state to resume at next start.

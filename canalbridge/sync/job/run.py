@@ -108,6 +108,12 @@ class JobRun:
             for channel_settings in settings.channels:
                 if channel_settings.pattern is None:
                     self.open_channel(channel_settings)
+            waiting = [channel.settings.target for channel in self.channels if channel.rebuild_pending]
+            if waiting and (self._windows is None or self._snapshot is None):
+                # (its channel would drop the table's changes, waiting for a snapshot that never comes)
+                raise SnapshotError(waiting[0], "the target waits to be rebuilt (canalbridge rebuild), which reads "
+                                                "the table from the source: give the job [job.snapshot] with mode "
+                                                "\"initial\" or \"only\" again")
         except Exception:
             self.stop(settings.commit.stop_timeout_seconds)
             raise
@@ -185,15 +191,16 @@ class JobRun:
 
     def _snapshot_tables(self) -> list[SnapshotTable]:
         """The tables of the channels named for one table whose targets do not hold a finished snapshot of them,
-        with the progress they hold."""
+        with the progress they hold; those whose targets wait to be made anew (``canalbridge rebuild``) first."""
         if self._windows is None or self._snapshot is None:
             return []
         tables = []
         for channel in self.channels:
             progress = channel.snapshot.get(channel.source)
-            if progress is None or not progress.finished:
-                tables.append(SnapshotTable(*TableId.parse(channel.source), channel.settings.key, progress))
-        return tables
+            if channel.rebuild_pending or progress is None or not progress.finished:
+                tables.append(SnapshotTable(*TableId.parse(channel.source), channel.settings.key, progress,
+                                            rebuild=channel.rebuild_pending))
+        return sorted(tables, key=lambda table: not table.rebuild)
 
     def _rule_discovery(self) -> Callable[[SourceDb], list[SnapshotTable]] | None:
         """How the snapshot finds the tables the job's rules take that hold rows from before the stream (None:

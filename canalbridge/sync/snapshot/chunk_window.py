@@ -12,6 +12,12 @@ the replay routes the close signal again, and the keys seen so far still
 count (a replay routes the same changes again). An UPDATE that changes a
 key touches two keys: the old one (now gone) and the new one.
 
+A *rebuild* window (``replaces`` true) carries a mark (no row) whose
+channel replaces its target there: the target is made anew from the
+columns and key the source has at the open signal, and the channel
+applies its table's changes from the close signal on (those before it are
+the snapshot's to read).
+
 A *verify* window (``applies`` false, :mod:`canalbridge.sync.snapshot.verify`)
 carries no chunk into the target: its close signal only marks the point the
 target must reach before it is compared with the rows read, and it goes on
@@ -100,11 +106,12 @@ class ChunkWindow:
     Consumer thread; the snapshot's thread reads :attr:`state` once it is LANDED (see the job's hand-off)."""
 
     def __init__(self, window_id: str, table: TableId, key_columns: Sequence[str], *,
-                 applies: bool = True) -> None:
+                 applies: bool = True, replaces: bool = False) -> None:
         self.id = window_id
         self.table = table
         self.key_columns = tuple(key_columns)
         self.applies = applies  # False: a verify window, whose close signal carries no chunk
+        self.replaces = replaces  # True: a rebuild's mark, where the channel's target is made anew
         self.state = WindowState.REGISTERED
         self.label: str | None = None
         self.chunk: SnapshotChunk | None = None  # given before the close signal is written (Windows.ready)

@@ -28,7 +28,8 @@ class TableProgress:
     none yet), out of those through ``last`` (None: the table was empty). ``done`` is always a planned range's
     upper bound, the last one ``last`` itself, so a table is finished when they are equal. ``where``: the rows
     it takes, when it is a back-fill of some (``canalbridge snapshot --where``). ``rows``: rows of the chunks
-    landed so far, over every run of this snapshot."""
+    landed so far, over every run of this snapshot. ``planned`` False: a rebuild's first mark landed, and the keys are
+    planned after it (``last`` None then says nothing of the table)."""
 
     snapshot: str
     table: str
@@ -37,20 +38,24 @@ class TableProgress:
     key: tuple[str, ...] = ()  # the key's columns the values are of (a key changed since: the values say nothing)
     where: str | None = None
     rows: int = 0
+    planned: bool = True
 
     @property
     def finished(self) -> bool:
-        return self.last is None or self.done == self.last
+        return self.planned and (self.last is None or self.done == self.last)
 
     def advanced(self, done: KeyValues, rows: int = 0) -> TableProgress:
         """This progress once the chunk through ``done``, of ``rows`` rows, landed."""
-        return TableProgress(self.snapshot, self.table, self.last, done, self.key, self.where, self.rows + rows)
+        return TableProgress(self.snapshot, self.table, self.last, done, self.key, self.where, self.rows + rows,
+                             self.planned)
 
     def to_json(self) -> str:
         stored = {"snapshot": self.snapshot, "table": self.table, "last": _encode(self.last),
                   "done": _encode(self.done), "key": list(self.key), "rows": self.rows}
         if self.where is not None:
             stored["where"] = self.where
+        if not self.planned:
+            stored["planned"] = False  # (written only then: stamps of earlier versions read as planned)
         return json.dumps(stored, sort_keys=True)
 
     @classmethod
@@ -60,7 +65,8 @@ class TableProgress:
             where = stored.get("where")
             return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]),
                        tuple(str(column) for column in stored.get("key", ())), None if where is None else str(where),
-                       int(stored.get("rows", 0)))  # (none stored by versions before it)
+                       int(stored.get("rows", 0)),  # (none stored by versions before it)
+                       stored.get("planned", True) is not False)
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
 

@@ -78,7 +78,8 @@ class SnapshotTable:
     earlier snapshot of it came (None: it never began, or a new one is asked for). ``where``: a checked filter,
     for a new snapshot of only the rows it takes (one that resumes keeps its progress's). ``channel``: for a
     table a rule takes, the channel the rule makes for it (it opens when the stream meets the table, or its
-    first chunk)."""
+    first chunk). ``rebuild``: its target waits to be made anew (``canalbridge rebuild``): a mark replaces it
+    first, and the table's keys are planned only after that mark landed."""
 
     schema: str
     table: str
@@ -86,6 +87,7 @@ class SnapshotTable:
     progress: TableProgress | None = None
     where: str | None = None
     channel: ChannelSettings | None = None
+    rebuild: bool = False
 
     @property
     def name(self) -> str:
@@ -102,6 +104,12 @@ class SnapshotRunner(CancellableWorker):
     ``reconnect``: how a source that went away is tried again (None: not at
     all, the job pauses at once). ``discover``: more tables to snapshot, found
     in the source at the first connection (the tables rules take).
+
+    A table to ``rebuild`` gets a mark in a rebuild window first (with
+    those of ``announce``): its channel makes its target anew at the mark's
+    close signal and drops the table's changes before it, so the keys are
+    planned only once the mark landed (a row written before the close
+    signal is read, whatever its key).
 
     A cancel reads no more: a chunk whose close signal is written still
     lands (only a stop ends the wait for it: its rows are the commit's until
@@ -177,6 +185,7 @@ class SnapshotRunner(CancellableWorker):
                 if self._announce:
                     self._announce_all(db, signals)
                     self._announce = False  # (landed: a reconnect goes on with it)
+                self._mark_rebuilds(db, signals)
                 for each in self.tables:
                     if self._halted():
                         raise _Halted()
@@ -231,6 +240,16 @@ class SnapshotRunner(CancellableWorker):
             self._land_mark(db, signals, table, key, progress)
         self._log.info("snapshot.announced", tables=[table.name for table in self.tables])
 
+    def _mark_rebuilds(self, db: SourceDb, signals: SignalTable) -> None:
+        """Land the mark of each table to rebuild that has none yet: its channel makes the target anew there."""
+        for table in self.tables:
+            if not table.rebuild or table.name in self._progress:
+                continue  # (a reconnect goes on after the mark that landed)
+            key = table_key(db, table.schema, table.table, table.key)
+            progress = TableProgress(self.snapshot_id, table.name, None, key=key.names, planned=False)
+            self._land_mark(db, signals, table, key, progress, replaces=True)
+            self._log.info("snapshot.rebuild_marked", table=table.name, key=list(key.names))
+
     def _mark_cancelled(self, db: SourceDb, signals: SignalTable) -> None:
         """Land a mark (no row, the progress finished) for each table not finished: the one being read and
         those not begun. A table whose mark cannot land (its key cannot be read) is left: a restart takes it
@@ -259,10 +278,11 @@ class SnapshotRunner(CancellableWorker):
         self._log.warning("snapshot.cancelled", tables=cancelled)
 
     def _land_mark(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
-                   progress: TableProgress) -> None:
-        """Land ``progress`` in the table's target with no row (read nothing between its signals)."""
+                   progress: TableProgress, *, replaces: bool = False) -> None:
+        """Land ``progress`` in the table's target with no row (read nothing between its signals); ``replaces``:
+        in a rebuild window."""
         for _ in range(2):  # (a DDL spoiled it: once more, as the table is now)
-            read = self._read(db, signals, table, key, [], progress)
+            read = self._read(db, signals, table, key, [], progress, replaces=replaces)
             try:
                 self._close(signals, read)
             except BaseException:
@@ -294,8 +314,9 @@ class SnapshotRunner(CancellableWorker):
                 self._log.warning("snapshot.key_changed", table=table.name, was=list(progress.key),
                                   now=list(key.names))
                 progress = None  # its key values are another key's: the table's snapshot starts over
-            if progress is None:
-                progress = TableProgress(self.snapshot_id, table.name, planner.last_key(), key=key.names, where=where)
+            if progress is None or not progress.planned:  # (a rebuild's: planned once its mark landed)
+                progress = TableProgress(self.snapshot_id if progress is None else progress.snapshot, table.name,
+                                         planner.last_key(), key=key.names, where=where)
             self._progress[table.name] = progress
             if progress.finished:
                 self._status[table.name] = SnapshotStatus("finished", last=key_text(progress.last))
@@ -363,10 +384,11 @@ class SnapshotRunner(CancellableWorker):
                 self._drop(read)
 
     def _read(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
-              ranges: Sequence[KeyRange], progress: TableProgress) -> _Read:
+              ranges: Sequence[KeyRange], progress: TableProgress, *, replaces: bool = False) -> _Read:
         """Open a window for ``ranges`` and read them; their close signal is for :meth:`_close`."""
         # The table as the server spells it, which the binlog's headers do.
-        window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", TableId(key.schema, key.table), key.names)
+        window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", TableId(key.schema, key.table), key.names,
+                             replaces=replaces)
         self.windows.register(window)
         read = _Read(window, progress)
         started = time.monotonic()

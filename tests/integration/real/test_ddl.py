@@ -9,7 +9,9 @@ kept in the target, as by default, and left out of the comparison).
 With the history off, Canal reads a table's columns from the live database
 when it first meets the table and again after each DDL, so those tests let
 Canal catch up (the job acks what was written) before the next DDL runs;
-the tests of that mode then show what happens when it cannot. With it on
+the tests of that mode then show what happens when it cannot, and how
+`canalbridge rebuild` puts back in line a table whose new key Canal
+reported on rows from before its DDL. With it on
 (H2 files, or tables in a MariaDB database), Canal restarts after it
 parsed a whole run of DDLs that nothing acked, and the rows it parses again
 carry the columns of their place in the binlog. A type change Iceberg
@@ -26,12 +28,17 @@ import pytest
 
 from canalbridge.devkit.entries import ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2
+from canalbridge.source_db import SourceDb
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import JobState, SyncJob
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SchemaSettings, SnapshotSettings
+from canalbridge.sync.snapshot.source import SnapshotSource
+from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.identifiers import quote_table
 from spark_sink.sink import make_sink
+from spark_sink.table import TargetTable
 from tests.daemon_process import daemon_log, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import HISTORY_H2, HISTORY_MYSQL, HISTORY_OFF, CanalDestination, CanalServer
@@ -48,6 +55,7 @@ ROW_EVENTS = (EntryProtocol_pb2.EventType.INSERT, EntryProtocol_pb2.EventType.UP
               EntryProtocol_pb2.EventType.DELETE)
 
 COMMIT = CommitSettings(interval_seconds=0.2, min_events=1, min_bytes=1, retries=0)
+SIGNALS = "canalbridge_signal"
 
 
 def iceberg_job(spark, spark_settings, canal, db: str, schema: SchemaSettings | None = None, *,
@@ -317,6 +325,81 @@ def test_with_the_history_off_canal_stalls_on_a_row_from_before_a_drop_column(hi
         rows = [e for e in reader.get_without_ack(1000, 500).entries if e.entryType == ROWDATA
                 and row_change(e).eventType in ROW_EVENTS]
     assert rows == []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("history", [HISTORY_OFF])
+def test_a_key_canal_reported_before_its_ddl_pauses_naming_the_rebuild_which_puts_the_table_back_in_line(
+        history_destination, mariadb, spark, spark_settings, history):
+    """With the history off, Canal attaches the key of the live table to rows from before the DDL that made it:
+    the job pauses, naming `canalbridge rebuild`, which makes the target anew with the new key and snapshots the
+    table into it while the other table streams on."""
+    db = "ddl_rebuild"
+    user = f"{db}_user"
+    canal = history_destination(history, db, setup=[
+        "CREATE TABLE `order` (oid INT NOT NULL, v INT NOT NULL, note VARCHAR(10), PRIMARY KEY (oid))",
+        "CREATE TABLE other (id INT PRIMARY KEY, n INT)",
+        "INSERT INTO `order` VALUES " + ", ".join(f"({i}, 1, 'before')" for i in range(1, 41)),
+        SIGNAL_TABLE_DDL.format(table=SIGNALS)])
+    mariadb.snapshot_user(user, "rebuild-secret", db, SIGNALS)
+    snapshot = SnapshotSettings(host=mariadb.host, port=mariadb.port, user=user, password="rebuild-secret",
+                                signal_table=f"{db}.{SIGNALS}", chunk_rows=10, parallelism=1)
+    settings = JobSettings(db, canal.canal_settings(db, poll_timeout_ms=50, batch_size=64),
+                           (ChannelSettings(f"{db}.order", f"lake.{db}.order"),
+                            ChannelSettings(f"{db}.other", f"lake.{db}.other")), COMMIT, snapshot=snapshot)
+    source_db = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, user, "rebuild-secret"),
+                               SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, user,
+                                                                          "rebuild-secret")))
+    source = Source(mariadb, db, (), seed=9)
+
+    def new_job() -> SyncJob:
+        return SyncJob(settings, lambda channel: make_sink(spark, channel, db, spark_settings), snapshot=source_db)
+
+    job = new_job()
+    job.start()
+    try:
+        assert job.snapshot is not None and eventually(job.snapshot.finished.is_set, 180), job.fail_message
+        source.sql("INSERT INTO other VALUES (1, 1)")
+        source.commit()
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    canal.stop()  # Canal meets the table again after its start, with the key the live table has by then
+    for statement in ["UPDATE `order` SET note = 'changed' WHERE oid = 3", "INSERT INTO `order` VALUES (41, 1, 'x')",
+                      "DELETE FROM `order` WHERE oid = 5", "INSERT INTO other VALUES (2, 2)",
+                      "ALTER TABLE `order` DROP PRIMARY KEY, ADD PRIMARY KEY (oid, v)",
+                      "INSERT INTO `order` VALUES (41, 2, 'y')", "UPDATE other SET n = 20 WHERE id = 2"]:
+        source.sql(statement)
+        source.commit()
+    canal.start()
+    job = new_job()
+    job.start()
+    try:
+        assert job.wait_state(JobState.PAUSED, 120), f"{job.state} {job.stats}"
+        message = job.fail_message.text
+        assert "keyed by (oid, v)" in message and f"canalbridge rebuild {db} {db}.order" in message, message
+        job.rebuild(f"{db}.order")
+        assert job.state is JobState.RUNNING
+        # Changes of both tables while the target is made anew and read again.
+        for statement in ["INSERT INTO other VALUES (3, 3)", "INSERT INTO `order` VALUES (42, 7, 'during')",
+                          "UPDATE `order` SET note = 'during' WHERE oid = 10 AND v = 1",
+                          "DELETE FROM `order` WHERE oid = 41 AND v = 1"]:
+            source.sql(statement)
+            source.commit()
+        assert job.snapshot is not None and eventually(
+            lambda: job.snapshot.finished.is_set() or job.state is not JobState.RUNNING, 180), job.fail_message
+        assert job.state is JobState.RUNNING, job.fail_message
+        caught_up(job, mariadb)
+    finally:
+        job.shutdown()
+    int_ = "int(11)"
+    assert_target_equals_source(spark, source, TableDef(db, "order", (
+        ColumnDef.of("oid", int_, is_key=True), ColumnDef.of("v", int_, is_key=True),
+        ColumnDef.of("note", "varchar(10)"))), f"lake.{db}.order")
+    assert_target_equals_source(spark, source, TableDef(db, "other", (
+        ColumnDef.of("id", int_, is_key=True), ColumnDef.of("n", int_))), f"lake.{db}.other")
+    properties = TargetTable(spark, f"lake.{db}.order").properties()
+    assert properties["canalbridge.primary-key"] == '["oid", "v"]', properties
 
 
 @pytest.mark.spark

@@ -89,6 +89,11 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         refused = cli("reset", "-c", str(config), "shop", "--yes")
         assert refused.returncode == 1 and "shop is RUNNING: pause it before a reset" in refused.stderr
         assert "job shop: PAUSED" in cli("pause", "-c", str(config), "shop").stdout
+        # (A rebuild reads the table again from the source: this job has no [job.snapshot] to do it with.)
+        unconfirmed = cli("rebuild", "-c", str(config), "shop", "shop.orders")
+        assert unconfirmed.returncode == 1 and "confirm with --yes" in unconfirmed.stderr
+        no_snapshot = cli("rebuild", "-c", str(config), "shop", "shop.orders", "--yes")
+        assert no_snapshot.returncode == 1 and "add [job.snapshot]" in no_snapshot.stderr, no_snapshot.stderr
         unconfirmed = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.orders")
         assert unconfirmed.returncode == 1 and "confirm with --yes" in unconfirmed.stderr
         unknown = cli("reset", "-c", str(config), "shop", "--channel", "lake.cli.nosuch", "--yes")

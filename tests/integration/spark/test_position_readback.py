@@ -228,3 +228,35 @@ def test_restarted_job_applies_the_rolled_back_changes_again(spark, spark_settin
     expected = workload.expected[tables[0].qualified]
     assert read_typed(spark, target, tables[0]) == expected_typed(tables[0], expected.rows.values()), \
         "the rolled-back changes were not applied again"
+
+
+def test_a_table_marked_for_a_rebuild_is_made_anew_by_its_first_commit_keeping_the_old_in_its_history(
+        spark, spark_settings):
+    # `canalbridge rebuild`: the source's key changed to (id, v) behind the job's back.
+    target = "lake.readback_rebuild.t"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(sink, "l1", position(100), (1, "a"), (2, "b"))
+    old = current_snapshot(spark, target)[0]
+
+    assert sink.state.mark_rebuild()
+    assert make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings).state.read_state().rebuild
+    restarted = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    state = restarted.state.read_state()
+    assert (state.rebuild, state.columns, state.position) == (True, None, None)
+    keyed = (SourceColumn("id", "int(11)", 4, True), SourceColumn("v", "int(11)", 4, True),
+             SourceColumn("name", "varchar(32)", 12, False))
+    restarted.writer.begin()
+    restarted.writer.send(RowBatch("db.t", ("id", "v", "name"), keyed, (0, 1), (
+        ChangeRow(ChangeKind.INSERT, ("1", "1", "x"), position(300)),
+        ChangeRow(ChangeKind.INSERT, ("1", "2", "y"), position(300)))))
+    restarted.writer.commit(position(300), "l3")
+
+    rows = spark.table(quote_table(target)).orderBy("id", "v").collect()
+    assert [tuple(row) for row in rows] == [(1, 1, "x"), (1, 2, "y")], "the old rows went with the old table"
+    properties = TargetTable(spark, target).properties()
+    assert properties["canalbridge.primary-key"] == '["id", "v"]'
+    assert not any(key.startswith("canalbridge.rebuild.") for key in properties)
+    assert old in snapshots_by_time(spark, target) and old not in ancestors(
+        spark, target, current_snapshot(spark, target)[0])
+    again = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings).state.read_state()
+    assert (again.rebuild, again.position) == (False, position(300))

@@ -98,3 +98,11 @@ def test_a_merged_targets_snapshot_adds_its_tables_up_and_reads_until_the_last_i
     assert combined([done, done]).phase == "finished" and combined([done, done]).seconds_left is None
     assert combined([done, SnapshotStatus("cancelled")]).phase == "cancelled"
     assert combined([done, SnapshotStatus("gone")]).phase == "finished", "a dropped shard leaves nothing to do"
+
+
+def test_a_rebuilds_progress_before_its_keys_are_planned_is_not_finished_and_reads_back_as_such():
+    unplanned = TableProgress("s1", "db.t", None, key=("id",), planned=False)
+    assert not unplanned.finished
+    assert TableProgress.from_json(unplanned.to_json()) == unplanned
+    assert "planned" not in TableProgress("s1", "db.t", None).to_json()  # (stamps of earlier versions read alike)
+    assert TableProgress.from_json(TableProgress("s1", "db.t", None).to_json()).finished

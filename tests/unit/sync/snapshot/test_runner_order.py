@@ -348,3 +348,32 @@ def test_a_close_signal_the_server_took_though_its_answer_was_lost_lands_its_chu
     assert run(played) == []
     assert [event[0] for kind, event in played.events if kind == "read"] == [(2,), (4,), (6,), (8,), (10,)]
     assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
+
+
+def test_a_table_to_rebuild_lands_a_mark_that_replaces_its_target_and_plans_its_keys_only_after_it(played,
+                                                                                                   monkeypatch):
+    planned_at: list[int] = []  # the events before each plan of the table's keys
+    windows: list = []
+
+    class Planner(FakePlanner):
+        def last_key(self) -> tuple[int]:
+            planned_at.append(len(played.events))
+            return super().last_key()
+
+    made = runner_module.ChunkWindow
+
+    def window(*args, **kwargs):
+        windows.append(made(*args, **kwargs))
+        return windows[-1]
+
+    monkeypatch.setattr(runner_module, "ChunkPlanner", Planner)
+    monkeypatch.setattr(runner_module, "ChunkWindow", window)
+    assert run(played, tables=[SnapshotTable(*TABLE, rebuild=True)]) == []
+    assert [w.replaces for w in windows] == [True, False, False, False, False, False]
+    assert next(event for kind, event in played.events if kind == "read") is None  # (the mark reads nothing)
+    assert [done for kind, done in played.events if kind == "landed"] == [None, (2,), (4,), (6,), (8,), (10,)]
+    mark_landed = next(index for index, (kind, _) in enumerate(played.events) if kind == "landed")
+    # A row written before the mark's close signal, whatever its key, is below the last key planned.
+    assert planned_at and all(at > mark_landed for at in planned_at)
+    assert windows[0].chunk.count == 0 and not windows[0].chunk.progress.planned  # (a restart plans them then)
+    assert played.runner.status()["db.t"].phase == "finished"
