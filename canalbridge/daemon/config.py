@@ -266,6 +266,19 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
     if "channel" in values and not values["channel"]:
         problems.append(f"{where}.channel: at least one [[job.channel]] is required")
 
+    # (By the keys the file gave: a value the walk refused was named already.)
+    given = set(values["canal"]) if isinstance(values.get("canal"), dict) else set()
+    if "canal" not in values:
+        pass  # (a Kafka job, or none: said above)
+    elif "zk_servers" in given and given & {"host", "port"}:
+        problems.append(f"{where}.canal: set host and port (one Canal server) or zk_servers (an HA cluster), not both")
+    elif "zk_servers" not in given:
+        for key in ("host", "port"):
+            if key not in given:
+                problems.append(f"{where}.canal.{key}: missing required key (or zk_servers, for a Canal HA cluster)")
+    elif "zk_servers" in canal:
+        canal.setdefault("host", "")
+        canal.setdefault("port", 0)
     if "password" in canal and "password_env" in canal:
         problems.append(f"{where}.canal: set password or password_env, not both")
     elif "password_env" in canal:

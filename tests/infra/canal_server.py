@@ -52,6 +52,8 @@ from tests.infra.processes import (
 # Canal's parser logs this (INFO, MysqlConnection) when it sends the binlog
 # dump command, after it found its start position: the destination is live.
 PARSER_READY = "COM_BINLOG_DUMP with position"
+# Our launcher logs this once the server listens: in an HA cluster a standby server is ready then, running nothing.
+LISTENING = "canal server listening on"
 
 
 def canal_passwd(password: str) -> str:
@@ -146,9 +148,13 @@ class CanalServer(ServiceProcess):
         kafka: KafkaMode | None = None,
         history: str = HISTORY_H2,
         history_db: MariaDBServer | None = None,
+        zookeeper: str | None = None,
+        pinned: Mapping[str, tuple[str, int, int]] | None = None,
     ) -> None:
         """``history_db``: where a :data:`HISTORY_MYSQL` history lives (default: ``mariadb``, the source; then
-        Canal's own writes to it are transactions in the binlog it reads)."""
+        Canal's own writes to it are transactions in the binlog it reads). ``zookeeper``: a server of an HA
+        cluster, with ``canal.zkServers`` and the cursors there (Canal's default-instance.xml); ``pinned``: the
+        start positions of another server of the cluster, which every server must share."""
         if history not in HISTORIES:
             raise ValueError(f"history {history!r}: one of {', '.join(HISTORIES)}")
         self.root_dir = Path(root_dir).resolve()
@@ -175,7 +181,8 @@ class CanalServer(ServiceProcess):
         self.history_database = f"canal_tsdb_{next(_HISTORY_DATABASES)}" if history == HISTORY_MYSQL else ""
         self._history_password = os.urandom(8).hex()
         self._history_ready = False
-        self._pinned: dict[str, tuple[str, int, int]] = {}
+        self.zookeeper = zookeeper
+        self._pinned: dict[str, tuple[str, int, int]] = dict(pinned or {})
         self._process: subprocess.Popen[bytes] | None = None
 
     def __repr__(self) -> str:  # never shows the password
@@ -318,9 +325,18 @@ class CanalServer(ServiceProcess):
         )
 
     def canal_settings(self, destination: str, **options: Any) -> CanalSettings:
-        """A sync job's settings for ``destination`` on this server, with its client credentials."""
+        """A sync job's settings for ``destination`` on this server (on its cluster, in HA), with its client
+        credentials."""
+        if self.zookeeper is not None:
+            return CanalSettings("", 0, destination, username=self.user, password=self._password,
+                                 zk_servers=self.zookeeper, **options)
         return CanalSettings(self.host, self.port, destination, username=self.user, password=self._password,
                              **options)
+
+    @property
+    def pinned(self) -> dict[str, tuple[str, int, int]]:
+        """Each destination's start position (file, offset, time), as another server of a cluster must have it."""
+        return dict(self._pinned)
 
     # -- internals ----------------------------------------------------------------
 
@@ -340,6 +356,8 @@ class CanalServer(ServiceProcess):
                 text = log.read().decode("utf-8", "replace")
         except OSError:
             return False
+        if self.zookeeper is not None:  # (a standby runs no destination: the cluster decides who does)
+            return LISTENING in text
         ready = {
             match.group(1) for match in re.finditer(r"\[([A-Za-z0-9_-]+)\][^\n]*" + PARSER_READY, text)
         }
@@ -362,6 +380,9 @@ class CanalServer(ServiceProcess):
             "canal.instance.binlog.format": "ROW",
             "canal.instance.binlog.image": "FULL",
             **self._history_properties(),
+            **({"canal.zkServers": self.zookeeper,
+                "canal.instance.global.spring.xml": "classpath:spring/default-instance.xml"}
+               if self.zookeeper is not None else {}),
             **(self.kafka.server_properties() if self.kafka is not None else {}),
             **self.server_properties,
         }

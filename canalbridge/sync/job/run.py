@@ -288,8 +288,10 @@ class JobRun:
         threads: list[Worker | Channel] = [*self._workers, *list(self.channels)]
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
-        if self.heartbeat is not None and not self.heartbeat.join(max(deadline - time.monotonic(), 0.0)):
+        heartbeat = self.heartbeat
+        if heartbeat is not None and not heartbeat.join(max(deadline - time.monotonic(), 0.0)):
             self._log.warning("heartbeat.left_writing")  # (not stuck: nothing of the job waits for it)
+            self.heartbeat = None  # (said once: a later join of this run does not wait for it again)
         return self.still_running()
 
     def still_running(self) -> tuple[str, ...]:

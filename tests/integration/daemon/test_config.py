@@ -179,6 +179,19 @@ def test_missing_required_key(tmp_path):
         tmp_path, VALID.replace('destination = "example"\n', ""))
 
 
+def test_a_canal_ha_cluster_is_named_by_its_zookeeper_servers_instead_of_host_and_port(tmp_path):
+    cluster = VALID.replace('host = "127.0.0.1"\nport = 11111', 'zk_servers = "10.0.0.1:2181,10.0.0.2:2181"')
+    source = load_config(write(tmp_path, cluster), {}).jobs[0].source
+    assert source.zk_servers == "10.0.0.1:2181,10.0.0.2:2181"
+    assert source.address == "zookeeper 10.0.0.1:2181,10.0.0.2:2181"
+    assert source.public("***")["zk_servers"] == "10.0.0.1:2181,10.0.0.2:2181" and "host" not in source.public("*")
+    both = VALID.replace('port = 11111', 'port = 11111\nzk_servers = "10.0.0.1:2181"')
+    assert problems(tmp_path, both) == [
+        "job[0].canal: set host and port (one Canal server) or zk_servers (an HA cluster), not both"]
+    assert problems(tmp_path, VALID.replace('port = 11111\n', "")) == [
+        "job[0].canal.port: missing required key (or zk_servers, for a Canal HA cluster)"]
+
+
 def test_missing_password_env_variable(tmp_path):
     text = VALID.replace('password = "secret-in-file"', 'password_env = "NO_SUCH_VARIABLE"')
     assert problems(tmp_path, text) == [

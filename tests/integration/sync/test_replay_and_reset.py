@@ -14,7 +14,7 @@ import pytest
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
-from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.errors import JobStateError, SnapshotError
 from canalbridge.sync.job.job import JobState
 
 from .harness import Harness, job_settings
@@ -93,3 +93,15 @@ def test_a_reset_needs_a_paused_job_and_a_target_of_its_own(dev_server_factory):
     with pytest.raises(JobStateError, match="pause it before a reset"):
         harness.job.reset()
     harness.job.pause()
+
+
+def test_a_target_waiting_for_a_rebuild_keeps_a_job_without_a_snapshot_from_starting(dev_server_factory):
+    # Its channel would drop the table's changes, waiting for a snapshot that never comes.
+    harness = _synced(dev_server_factory)
+    marked = sorted(harness.writers)[0]
+    with pytest.raises(JobStateError, match=r"add \[job.snapshot\]"):
+        harness.job.rebuild(marked)  # (the command refuses such a job)
+    assert harness.writers[marked].mark_rebuild()  # (marked by a run of the job that had one)
+    with pytest.raises(SnapshotError, match="waits to be rebuilt"):
+        harness.job.resume()
+    assert harness.job.state is JobState.PAUSED and f"lake.{marked}" in harness.job.fail_message.text

@@ -12,6 +12,12 @@ The Consumer calls :meth:`take`, :meth:`ack_through` and :meth:`rollback`;
 none of them blocks on the network. Each batch it takes carries the epoch
 it belongs to; a rollback or reconnect starts a new epoch and voids every
 batch handed out before it.
+
+A job on a Canal HA cluster (``zk_servers``) asks ZooKeeper at each
+(re)connect which server runs the destination
+(:class:`~canalbridge.canal.cluster.CanalCluster`), and before each
+exchange whether another one runs it now: then it reconnects there, and the
+new server goes on from the cursor the cluster keeps.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import structlog
 
 from canalbridge.canal import CanalBatch, CanalConnector, CanalError
+from canalbridge.canal.cluster import CanalCluster, CanalClusterError, ServerAddress
 from canalbridge.sync.errors import CanalContinuityError, SourceChangedError
 from canalbridge.sync.model.position import EntryPosition, Position, PositionRange
 from canalbridge.sync.model.record import PartitionRecord
@@ -40,9 +47,10 @@ class CanalLink:
     marks_transactions = True
 
     def __init__(self, job: str, connector: CanalConnector, canal: CanalSettings, subscribe_filter: str,
-                 capacity: int, acks: AckState, *, get_size: GetSize) -> None:
+                 capacity: int, acks: AckState, *, get_size: GetSize, cluster: CanalCluster | None = None) -> None:
         self.job = job
         self.connector = connector
+        self.cluster = cluster
         self.canal = canal
         self.get_size = get_size  # (the Receiver's thread's alone)
         self.store_get_size = get_size.limit  # the cap on every get: what bounds the store the policy plans for
@@ -62,6 +70,10 @@ class CanalLink:
     def open(self) -> None:
         """Connect and subscribe; everything handed out before is void and Canal is rolled back first."""
         self.connector.disconnect()
+        if self.cluster is not None:
+            server = self.cluster.running_server()
+            self.connector.host, self.connector.port = server.host, server.port
+            self._log.info("canal.running_server", server=str(server))
         self.connector.connect()
         self.connector.subscribe(self.subscribe_filter)
         with self._cond:
@@ -86,6 +98,11 @@ class CanalLink:
         fails (the caller reconnects) and :class:`CanalContinuityError` when
         Canal keeps serving batches that cannot be proven contiguous.
         """
+        if self.cluster is not None:
+            moved = self.cluster.moved(ServerAddress(self.connector.host, self.connector.port))
+            if moved is not None:  # (what was taken from the old server is replayed by the new one)
+                raise CanalClusterError(f"the destination moved to {moved}", address=self.canal.address,
+                                        destination=self.canal.destination)
         with self._cond:
             acks = self._ledger.acks_to_send()
             rollback = self._ledger.rollback_due
@@ -191,6 +208,8 @@ class CanalLink:
         """Wake every waiter for good and drop the connection (wakes a GET waiting on Canal)."""
         self._handoff.close()
         self.connector.disconnect()
+        if self.cluster is not None:
+            self.cluster.close()
 
     def snapshot_refusal(self) -> str | None:
         return None  # one stream, in the binlog's order
@@ -210,5 +229,7 @@ def open_link(setup: LinkSetup, canal: CanalSettings) -> CanalLink:
     job = setup.job
     connector = CanalConnector(canal.host, canal.port, canal.destination, username=canal.username,
                                password=canal.password, client_id=canal.client_id)
+    cluster = (CanalCluster(canal.zk_servers, canal.destination, canal.client_id) if canal.zk_servers
+               else None)
     return CanalLink(job.name, connector, canal, job.canal_filter, job.commit.queue_batches, setup.acks,
-                     get_size=GetSize.of(canal, job.commit))
+                     get_size=GetSize.of(canal, job.commit), cluster=cluster)

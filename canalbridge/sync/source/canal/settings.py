@@ -16,10 +16,12 @@ class CanalSettings:
     properties). Canal's store settings, which decide when commits are cut, are kept in :class:`CommitSettings`."""
 
 
-    host: str = setting(doc="the Canal server's host", check=non_empty)
-    port: int = setting(doc="the Canal server's port (`canal.port`)", check=port)
-    destination: str = setting(doc="the Canal destination (instance) to read; one job per host:port and "
-                                   "destination", check=non_empty)
+    host: str = setting(doc="the Canal server's host; not with `zk_servers`", check=non_empty, required=False,
+                        default_text="(none: with `zk_servers`, ZooKeeper names the server)")
+    port: int = setting(doc="the Canal server's port (`canal.port`); not with `zk_servers`", check=port,
+                        required=False, default_text="(none: with `zk_servers`, ZooKeeper names the server)")
+    destination: str = setting(doc="the Canal destination (instance) to read; one job per Canal server (or "
+                                   "cluster) and destination", check=non_empty)
     username: str = setting("", doc="Canal's `canal.user`")
     password: str = setting("", doc="Canal's password (`canal.passwd` holds its SHA1(SHA1)); prefer "
                                     "`password_env`", secret=True)
@@ -35,6 +37,10 @@ class CanalSettings:
     poll_timeout_ms: int = setting(1000, doc="how long a get may wait on the server for a full batch",
                                    check=positive)
     debug: bool = setting(False, doc="log a summary of every batch and every row (Doris's `printSummary`)")
+    zk_servers: str | None = setting(None, check=non_empty,
+                                     doc="the ZooKeeper servers of a Canal HA cluster (its `canal.zkServers`, "
+                                         "`host:port,host:port`), instead of `host` and `port`: the job reads the "
+                                         "destination from the server running it and follows a failover")
 
     KIND: ClassVar[str] = "canal"
     SECTION: ClassVar[str] = f"job.{KIND}"
@@ -43,7 +49,8 @@ class CanalSettings:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        """Where the job reads, as logs and errors name it."""
+        return f"zookeeper {self.zk_servers}" if self.zk_servers else f"{self.host}:{self.port}"
 
     def fetch_size(self, commit: CommitSettings) -> int:
         """How much one get asks of Canal: ``batch_size``, but at most a quarter of its store (in the store's
@@ -56,14 +63,16 @@ class CanalSettings:
 
     @property
     def identity(self) -> tuple[object, ...]:
-        return ("canal", self.host, self.port, self.destination)
+        return ("canal", self.zk_servers or self.host, None if self.zk_servers else self.port, self.destination)
 
     def already_read(self, by: str) -> str:
         return (f"{self.address} destination {self.destination!r} is already read by {by}; Canal keeps one ack "
                 "cursor per destination")
 
     def public(self, mask: str) -> dict[str, Any]:
-        return {"host": self.host, "port": self.port, "destination": self.destination, "username": self.username,
+        where: dict[str, Any] = ({"zk_servers": self.zk_servers} if self.zk_servers
+                                 else {"host": self.host, "port": self.port})
+        return {**where, "destination": self.destination, "username": self.username,
                 "password": mask if self.password or self.password_env else "", "client_id": self.client_id,
                 "batch_size": self.batch_size, "debug": self.debug}
 

@@ -8,9 +8,11 @@
  * nothing of the server side of 1.1.8. This class does what the deployer does
  * for the configurations users run: tcp or kafka mode, no admin port, file or
  * memory meta (file-instance.xml's FileMixedMetaManager, so a restart resumes
- * from meta.dat), a memory store, a MySQL binlog parser, and the schema
- * history (tsdb) in H2 or MySQL as Canal ships it (TableHistory.java).
- * Everything else is Canal's own code.
+ * from meta.dat), or an HA pair behind ZooKeeper (canal.zkServers: the running
+ * server of each destination elected there, default-instance.xml's
+ * PeriodMixedMetaManager keeping the cursors there), a memory store, a MySQL
+ * binlog parser, and the schema history (tsdb) in H2 or MySQL as Canal ships
+ * it (TableHistory.java). Everything else is Canal's own code.
  *
  * It reads the deployer's files and key names: CONF_DIR/canal.properties, then
  * CONF_DIR/DESTINATION/instance.properties over it, then -Dkey=value over both,
@@ -36,6 +38,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import com.alibaba.otter.canal.common.alarm.LogAlarmHandler;
+import com.alibaba.otter.canal.common.zookeeper.ZkClientx;
+import com.alibaba.otter.canal.common.zookeeper.ZookeeperPathUtils;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningData;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningListener;
 import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningMonitor;
@@ -48,6 +52,8 @@ import com.alibaba.otter.canal.instance.spring.CanalInstanceWithSpring;
 import com.alibaba.otter.canal.meta.CanalMetaManager;
 import com.alibaba.otter.canal.meta.FileMixedMetaManager;
 import com.alibaba.otter.canal.meta.MemoryMetaManager;
+import com.alibaba.otter.canal.meta.PeriodMixedMetaManager;
+import com.alibaba.otter.canal.meta.ZooKeeperMetaManager;
 import com.alibaba.otter.canal.parse.ha.HeartBeatHAController;
 import com.alibaba.otter.canal.parse.inbound.mysql.MysqlEventParser;
 import com.alibaba.otter.canal.parse.index.FailbackLogPositionManager;
@@ -67,6 +73,7 @@ public final class CanalBridgeDevLauncher {
     /** canal.instance.global.spring.xml values this launcher wires (the deployer's instance files). */
     private static final String FILE_INSTANCE = "classpath:spring/file-instance.xml";
     private static final String MEMORY_INSTANCE = "classpath:spring/memory-instance.xml";
+    private static final String ZOOKEEPER_INSTANCE = "classpath:spring/default-instance.xml";
 
     private static final String KAFKA_PRODUCER = "com.alibaba.otter.canal.connector.kafka.producer.CanalKafkaProducer";
 
@@ -74,6 +81,7 @@ public final class CanalBridgeDevLauncher {
 
     private final File confDir;
     private final Settings server;
+    private ZkClientx zk; // with canal.zkServers: the running-server election and the cursors
 
     private CanalBridgeDevLauncher(File confDir) throws IOException {
         this.confDir = confDir;
@@ -95,7 +103,6 @@ public final class CanalBridgeDevLauncher {
     }
 
     private void run() throws InterruptedException {
-        requireEmpty("canal.zkServers", "ZooKeeper is not supported by this launcher");
         requireEmpty("canal.admin.manager", "canal-admin is not supported by this launcher");
         String global = server.get("canal.instance.global.mode", "spring");
         if (!"spring".equals(global)) {
@@ -117,6 +124,29 @@ public final class CanalBridgeDevLauncher {
         }
         int port = Integer.parseInt(server.get("canal.port", "11111"));
         String[] destinations = server.get("canal.destinations", "").split(",");
+        String zkServers = server.get("canal.zkServers", "");
+        final String node = ip + ":" + port;
+        if (!zkServers.isEmpty()) {
+            // As the deployer's CanalController: the roots, and this server among the cluster's (ephemeral).
+            zk = ZkClientx.getZkClient(zkServers);
+            zk.createPersistent(ZookeeperPathUtils.DESTINATION_ROOT_NODE, true);
+            zk.createPersistent(ZookeeperPathUtils.CANAL_CLUSTER_ROOT_NODE, true);
+            register(ZookeeperPathUtils.getCanalClusterNode(node));
+            zk.subscribeStateChanges(new org.I0Itec.zkclient.IZkStateListener() {
+
+                public void handleStateChanged(org.apache.zookeeper.Watcher.Event.KeeperState state) {
+                }
+
+                public void handleNewSession() { // ephemeral nodes went with the old session
+                    register(ZookeeperPathUtils.getCanalClusterNode(node));
+                }
+
+                public void handleSessionEstablishmentError(Throwable error) {
+                    LOG.error("## failed to connect to zookeeper", error);
+                }
+            });
+        }
+        final ZkClientx zkClient = zk;
 
         final CanalServerWithEmbedded embedded = CanalServerWithEmbedded.instance();
         embedded.setCanalInstanceGenerator(this::instance);
@@ -124,7 +154,9 @@ public final class CanalBridgeDevLauncher {
         embedded.setPasswd(passwd.isEmpty() ? null : passwd);
 
         // The netty handlers ask these monitors to start a destination on
-        // subscribe; without ZooKeeper a monitor just starts or stops it.
+        // subscribe; without ZooKeeper a monitor just starts or stops it, with it
+        // the monitor runs the destination only while this server holds its
+        // running node (the others wait, standby).
         ServerRunningData runningData = new ServerRunningData(ip + ":" + port);
         ServerRunningMonitors.setServerData(runningData);
         Map<String, ServerRunningMonitor> monitors = new HashMap<>();
@@ -135,12 +167,22 @@ public final class CanalBridgeDevLauncher {
             }
             ServerRunningMonitor monitor = new ServerRunningMonitor(runningData);
             monitor.setDestination(destination);
+            if (zkClient != null) {
+                monitor.setZkClient(zkClient);
+            }
+            final String clusterNode = ZookeeperPathUtils.getDestinationClusterNode(destination, node);
             monitor.setListener(new ServerRunningListener() {
 
                 public void processStart() {
+                    if (zkClient != null) { // the destination's cluster, which Canal's clients list
+                        register(clusterNode);
+                    }
                 }
 
                 public void processStop() {
+                    if (zkClient != null) {
+                        zkClient.delete(clusterNode);
+                    }
                 }
 
                 public void processActiveEnter() {
@@ -226,7 +268,7 @@ public final class CanalBridgeDevLauncher {
         }
 
         LogAlarmHandler alarm = new LogAlarmHandler();
-        CanalMetaManager meta = metaManager(p);
+        CanalMetaManager meta = metaManager(p, zk);
 
         MemoryEventStoreWithBuffer store = new MemoryEventStoreWithBuffer();
         store.setBufferSize(Integer.parseInt(p.get("canal.instance.memory.buffer.size", "16384")));
@@ -305,9 +347,20 @@ public final class CanalBridgeDevLauncher {
         return instance;
     }
 
-    /** The cursor store canal.instance.global.spring.xml names: meta.dat files, or memory only. */
-    private static CanalMetaManager metaManager(Settings p) {
+    /** The cursor store canal.instance.global.spring.xml names: meta.dat files, memory only, or ZooKeeper. */
+    private static CanalMetaManager metaManager(Settings p, ZkClientx zk) {
         String xml = p.get("canal.instance.global.spring.xml", FILE_INSTANCE);
+        if (ZOOKEEPER_INSTANCE.equals(xml)) {
+            if (zk == null) {
+                throw new IllegalArgumentException(ZOOKEEPER_INSTANCE + " keeps the cursors in ZooKeeper: set canal.zkServers");
+            }
+            ZooKeeperMetaManager zookeeper = new ZooKeeperMetaManager();
+            zookeeper.setZkClientx(zk);
+            PeriodMixedMetaManager meta = new PeriodMixedMetaManager();
+            meta.setZooKeeperMetaManager(zookeeper);
+            meta.setPeriod(Long.parseLong(p.get("canal.zookeeper.flush.period", "1000")));
+            return meta;
+        }
         if (FILE_INSTANCE.equals(xml)) {
             FileMixedMetaManager meta = new FileMixedMetaManager();
             meta.setDataDir(p.get("canal.file.data.dir", "../conf"));
@@ -318,7 +371,7 @@ public final class CanalBridgeDevLauncher {
             return new MemoryMetaManager();
         }
         throw new IllegalArgumentException("canal.instance.global.spring.xml = " + xml + ": only " + FILE_INSTANCE
-            + " and " + MEMORY_INSTANCE + " are supported here");
+            + ", " + MEMORY_INSTANCE + " and " + ZOOKEEPER_INSTANCE + " are supported here");
     }
 
     /**
@@ -359,6 +412,16 @@ public final class CanalBridgeDevLauncher {
         String dynamic = p.get("canal.mq.dynamicTopic", "");
         config.setDynamicTopic(dynamic.isEmpty() ? null : dynamic);
         return config;
+    }
+
+    /** An ephemeral node of this server's session (its parents made first), kept as it is if it exists. */
+    private void register(String path) {
+        zk.createPersistent(path.substring(0, path.lastIndexOf('/')), true);
+        try {
+            zk.createEphemeral(path);
+        } catch (org.I0Itec.zkclient.exception.ZkNodeExistsException e) {
+            // (a start after a stop in the same session)
+        }
     }
 
     private void requireEmpty(String key, String why) {
