@@ -23,10 +23,12 @@ from dataclasses import dataclass
 
 KeyValues = tuple[object, ...]  # a key's values as the source database returns them, in the key's column order
 
-#: Run first in each session that reads a snapshot: a TIMESTAMP key's text is then one instant, and no
-#: ``sql_select_limit`` the server sets for every session cuts a read short without a word (a chunk missing rows,
-#: and a re-sync's delete of its key range removing them from the target).
-SESSION_SETUP = "SET SESSION time_zone = '+00:00', SESSION sql_select_limit = 18446744073709551615"
+#: Run first in each session of a snapshot (its own, and each JDBC read's): a TIMESTAMP key's text is then one
+#: instant; no ``sql_select_limit`` the server sets for every session cuts a read short without a word (a chunk
+#: missing rows, and a re-sync's delete of its key range removing them from the target); and no ``sql_mode`` of the
+#: server's changes what a read returns (PAD_CHAR_TO_FULL_LENGTH pads CHAR keys) or how a filter parses (ANSI_QUOTES).
+SESSION_SETUP = ("SET SESSION time_zone = '+00:00', SESSION sql_select_limit = 18446744073709551615, "
+                 "SESSION sql_mode = 'STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION'")
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 

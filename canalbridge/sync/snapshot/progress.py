@@ -8,6 +8,13 @@ chunk is applied twice.
 
 Keys are stored as JSON with each value's type, since the next chunk's
 bounds are SQL literals of the same types (:mod:`canalbridge.source_db.chunks`).
+
+What a target's summary holds is not trusted: anyone who can commit to the
+table can write it. So a stored progress is checked before anything of it
+reaches the source: a back-fill's filter must be one condition
+(:func:`~canalbridge.source_db.filters.checked_filter`, as the command line
+checks it), a decimal key finite and of MySQL's size, the snapshot's id
+the shape this module gives it.
 """
 
 from __future__ import annotations
@@ -15,11 +22,16 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from canalbridge.source_db.chunks import KeyValues
+from canalbridge.source_db.filters import FilterError, checked_filter
 from canalbridge.sync.errors import ProgressFormatError
+
+_SNAPSHOT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # (uuid4().hex[:12] in the runner; it names signal rows)
+_DECIMAL_DIGITS = 65  # MySQL's DECIMAL holds at most 65 digits
 
 
 @dataclass(frozen=True)
@@ -63,12 +75,19 @@ class TableProgress:
         try:
             stored = json.loads(text)
             where = stored.get("where")
-            return cls(str(stored["snapshot"]), str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]),
-                       tuple(str(column) for column in stored.get("key", ())), None if where is None else str(where),
+            snapshot = str(stored["snapshot"])
+            if not _SNAPSHOT_ID.fullmatch(snapshot):
+                raise ValueError(f"a snapshot id {snapshot[:40]!r} this version never makes")
+            return cls(snapshot, str(stored["table"]), _decode(stored["last"]), _decode(stored["done"]),
+                       tuple(str(column) for column in stored.get("key", ())),
+                       None if where is None else checked_filter(str(where)),
                        int(stored.get("rows", 0)),  # (none stored by versions before it)
                        stored.get("planned", True) is not False)
+        except FilterError as exc:
+            raise ProgressFormatError(f"snapshot progress with a filter that is not one condition, refused: {exc}"
+                                      ) from None
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
-            raise ProgressFormatError(f"snapshot progress this version cannot read: {text!r} ({exc})") from None
+            raise ProgressFormatError(f"snapshot progress this version cannot read: {text[:200]!r} ({exc})") from None
 
 
 def _encode(key: KeyValues | None) -> list[list[str]] | None:
@@ -111,7 +130,11 @@ def _decode_value(kind: str, text: str) -> object:
     if kind == "bytes":
         return bytes.fromhex(text)
     if kind == "decimal":
-        return decimal.Decimal(text)
+        value = decimal.Decimal(text)
+        digits = value.as_tuple()
+        if not value.is_finite() or len(digits.digits) > _DECIMAL_DIGITS or abs(int(digits.exponent)) > _DECIMAL_DIGITS:
+            raise ValueError(f"a decimal key value MySQL cannot hold: {text[:40]!r}")
+        return value
     if kind == "datetime":
         return datetime.datetime.fromisoformat(text)
     if kind == "date":

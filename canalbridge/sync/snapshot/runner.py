@@ -370,6 +370,14 @@ class SnapshotRunner(CancellableWorker):
             if held and not self._land(signals, table, held.pop(0), tally):
                 return landed
             return None
+        except _Halted:
+            # A cancel reads no more, but a chunk whose close signal is out is in the stream's open transaction:
+            # it lands (only a stop ends the wait), and its rows are dropped only then.
+            if not self._stop.is_set():
+                for read in [read for read in held if read.closed]:
+                    held.remove(read)
+                    self._land(signals, table, read, tally)
+            raise
         except SourceDbConnectionError:
             # The source went away: a chunk whose close signal is out lands still (the stream carries the
             # signal), so that a reconnect goes on after it rather than reading it twice. A close whose write

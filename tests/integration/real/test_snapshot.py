@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from canalbridge.devkit.entries import TableDef
-from canalbridge.source_db import FilterError, SourceDb, SourceDbError
+from canalbridge.source_db import OPEN, FilterError, Signal, SignalTable, SourceDb, SourceDbError
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.errors import JobStateError
 from canalbridge.sync.job.job import JobState, SyncJob
@@ -388,4 +388,30 @@ def test_validate_checks_the_snapshots_source_and_names_what_to_fix(mariadb, tmp
     plain = validate(tmp_path, mariadb, "sealed", "sealed-secret")
     assert plain.returncode == 2 and "and `tls` if the user must connect over TLS" in plain.stderr, plain.stderr
     assert mariadb.execute(f"SELECT COUNT(*) FROM {SIGNALS}", database="checks") == [(0,)], "the check left no row"
+    mariadb.execute("SET GLOBAL binlog_row_image = 'MINIMAL'")  # (what the window's key noting cannot work with)
+    try:
+        minimal = validate(tmp_path, mariadb, "writer", "writer-secret")
+    finally:
+        mariadb.execute("SET GLOBAL binlog_row_image = 'FULL'")
+    assert minimal.returncode == 2 and "binlog_row_image is MINIMAL: a snapshot needs FULL" in minimal.stderr, (
+        minimal.stderr)
+
+
+def test_the_snapshots_sessions_are_its_own_whatever_the_servers_defaults(mariadb):
+    # PAD_CHAR_TO_FULL_LENGTH would read CHAR keys padded; sql_safe_updates refuses a DELETE with no key in it.
+    mariadb.create_database("modes")
+    mariadb.execute("CREATE TABLE c (k CHAR(8) PRIMARY KEY)", "INSERT INTO c VALUES ('ab')",
+                    SIGNAL_TABLE_DDL.format(table=SIGNALS), database="modes")
+    mariadb.snapshot_user("moded", PASSWORD, "modes", SIGNALS)
+    (before,) = mariadb.execute("SELECT @@GLOBAL.sql_mode, @@GLOBAL.sql_safe_updates")
+    mariadb.execute("SET GLOBAL sql_mode = 'PAD_CHAR_TO_FULL_LENGTH,ANSI_QUOTES'", "SET GLOBAL sql_safe_updates = 1")
+    try:
+        with SourceDb(mariadb.host, mariadb.port, "moded", PASSWORD) as db:
+            assert db.query("SELECT k FROM modes.c") == [("ab",)]
+            signals = SignalTable(db, "modes", SIGNALS)
+            signals.write(Signal("w1", OPEN, {}))
+            signals.clear()
+            assert db.query(f"SELECT COUNT(*) FROM modes.{SIGNALS}") == [(0,)]
+    finally:
+        mariadb.execute(f"SET GLOBAL sql_mode = '{before[0]}'", f"SET GLOBAL sql_safe_updates = {before[1]}")
 

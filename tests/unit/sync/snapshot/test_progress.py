@@ -1,10 +1,11 @@
 """A table's snapshot progress survives its round trip through the target with every key type intact; a merged
-target's status adds its tables up."""
+target's status adds its tables up; a stored progress is checked as the untrusted input it is."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import json
 
 import pytest
 
@@ -106,3 +107,24 @@ def test_a_rebuilds_progress_before_its_keys_are_planned_is_not_finished_and_rea
     assert TableProgress.from_json(unplanned.to_json()) == unplanned
     assert "planned" not in TableProgress("s1", "db.t", None).to_json()  # (stamps of earlier versions read alike)
     assert TableProgress.from_json(TableProgress("s1", "db.t", None).to_json()).finished
+
+
+@pytest.mark.parametrize(("stored", "says"), [
+    # A filter that would end the snapshot's condition and read another table into the lake.
+    ({"where": "0) UNION SELECT secret, 1 FROM shop.payroll WHERE (1"}, "a filter that is not one condition"),
+    ({"where": "1; DROP TABLE t"}, "a filter that is not one condition"),
+    ({"last": [["decimal", "NaN"]]}, "a decimal key value MySQL cannot hold"),
+    ({"last": [["decimal", "1E+999999999"]]}, "a decimal key value MySQL cannot hold"),
+    ({"snapshot": "x' OR '1"}, "a snapshot id"),
+])
+def test_a_stored_progress_is_refused_before_any_of_it_reaches_the_source(stored, says):
+    # What a target's summary holds, anyone who can commit to the table can write.
+    text = json.dumps({"snapshot": "0a1b2c3d4e5f", "table": "shop.orders", "last": [["int", "9"]], "done": None,
+                       "key": ["id"], **stored})
+    with pytest.raises(ProgressFormatError, match=says):
+        TableProgress.from_json(text)
+
+
+def test_a_back_fills_filter_reads_back_as_it_was_checked():
+    stored = TableProgress("0a1b2c3d4e5f", "shop.orders", (9,), key=("id",), where="note = 'it''s (1)'")
+    assert TableProgress.from_json(stored.to_json()) == stored

@@ -44,6 +44,7 @@ class Played:
     lose_at_read: int | None = None  # the read that fails because the source went away (before the one ahead lands)
     gone_connects: int = 0  # connections refused once the source went away, before it answers again
     lose_at_close: int | None = None  # the close signal (counted from 1) the server takes, its answer lost
+    cancel_at_close: int | None = None  # the close signal (counted from 1) right after which the snapshot is cancelled
     gone: bool = False
     cancel: Callable[[], None] = lambda: None
     runner: SnapshotRunner | None = None
@@ -98,6 +99,8 @@ class FakeSignals:
     def write(self, written: Signal) -> None:
         self.played.route(written)
         closes = sum(1 for kind, _ in self.played.events if kind == CLOSE)
+        if written.kind == CLOSE and closes == self.played.cancel_at_close:
+            self.played.cancel()
         if written.kind == CLOSE and closes == self.played.lose_at_close:
             self.played.lose_at_close, self.played.gone = None, True
             self.played.land()  # (the stream met the signal, and the chunk landed, while the answer was lost)
@@ -129,6 +132,7 @@ class FakeReader:
 
     def release(self, rows: object) -> None:
         self.played.released.append(rows)
+        self.played.events.append(("released", rows))
 
 
 class FakeDb:
@@ -377,3 +381,22 @@ def test_a_table_to_rebuild_lands_a_mark_that_replaces_its_target_and_plans_its_
     assert planned_at and all(at > mark_landed for at in planned_at)
     assert windows[0].chunk.count == 0 and not windows[0].chunk.progress.planned  # (a restart plans them then)
     assert played.runner.status()["db.t"].phase == "finished"
+
+
+def test_a_cancel_right_after_a_close_signal_lands_that_chunk_before_its_rows_are_dropped(played, monkeypatch):
+    # The chunk is in the stream's open transaction: its rows must outlive the commit that applies them.
+    played.cancel_at_close = 1  # keys 1-2 closed; the cancel comes before the next read
+    waited = runner_module.wait_landed
+
+    def landing(*args, **kwargs):
+        played.land()  # (the stream commits what is closed while the runner waits)
+        return waited(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "wait_landed", landing)
+    assert run(played, finishes=False) == []
+    landed = [index for index, (kind, done) in enumerate(played.events) if kind == "landed" and done == (2,)]
+    dropped = [index for index, (kind, rows) in enumerate(played.events) if kind == "released"
+               and rows is played.handles[0]]
+    assert landed and dropped and landed[0] < dropped[0], played.events
+    assert played.runner.status()["db.t"].phase == "cancelled"
+
