@@ -410,6 +410,8 @@ class SnapshotRunner(CancellableWorker):
                 said = f"reading keys {span(ranges)} failed: {first_line(exc)}"
                 if _gone(db):  # (the source went away under the read: tried again, as a lost connection is)
                     raise SourceDbConnectionError(said, address=db.address, table=table.name) from exc
+                if table.channel is not None:  # (a pattern's table dropped under the read is gone, as before it)
+                    table_columns(db, key.schema, key.table)
                 raise SnapshotError(table.name, said) from exc
         except BaseException:
             self._drop(read)

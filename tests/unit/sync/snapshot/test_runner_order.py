@@ -45,6 +45,8 @@ class Played:
     gone_connects: int = 0  # connections refused once the source went away, before it answers again
     lose_at_close: int | None = None  # the close signal (counted from 1) the server takes, its answer lost
     cancel_at_close: int | None = None  # the close signal (counted from 1) right after which the snapshot is cancelled
+    drop_at_read: int | None = None  # the read during which the table is dropped (the read fails, the table is gone)
+    dropped: bool = False
     gone: bool = False
     cancel: Callable[[], None] = lambda: None
     runner: SnapshotRunner | None = None
@@ -78,6 +80,9 @@ class Played:
             self.gone, self.lose_at_read = True, None
             raise RuntimeError("Connection reset")  # (as the driver says it; the chunk before has not landed)
         self.land()  # the chunk before commits while this one is read
+        if len(self.handles) + 1 == self.drop_at_read:
+            self.dropped = True
+            raise RuntimeError("Table 'db.t' doesn't exist")  # (as the driver says it)
         self.handles.append(object())
         if len(self.handles) == self.spoil_at_read:
             self.windows.spoil(TABLE)
@@ -399,4 +404,17 @@ def test_a_cancel_right_after_a_close_signal_lands_that_chunk_before_its_rows_ar
                and rows is played.handles[0]]
     assert landed and dropped and landed[0] < dropped[0], played.events
     assert played.runner.status()["db.t"].phase == "cancelled"
+
+
+def test_a_patterns_table_dropped_while_a_chunk_is_read_is_left_as_gone(played, monkeypatch):
+    def columns(db, schema, table):
+        if played.dropped:
+            raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
+        return [("id", "int(11)")]
+
+    monkeypatch.setattr(runner_module, "table_columns", columns)
+    played.drop_at_read = 2
+    made = ChannelSettings("db.t", "lake.db.t", rule="db.*")
+    assert run(played, tables=[SnapshotTable(*TABLE, channel=made)]) == []  # (the job does not pause)
+    assert played.runner.status()["db.t"].phase == "gone"
 
