@@ -172,7 +172,7 @@ class IcebergWriter:
                     self._rebuilt()
                 return
             self.live()  # (and this thread's active session: ANSI casts)
-            if not self._ready or batch.target_columns != self._prepared_for:
+            if self.rebuild_pending or not self._ready or batch.target_columns != self._prepared_for:
                 # Here, not while staging: the table is as the transactions before this one left it
                 # (a DDL among them may have changed its columns).
                 self._prepare_table(batch)

@@ -101,9 +101,7 @@ class CanalCluster:
         server = self._parse(data)
         if server is None:
             raise self._error("its running node names no active server")
-        with self._lock:
-            self._running = server
-        return server
+        return server  # (what moved() compares with is the watch's alone: it may have seen a newer node already)
 
     def moved(self, connected: ServerAddress) -> ServerAddress | None:
         """Another server than ``connected`` runs the destination now (the new one), else None. Registers the

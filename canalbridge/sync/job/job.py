@@ -220,13 +220,19 @@ class SyncJob:
             if busy:
                 raise JobStateError(f"job {self.name} cannot rebuild a table while threads of its last run are "
                                     f"still busy ({', '.join(busy)}): a commit hangs in the target")
-            if self.state is JobState.RUNNING:
+            was_running = self.state is JobState.RUNNING
+            if was_running:
                 self._stop_run()
                 self._set_state(JobState.PAUSED, None)
                 if self.stuck:  # (a commit that hangs now: the mark waits for it)
                     raise JobStateError(f"job {self.name} paused, and threads of its run are still busy "
                                         f"({', '.join(self.stuck)}): rebuild once they ended")
-            mark_for_rebuild(channel, self._sink_for(channel))
+            try:
+                mark_for_rebuild(channel, self._sink_for(channel))
+            except Exception:
+                if was_running:  # (refused: the job streams on as it did)
+                    self.start()
+                raise
             self.committed.forget(channel.source)
             records = self.record().channels
             chosen = tuple(c for c in records if c.source == channel.source)

@@ -285,6 +285,14 @@ class SnapshotRunner(CancellableWorker):
             read = self._read(db, signals, table, key, [], progress, replaces=replaces)
             try:
                 self._close(signals, read)
+            except SourceDbConnectionError:
+                # A close whose write failed may have reached the server: if the stream met it, the mark is in a
+                # transaction (a rebuild's channel acts on it), and lands; a reconnect goes on after it.
+                if read.closing and not self.windows.withdraw(read.window):
+                    self._settle(table, read, _Tally())
+                else:
+                    self._drop(read)
+                raise
             except BaseException:
                 self._drop(read)  # (a mark landed twice, were its signal out after all, says the same)
                 raise

@@ -29,7 +29,7 @@ import functools
 import itertools
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import structlog
@@ -48,6 +48,7 @@ from canalbridge.source_db import (
     table_columns,
     table_key,
 )
+from canalbridge.source_db.chunks import KeyValues
 from canalbridge.sync.errors import SnapshotError, first_line
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import ChannelSettings, SnapshotSettings
@@ -174,9 +175,11 @@ class VerifyRunner(CancellableWorker):
             planner = ChunkPlanner(db, key, self.settings.chunk_rows)
             last = planner.last_key()
             # Then the keys above the last one (all of them when the table was empty): the rows written since
-            # the check began, and rows the target holds that the source does not.
+            # the check began, and rows the target holds that the source does not. They are planned again once
+            # the planned ones are done, in chunks up to the last key then, so that only the rows written after
+            # that are read as one open range.
             for ranges in itertools.chain(groups(planner.ranges(None, last), self.settings.parallelism),
-                                          [[KeyRange(last, None)]]):
+                                          self._tail(planner, last)):
                 whole = KeyRange(ranges[0].after, ranges[-1].through)
                 found, rows = self._chunk(db, signals, table, key, ranges)
                 if found is None:
@@ -201,6 +204,14 @@ class VerifyRunner(CancellableWorker):
         self._checks[table.name] = replace(check, phase="differs" if check.differences else "equal")
         self._log.info("verify.table_done", table=table.name, chunks=check.chunks, rows=check.rows,
                        differing_chunks=len(check.differences))
+
+    def _tail(self, planner: ChunkPlanner, last: KeyValues | None) -> Iterator[list[KeyRange]]:
+        """The keys above ``last``: the chunks up to the table's last key now, then one range with no bound."""
+        newest = planner.last_key()
+        if newest is not None and newest != last:
+            yield from groups(planner.ranges(last, newest), self.settings.parallelism)
+            last = newest
+        yield [KeyRange(last, None)]
 
     def _chunk(self, db: SourceDb, signals: SignalTable, table: VerifyTable, key: TableKey,
                ranges: Sequence[KeyRange]) -> tuple[Differing | None, int]:

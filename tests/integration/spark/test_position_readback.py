@@ -260,3 +260,19 @@ def test_a_table_marked_for_a_rebuild_is_made_anew_by_its_first_commit_keeping_t
         spark, target, current_snapshot(spark, target)[0])
     again = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings).state.read_state()
     assert (again.rebuild, again.position) == (False, position(300))
+
+
+def test_a_rebuild_of_a_target_its_writer_already_wrote_makes_it_anew_all_the_same(spark, spark_settings):
+    # The daemon keeps a job's writers across runs: one that wrote the table is ready for the same columns.
+    target = "lake.readback_rebuild_again.t"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    commit(sink, "l1", position(100), (1, "a"))
+    assert sink.state.mark_rebuild()
+    assert sink.state.read_state().rebuild  # (the channel's read at its start)
+    rekeyed = (SourceColumn("id", "int(11)", 4, True), SourceColumn("name", "varchar(32)", 12, True))
+    sink.writer.begin()
+    sink.writer.send(RowBatch("db.t", ("id", "name"), rekeyed, (0, 1), (
+        ChangeRow(ChangeKind.INSERT, ("1", "x"), position(300)),)))
+    sink.writer.commit(position(300), "l3")
+    assert [tuple(row) for row in spark.table(quote_table(target)).collect()] == [(1, "x")]
+    assert TargetTable(spark, target).properties()["canalbridge.primary-key"] == '["id", "name"]'

@@ -15,6 +15,7 @@ from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.entries import BinlogWriter
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.errors import JobStateError, SnapshotError
+from canalbridge.sync.job import job as job_module
 from canalbridge.sync.job.job import JobState
 
 from .harness import Harness, job_settings
@@ -105,3 +106,15 @@ def test_a_target_waiting_for_a_rebuild_keeps_a_job_without_a_snapshot_from_star
     with pytest.raises(SnapshotError, match="waits to be rebuilt"):
         harness.job.resume()
     assert harness.job.state is JobState.PAUSED and f"lake.{marked}" in harness.job.fail_message.text
+
+
+def test_a_rebuild_refused_once_the_running_job_stopped_starts_it_again(dev_server_factory, monkeypatch):
+    harness = _synced(dev_server_factory)
+    harness.job.resume()
+    channel = harness.job.settings.channels[0]
+    monkeypatch.setattr(job_module, "channel_to_rebuild", lambda settings, table: channel)  # (as with a snapshot)
+    harness.writers[channel.source].renamed_to = "shop.renamed"  # (its channel followed a RENAME TABLE)
+    with pytest.raises(JobStateError, match=r"follows its table under the name shop\.renamed"):
+        harness.job.rebuild(channel.source)
+    assert harness.job.state is JobState.RUNNING, "the other tables stream on"
+    harness.job.pause()

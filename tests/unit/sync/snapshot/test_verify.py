@@ -205,3 +205,26 @@ def test_a_cancelled_verify_drops_the_chunk_it_waits_for_and_keeps_what_it_found
     assert (check.phase, check.chunks) == ("cancelled", 1) and [d.through for d in check.differences] == ["2"]
     assert reader.released == [("rows", 2), ("rows", 4)]  # the chunk waited for is dropped too
     assert not stream.windows.concerns(TABLE)
+
+
+def test_the_keys_written_since_the_check_began_are_compared_in_chunks_and_only_the_newest_in_an_open_range(
+        stream, monkeypatch):
+    class Growing(FakePlanner):
+        """The table holds keys 1..6 when its check begins, and 1..10 once the first chunks are compared."""
+
+        plans = 0
+
+        def last_key(self) -> tuple[int]:
+            Growing.plans += 1
+            return (ROWS,) if Growing.plans == 1 else (ROWS + 4,)
+
+        def ranges(self, done: tuple[int] | None, last: tuple[int] | None) -> Iterator[KeyRange]:
+            start = 0 if done is None else done[0]
+            for through in range(start + self.size, last[0] + 1, self.size):
+                yield KeyRange(None if through == self.size else (through - self.size,), (through,))
+
+    monkeypatch.setattr(verify_module, "ChunkPlanner", Growing)
+    check, reader = verified(stream)
+    assert check.phase == "equal" and check.chunks == 6
+    # (An open range from 6 would read every row written since the check began on one connection.)
+    assert reader.released == [("rows", 2), ("rows", 4), ("rows", 6), ("rows", 8), ("rows", 10), ("rows", None)]
