@@ -195,13 +195,9 @@ class SyncJob:
                 resolved.append(settings)
             for settings in resolved:  # the targets first: a reset that fails on one is run again whole
                 self._sink_for(settings).state.forget_position()
-                self.committed.forget(settings.source)
-            if forget is not None:
-                forget(chosen)
+            self._positions_forgotten(chosen, forget)
             self._start_retry.cancel()
             self.acks.forget()
-            reset = {c.source for c in chosen}
-            self._update(channels=tuple(replace(c, committed=None) if c.source in reset else c for c in channels))
             self._log.warning("job.reset", channels=sorted(c.target for c in chosen))
             self._update(fail=None)  # (what paused it is over: the operator chose where to start again)
             self._set_state(JobState.PAUSED, None)
@@ -233,18 +229,25 @@ class SyncJob:
                 if was_running:  # (refused: the job streams on as it did)
                     self.start()
                 raise
-            self.committed.forget(channel.source)
-            records = self.record().channels
-            chosen = tuple(c for c in records if c.source == channel.source)
-            if forget is not None:
-                forget(chosen)
-            self._update(channels=tuple(replace(c, committed=None) if c.source == channel.source else c
-                                        for c in records))
+            chosen = tuple(c for c in self._record.channels if c.source == channel.source)
+            self._positions_forgotten(chosen, forget)
             self._log.warning("job.rebuild", table=channel.source, target=channel.target)
             self._update(fail=None)
             self._start_retry.cancel()
             self.start()
             return chosen[0] if chosen else ChannelRecord(channel.source, channel.target)
+
+    def _positions_forgotten(self, chosen: tuple[ChannelRecord, ...],
+                             forget: Callable[[tuple[ChannelRecord, ...]], None] | None) -> None:
+        """The channels ``chosen`` (their targets forgot their positions) hold none here, in the job's record, or
+        (``forget``) in the state store either. Call with the lock held."""
+        for record in chosen:
+            self.committed.forget(record.source)
+        if forget is not None:
+            forget(chosen)
+        gone = {record.source for record in chosen}
+        self._update(channels=tuple(replace(c, committed=None) if c.source in gone else c
+                                    for c in self._record.channels))
 
     def shutdown(self) -> tuple[str, ...]:
         """Stop the threads for a daemon shutdown, keeping the state to resume at next start.
