@@ -22,8 +22,8 @@ from canalbridge.source_db.keys import TableKey
 from canalbridge.source_db.tls import NO_TLS, SourceTls
 from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.settings import SnapshotSettings
-from canalbridge.sync.snapshot.source import ReadRows
-from spark_sink.session import release_checkpoint
+from canalbridge.sync.snapshot.source import ReaderLostError, ReadRows
+from spark_sink.session import checkpoint_held, release_checkpoint, session_alive
 from spark_sink.source_text import canal_text, source_select
 
 if TYPE_CHECKING:
@@ -105,15 +105,23 @@ class SparkChunkReader:
         if not ranges:  # (a mark: a snapshot's progress landing with no row, and no connection for it)
             empty = self._spark().createDataFrame([], ", ".join(f"c{index} string" for index in range(len(columns))))
             return ReadRows(empty, 0)
-        frame = read_chunk(self._spark(), self.source, key, [(c.name, c.mysql_type) for c in columns], ranges,
-                           where)
-        # Lazy: the count is the read, one Spark job that reads, holds and counts (an eager checkpoint reads in a
-        # job of its own, and the count would be a second).
-        held = frame.localCheckpoint(eager=False)
-        return ReadRows(held, held.count())
+        spark = self._spark()
+        try:
+            frame = read_chunk(spark, self.source, key, [(c.name, c.mysql_type) for c in columns], ranges, where)
+            # Lazy: the count is the read, one Spark job that reads, holds and counts (an eager checkpoint reads in
+            # a job of its own, and the count would be a second).
+            held = frame.localCheckpoint(eager=False)
+            return ReadRows(held, held.count())
+        except Exception as exc:
+            if not session_alive(spark):  # (the next read is on a new session)
+                raise ReaderLostError(f"Spark's JVM went away during the read: {exc}") from exc
+            raise
 
     def release(self, rows: object) -> None:
         release_checkpoint(cast("DataFrame", rows))
+
+    def holds(self, rows: object) -> bool:
+        return checkpoint_held(cast("DataFrame", rows))
 
 
 def _text_prefix(names: Sequence[str]) -> str:

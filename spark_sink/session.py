@@ -174,3 +174,19 @@ def release_checkpoint(frame: DataFrame) -> None:
     except Exception as exc:  # a dead session must not hide the caller's own error
         log.debug("spark.release_failed", error=str(exc))
 
+
+
+def checkpoint_held(frame: DataFrame) -> bool:
+    """Whether every partition ``frame.localCheckpoint()`` holds is still held: its session's JVM answers, and
+    no executor that held blocks of it was lost (a lost block cannot be read again: there is no lineage)."""
+    try:
+        if not session_alive(frame.sparkSession):
+            return False
+        rdd = frame._jdf.queryExecution().logical().rdd()
+        held = {info.id(): (info.numCachedPartitions(), info.numPartitions())
+                for info in frame.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()}
+        cached, partitions = held.get(rdd.id(), (0, rdd.getNumPartitions()))
+        return cached == partitions
+    except Exception as exc:  # py4j errors, refused connections: nothing is held any more
+        log.debug("spark.checkpoint_check_failed", error=str(exc))
+        return False

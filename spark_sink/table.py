@@ -168,7 +168,16 @@ class TargetTable:
 
     def restart_branch(self, name: str) -> None:
         """Point branch ``name`` at main's current snapshot (Iceberg makes an empty one when main has none)."""
-        self.spark.sql(f"ALTER TABLE {self.identifier} CREATE OR REPLACE BRANCH {quote(name)}")
+        statement = f"ALTER TABLE {self.identifier} CREATE OR REPLACE BRANCH {quote(name)}"
+        try:
+            self.spark.sql(statement)
+        except Exception as exc:
+            # A new table's first commit that failed after it made the branch: main has no snapshot still, and
+            # Iceberg replaces a branch only with one. Made anew instead.
+            if "main has no snapshot" not in str(exc):
+                raise
+            self.drop_branch(name)
+            self.spark.sql(statement)
 
     def drop_branch(self, name: str) -> None:
         """Drop branch ``name`` if it exists (a table made anew has no main snapshot to point an old one at)."""

@@ -308,7 +308,7 @@ class UpsertMode:
             try:
                 span = chunk.span
                 after, through = (None if at is None else int(str(at[0])) for at in (span.after, span.through))
-                noted = sorted({int(str(key[0])) for key in chunk.dropped})
+                noted = {int(str(key[0])) for key in chunk.dropped}
             except (TypeError, ValueError):
                 continue  # (not integers after all: leave the rows)
             if suffix is None or (after is None and through is None):
@@ -316,9 +316,12 @@ class UpsertMode:
             name = quote(column)
             parts = ([] if after is None else [f"{name} > {after}{suffix}"]) + (
                 [] if through is None else [f"{name} <= {through}{suffix}"])
-            if noted:
-                parts.append(f"{name} NOT IN ({', '.join(f'{key}{suffix}' for key in noted)})")
-            conditions.append(f"({' AND '.join(parts)})")
+            kept = _kept(name, suffix, [key for key in sorted(noted)
+                                        if (after is None or key > after) and (through is None or key <= through)])
+            if kept is None:
+                self.writer.log.info("spark.stale_rows_left", keys_noted=len(noted))
+                continue  # (the stream changed too many keys of the chunk to name: its rows stay)
+            conditions.append(f"({' AND '.join(parts + kept)})")
         return f"({' OR '.join(conditions)})" if conditions else ""
 
     def _merge(self, target: str, names: list[str], keys: list[str], properties: dict[str, str]) -> None:
@@ -336,6 +339,26 @@ class UpsertMode:
             self.writer.spark.sql(statement)
 
         with_commit_properties(self.writer.spark, properties, merge)
+
+
+STALE_TERMS = 256  # at most this many runs of noted keys left out of a chunk's stale rows, per chunk
+
+
+def _kept(name: str, suffix: str, noted: list[int]) -> list[str] | None:
+    """Conditions that leave the ``noted`` keys (sorted integers) out of a chunk's stale rows: each run of
+    consecutive keys as one range, so a burst of the stream's inserts costs one term; None past
+    :data:`STALE_TERMS` runs."""
+    runs: list[tuple[int, int]] = []
+    for key in noted:
+        if runs and key == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], key)
+        else:
+            runs.append((key, key))
+    if len(runs) > STALE_TERMS:
+        return None
+    singles = [f"{low}{suffix}" for low, high in runs if low == high]
+    ranges = [f"{name} NOT BETWEEN {low}{suffix} AND {high}{suffix}" for low, high in runs if low != high]
+    return ([f"{name} NOT IN ({', '.join(singles)})"] if singles else []) + ranges
 
 
 def _leading_key(txn: Transaction) -> str:

@@ -159,3 +159,16 @@ def stop(process: subprocess.Popen, config: Path) -> str:
     process.wait(180)
     assert process.returncode == 0, daemon_log(config)[-3000:]
     return daemon_log(config)
+
+
+def child_jvm(pid: int) -> int | None:
+    """The pid of the java process the daemon started for Spark, if it runs."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        if name == "java" and int(rest[1]) == pid:
+            return int(stat.parent.name)
+    return None

@@ -19,7 +19,7 @@ from canalbridge.daemon.config import Config
 from canalbridge.daemon.control import ControlServer
 from canalbridge.daemon.control_access import daemon_endpoint
 from canalbridge.daemon.metrics import Metrics
-from canalbridge.daemon.state import StateStore
+from canalbridge.daemon.state import StateStore, StoredFilters
 from canalbridge.daemon.status import job_json
 from canalbridge.sync.errors import JobStateError
 from canalbridge.sync.job.job import FailKind, JobState, SyncJob
@@ -165,8 +165,10 @@ class Daemon:
         if snapshot is None:
             return None
         spark = functools.partial(get_spark, self.config.spark)
+        assert self._store is not None  # (opened before any job is made)
         return SnapshotSource(snapshot.connect, SparkChunkReader(spark, JdbcSource.of(snapshot)),
-                              SparkComparer(spark), SparkProgressReader(spark, settings.name))
+                              SparkComparer(spark), SparkProgressReader(spark, settings.name),
+                              StoredFilters(self._store))
 
     def _shutdown(self) -> dict[str, list[str]]:
         """Stop everything; the threads, per job, that did not stop within the bound."""

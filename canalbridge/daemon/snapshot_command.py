@@ -14,7 +14,7 @@ from canalbridge.daemon.config import Config
 from canalbridge.daemon.status import snapshot_line
 
 POLL_S = 1.0  # how often the progress is asked for
-ENDED = ("finished", "cancelled", "gone")  # (gone: a pattern's table dropped meanwhile)
+ENDED = ("finished", "cancelled", "gone", "parked")  # (gone: dropped meanwhile; parked: it cannot go on)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--where", metavar="CONDITION",
                         help="only the rows this SQL condition takes (a back-fill); it runs on the source")
     parser.add_argument("--cancel", action="store_true",
-                        help="cancel the snapshot that runs: what landed stays, and no restart takes it up again")
+                        help="cancel the snapshot that runs (none running: the parked tables' snapshots): what "
+                             "landed stays, and no restart takes it up again")
     parser.add_argument("--no-wait", action="store_true", help="start it and return, without showing its progress")
 
 
@@ -84,9 +85,11 @@ def _follow(config: Config, job: str, tables: list[str]) -> int:
                 print(f"  {table}: {line}", flush=True)
                 shown[table] = line
         if len(phases) == len(tables) and all(snapshot["phase"] in ENDED for snapshot in phases.values()):
-            cancelled = [table for table, snapshot in phases.items() if snapshot["phase"] == "cancelled"]
-            print(f"job {job}: snapshot " + (f"cancelled ({', '.join(cancelled)})" if cancelled else "done"))
-            return 1 if cancelled else 0
+            ended = {phase: [table for table, snapshot in phases.items() if snapshot["phase"] == phase]
+                     for phase in ("cancelled", "parked")}
+            said = "; ".join(f"{phase} ({', '.join(tables)})" for phase, tables in ended.items() if tables)
+            print(f"job {job}: snapshot {said or 'done'}")
+            return 1 if said else 0
         tick.wait(POLL_S)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from canalbridge.sync.model.position import Ack, Position, position_from_dict
 from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
+from canalbridge.sync.snapshot.progress import TableProgress
 
 SCHEMA_VERSION = 1
 APPLICATION = "canalbridge"
@@ -40,7 +41,14 @@ CREATE TABLE IF NOT EXISTS channels (
     job TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, committed_position TEXT,
     PRIMARY KEY (job, source)
 );
+""" + """
+CREATE TABLE IF NOT EXISTS backfills (
+    job TEXT NOT NULL, source TEXT NOT NULL, snapshot TEXT NOT NULL, condition TEXT NOT NULL,
+    PRIMARY KEY (job, source)
+);
 """
+# Added to stores of the same schema version when they open (an older canalbridge leaves it alone).
+_BACKFILLS = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS backfills"):]
 
 
 class StateError(Exception):
@@ -94,6 +102,7 @@ class StateStore:
         result = self._db.execute("PRAGMA quick_check").fetchone()[0]
         if result != "ok":
             raise StateError(f"{self.path}: the state store is damaged ({result})")
+        self._db.executescript(_BACKFILLS)
 
     def close(self) -> None:
         self._db.close()
@@ -113,6 +122,19 @@ class StateStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def remember_backfill(self, job: str, source: str, snapshot: str, condition: str) -> None:
+        """The back-fill of ``source`` with ``condition`` a user asked ``job`` for (the newest per table)."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO backfills VALUES (?, ?, ?, ?)",
+                             (job, source.lower(), snapshot, condition))
+
+    def backfill(self, job: str, source: str) -> tuple[str, str] | None:
+        """The newest back-fill of ``source`` asked of ``job``: its snapshot and condition."""
+        with self._lock:
+            row = self._db.execute("SELECT snapshot, condition FROM backfills WHERE job = ? AND source = ?",
+                                   (job, source.lower())).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def save_job(self, record: JobRecord, *, transition: bool) -> None:
         """Write a job's row and its channels in one transaction; log a transition event if asked."""
@@ -191,3 +213,18 @@ class StateStore:
             return list(self._db.execute(
                 "SELECT time_ms, state, fail_kind, fail_text FROM job_events WHERE job = ? ORDER BY id", (job,)
             ))
+
+
+class StoredFilters:
+    """A snapshot's :class:`~canalbridge.sync.snapshot.source.FilterLedger` in the state store: a back-fill's
+    condition read back from a target runs only if it is the one the user asked for last."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def remember(self, job: str, progress: TableProgress) -> None:
+        assert progress.where is not None
+        self._store.remember_backfill(job, progress.table, progress.snapshot, progress.where)
+
+    def knows(self, job: str, progress: TableProgress) -> bool:
+        return self._store.backfill(job, progress.table) == (progress.snapshot, progress.where)

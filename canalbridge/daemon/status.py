@@ -194,6 +194,8 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
     """A table's snapshot (the status document's ``snapshot`` of a channel) in one line."""
     if snapshot["phase"] == "waiting":
         return "waiting for the tables before it"
+    if snapshot["phase"] == "parked":  # (its error says why, and what to do)
+        return f"parked: {snapshot.get('error')}"
     line = f"{snapshot['phase']}, {snapshot['chunks']} chunks, {snapshot['rows']} rows in this run"
     if snapshot["rows_per_second"] is not None:
         line += f" ({snapshot['rows_per_second']:g} rows/s)"

@@ -13,7 +13,11 @@ While a snapshot runs (:mod:`canalbridge.sync.snapshot`), the rows of its
 signal table go to no channel: they open and close chunk windows, and a
 closed window's chunk goes to its table's channel at the close signal's
 position. Changes of a table whose window is open are noted in it; a DDL
-on it spoils the window (the snapshot reads that chunk again).
+on it spoils the window (the snapshot reads that chunk again), and so
+does a RENAME or DROP of it, which also tells the snapshot the name a
+followed table goes by now, or that the table is gone. A window that closes with no channel to take its table
+is spoiled too: the snapshot reads the table again as it is then; so is a
+window replayed after its chunk's rows were lost (a Spark JVM that died).
 
 A channel whose target waits to be made anew (``canalbridge rebuild``) gets
 none of its table's entries until its rebuild window's close signal: the
@@ -32,12 +36,14 @@ from google.protobuf.message import DecodeError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.consumer.second_pass import SecondPass
-from canalbridge.sync.errors import EntryDecodeError, KeyColumnMissing, RowMappingError, SnapshotError
+from canalbridge.sync.errors import EntryDecodeError, KeyColumnMissing, RowMappingError
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.model.tracking import CommittedPositions
-from canalbridge.sync.routing.router import TableRouter
+from canalbridge.sync.routing.router import ERASE as _ERASE
+from canalbridge.sync.routing.router import RENAME as _RENAME
+from canalbridge.sync.routing.router import TableRouter, dropped_tables, renamed_tables
 from canalbridge.sync.schema.rows import DML_EVENTS, is_ddl, rows_count
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 from canalbridge.sync.snapshot.chunk_window import WindowState
@@ -60,6 +66,7 @@ class Delivery:
         self.channels = self._router.channels
         self._committed = committed
         self._stats = stats
+        self._log = log
         for channel in self.channels.values():
             self._opened(channel)
 
@@ -100,9 +107,19 @@ class Delivery:
         if windows is not None and windows.concerns(table) and is_ddl(entry.storeValue):
             windows.spoil(table)  # the chunk in flight may have been read on either side of it: read again
         channel = self._router.channel_for(table)
-        given = self._router.ddl_owners(entry, entry.header.eventType, channel, table)
+        event_type = entry.header.eventType
+        given = self._router.ddl_owners(entry, event_type, channel, table)
         for owner, named in given:
             self._give(owner, position, entry, missed, named)
+        if windows is not None and event_type == _RENAME:
+            # (Canal's header names the new table: the old name's window is spoiled by name.) A rename the
+            # router followed gave that channel the entry under the old name.
+            followed = {named for owner, named in given if owner is not None}
+            for old, new in renamed_tables(entry):
+                windows.moved(old, new if old in followed else None)
+        elif windows is not None and event_type == _ERASE:
+            for dropped in dropped_tables(entry):
+                windows.moved(dropped, None)
         return given[0][0]
 
     def landed(self, label: str, failed: set[str]) -> None:
@@ -123,11 +140,16 @@ class Delivery:
             self._second.fill(position, None)  # nothing of a signal is applied as it stands
         for window in windows.signal(change, self._label):
             channel = self._router.channel_for(window.table)
-            if channel is None:
-                raise SnapshotError(window.source, f"window {window.id} closed, and no channel syncs the table")
+            if channel is None:  # (renamed away, or its channel gone: the snapshot reads it again as it is now)
+                windows.given_up(window)
+                self._log.warning("consumer.chunk_orphaned", table=window.source, window=window.id)
+                continue
             done = self._committed.get(channel.source)
             if done is not None and position <= done:
                 windows.held_already(window)  # a commit that reported failure landed with it
+                self._log.info("consumer.chunk_held_already", table=window.source, window=window.id)
+            elif window.lost:  # (its rows went with a Spark JVM: read again, not added again)
+                windows.given_up(window)
             else:
                 window.channel = channel.source  # (what lands with that channel's commit)
                 if window.replaces:

@@ -16,7 +16,7 @@ from canalbridge.sync.job.run import JobRun
 from canalbridge.sync.model.record import JobState
 from canalbridge.sync.settings import JobSettings
 from canalbridge.sync.snapshot.discovery import RoutedTable
-from canalbridge.sync.snapshot.runner import SnapshotTable
+from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import SnapshotSource
 from canalbridge.sync.snapshot.verify import VerifyRunner, VerifyTable
 
@@ -52,9 +52,11 @@ class OnDemand:
                 for each in chosen:
                     check_filter(db, each.schema, each.table, condition)
         with self._lock:
-            self._run().start_snapshot([
+            run = self._run()
+            run.start_snapshot([
                 SnapshotTable(each.schema, each.table, each.channel.key, None, condition,
-                              each.channel if each.channel.rule is not None else None) for each in chosen])
+                              each.channel if each.channel.rule is not None else None,
+                              current=run.followed_name(each.channel.source)) for each in chosen])
         self._log.info("job.snapshot_started", tables=[each.name for each in chosen], where=condition)
         return {each.name: each.channel.source for each in chosen}
 
@@ -92,10 +94,21 @@ class OnDemand:
         return runner.verify_id, names
 
     def cancel(self, what: Literal["snapshot", "verify"]) -> tuple[str, ...]:
-        """Cancel the snapshot or the verify that runs (see the runners' ``cancel``); returns its tables."""
+        """Cancel the snapshot or the verify that runs (see the runners' ``cancel``); returns its tables. With
+        no snapshot running, the snapshot of each table parked in this run is cancelled: a mark says it is
+        done."""
         with self._lock:
             run = self._current_run() if self._state() is JobState.RUNNING else None
             runner = None if run is None else run.snapshot if what == "snapshot" else run.verify
+            if isinstance(runner, SnapshotRunner) and not runner.running and run is not None:
+                parked = [table for table in runner.parked() if not table.rebuild]
+                busy = run.windows_busy()
+                if parked and busy is not None:
+                    raise JobStateError(f"job {self.name}: {busy}")
+                if parked:
+                    run.cancel_parked(parked)
+                    self._log.warning("job.snapshot_cancel", tables=[t.name for t in parked], parked=True)
+                    return tuple(t.name for t in parked)
             if runner is None or not runner.running:
                 raise JobStateError(f"job {self.name} runs no {what}")
             runner.cancel()

@@ -155,6 +155,23 @@ class JobRun:
         runner.start()
         return runner
 
+    def followed_name(self, source: str) -> TableId | None:
+        """The name the table of the channel of ``source`` goes by now, if that channel followed a RENAME."""
+        channel = next((c for c in list(self.channels) if c.source == source), None)
+        return None if channel is None or channel.source_table is None else TableId.parse(channel.source_table)
+
+    def cancel_parked(self, tables: Sequence[SnapshotTable]) -> SnapshotRunner:
+        """Land a mark that the snapshot of each of ``tables`` (parked: it could not go on) is done, so that no
+        restart takes it up again; the job checked that no snapshot runs."""
+        assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
+        runner = SnapshotRunner(self.settings.name, tables, self._windows, self._snapshot, self.settings.snapshot,
+                                self._stop, self._on_failure, reconnect=self.settings.commit.reconnect_retry)
+        runner.cancel()  # (before it reads anything: it only lands the marks)
+        self.snapshot = runner
+        self._workers.append(runner)  # (joined by stop, as the others)
+        runner.start()
+        return runner
+
     def start_verify(self, tables: Sequence[VerifyTable]) -> VerifyRunner:
         """Start a verify of ``tables`` while the stream runs; the job checked that nothing else reads windows."""
         assert self._windows is not None and self._snapshot is not None and self.settings.snapshot is not None
@@ -199,7 +216,8 @@ class JobRun:
             progress = channel.snapshot.get(channel.source)
             if channel.rebuild_pending or progress is None or not progress.finished:
                 tables.append(SnapshotTable(*TableId.parse(channel.source), channel.settings.key, progress,
-                                            rebuild=channel.rebuild_pending))
+                                            rebuild=channel.rebuild_pending,
+                                            current=self.followed_name(channel.source)))
         return sorted(tables, key=lambda table: not table.rebuild)
 
     def _rule_discovery(self) -> Callable[[SourceDb], list[SnapshotTable]] | None:

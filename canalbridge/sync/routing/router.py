@@ -23,10 +23,30 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.routing.rules import Routes
-from canalbridge.sync.schema.ddl import RenameTable, parse_ddl
+from canalbridge.sync.schema.ddl import DropTable, RenameTable, parse_ddl
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
-_RENAME = int(entry_pb.EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
+RENAME = int(entry_pb.EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
+
+
+ERASE = int(entry_pb.EventType.ERASE)  # DROP TABLE
+
+
+def renamed_tables(entry: entry_pb.Entry) -> list[tuple[TableId, TableId]]:
+    """Each table a RENAME entry renames: (old, new), a name without a schema taken as the session's (as MySQL
+    reads it)."""
+    session = entry.header.schemaName
+    return [(old.resolved(session), change.to.resolved(session))
+            for old, change in parse_ddl(entry_pb.RowChange.FromString(entry.storeValue).sql).changes
+            if isinstance(change, RenameTable)]
+
+
+def dropped_tables(entry: entry_pb.Entry) -> list[TableId]:
+    """Each table a DROP TABLE entry drops (a name without a schema: the session's)."""
+    session = entry.header.schemaName
+    return [table.resolved(session)
+            for table, change in parse_ddl(entry_pb.RowChange.FromString(entry.storeValue).sql).changes
+            if isinstance(change, DropTable)]
 
 
 class TableRouter:
@@ -94,22 +114,17 @@ class TableRouter:
                    ) -> list[tuple[Channel | None, TableId]]:
         """Who gets a DDL entry (``event_type`` its header's) of ``table``, and under which name: ``channel``,
         or for a RENAME TABLE the job follows, the channel of each renamed table, under its old name."""
-        if not self._follows_renames or event_type != _RENAME:
+        if not self._follows_renames or event_type != RENAME:
             return [(channel, table)]
         return self._follow(entry) or [(channel, table)]
 
     def _follow(self, entry: entry_pb.Entry) -> list[tuple[Channel | None, TableId]]:
         """Each renamed table a channel is named for goes on under its new name in that channel."""
-        session = entry.header.schemaName  # (a name without a schema is the session's, as MySQL reads it)
         followed: list[tuple[Channel | None, TableId]] = []
-        for old, change in parse_ddl(entry_pb.RowChange.FromString(entry.storeValue).sql).changes:
-            if not isinstance(change, RenameTable):
-                continue
-            old_table = old.resolved(session)
+        for old_table, new_table in renamed_tables(entry):
             channel = self.channel_for(old_table)
             if channel is None or channel.settings.pattern is not None or channel.settings.rule is not None:
                 continue  # (a rule's table renamed within the rule is a table of its own)
-            new_table = change.to.resolved(session)
             self._by_table[old_table] = None
             self._by_table[new_table] = channel
             self._renamed.setdefault(self._label, {})[channel.source] = new_table.qualified.lower()

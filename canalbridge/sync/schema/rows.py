@@ -269,6 +269,9 @@ class RowMapper:
         self._check_shape([entry_pb.Column(name=c.name, mysqlType=c.mysql_type, sqlType=c.sql_type, isKey=c.is_key)
                            for c in chunk.columns], position)
         assert self._columns is not None and self._key_indexes is not None
+        if chunk.span is None and not chunk.count:  # a mark of progress: no row, no range (its key may be none)
+            return ChunkBatch(self.table, self.output_columns(), self._columns, self._key_indexes, chunk.rows,
+                              chunk.count, self._origin_values, frozenset(), position, chunk.progress, None)
         source = len(chunk.columns)
         names = [name.lower() for name in key_columns]
         order: list[int] = []  # where each of the target's key values is in a window's key; -1: an origin value

@@ -28,7 +28,7 @@ holds since the open signal is noted.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
@@ -83,7 +83,8 @@ class SnapshotChunk:
     ``columns``, the source table's columns as the read found them.
     ``progress`` is the table's once this chunk lands: it is committed with it.
     ``span``: the keys the read took whole, its ranges end to end (None: a
-    mark of progress, which read nothing).
+    mark of progress, which read nothing). ``held``: whether ``rows`` still
+    holds every row read (a Spark JVM that died lost them).
     """
 
     columns: tuple[SourceColumn, ...]
@@ -91,6 +92,7 @@ class SnapshotChunk:
     count: int
     progress: TableProgress
     span: KeyRange | None = None
+    held: Callable[[], bool] = lambda: True  # whether ``rows`` still holds every row read (see ChunkReader.holds)
 
 
 class WindowState(enum.Enum):
@@ -98,7 +100,7 @@ class WindowState(enum.Enum):
     OPEN = "open"  # the stream passed the open signal: changes of the table are noted
     CLOSED = "closed"  # the close signal was routed: the chunk is in the open transaction labelled ``label``
     LANDED = "landed"  # that transaction landed: the chunk is in the target
-    SPOILED = "spoiled"  # a DDL on the table came while it was open: the chunk is read again, in a new window
+    SPOILED = "spoiled"  # a DDL on the table came while it was open, or its rows were lost: read again, in a new window
 
 
 class ChunkWindow:
@@ -106,7 +108,7 @@ class ChunkWindow:
     Consumer thread; the snapshot's thread reads :attr:`state` once it is LANDED (see the job's hand-off)."""
 
     def __init__(self, window_id: str, table: TableId, key_columns: Sequence[str], *,
-                 applies: bool = True, replaces: bool = False) -> None:
+                 applies: bool = True, replaces: bool = False, span: KeyRange | None = None) -> None:
         self.id = window_id
         self.table = table
         self.key_columns = tuple(key_columns)
@@ -118,7 +120,11 @@ class ChunkWindow:
         # The source of the channel its chunk went to, set by the Consumer at the close signal (a merged target's
         # channel is named by its rule, not by this table); unset, the table's own name.
         self.channel: str | None = None
+        self.lost = False  # its chunk's rows were lost (a Spark JVM that died): the replay gives it up
         self._keys: set[CanalKey] = set()
+        # The chunk's keys, where they are integers: only a key among them can change the chunk (MySQL and
+        # Python order integers alike; text under a collation, they do not: every key is noted then).
+        self._span = _integer_span(span)
 
     @property
     def source(self) -> str:
@@ -146,8 +152,10 @@ class ChunkWindow:
 
     def note(self, change: entry_pb.RowChange) -> None:
         """A change of the table routed while the window is open."""
-        if self.noting:
-            self._keys.update(changed_keys(change, self.key_columns))
+        if self.noting and self.key_columns:  # (a mark without a key reads no row: nothing to drop)
+            keys = changed_keys(change, self.key_columns)
+            span = self._span
+            self._keys.update(keys if span is None else (key for key in keys if _within(key, *span)))
 
     def closed(self, label: str) -> bool:
         """The close signal was routed in transaction ``label``: True if the chunk goes into it now (False: a
@@ -182,3 +190,30 @@ class ChunkWindow:
         it: a commit that reported failure but landed): the window is done."""
         if self.state is WindowState.CLOSED:
             self.state = WindowState.LANDED
+
+
+_IntegerKey = tuple[int, ...]
+
+
+def _integer_span(span: KeyRange | None) -> tuple[_IntegerKey | None, _IntegerKey | None] | None:
+    """``span``'s bounds, if it has one and its values are integers (as the source returned them)."""
+    if span is None or (span.after is None and span.through is None):
+        return None
+    integers = [None if bound is None else _integers(bound) for bound in (span.after, span.through)]
+    if any(value is None for value, bound in zip(integers, (span.after, span.through)) if bound is not None):
+        return None
+    return integers[0], integers[1]
+
+
+def _integers(values: Sequence[object]) -> _IntegerKey | None:
+    ints = [value for value in values if isinstance(value, int) and not isinstance(value, bool)]
+    return tuple(ints) if len(ints) == len(values) else None
+
+
+def _within(key: CanalKey, after: _IntegerKey | None, through: _IntegerKey | None) -> bool:
+    """Whether ``key`` (Canal's text) lies after ``after`` through ``through``; a key that is not integers is."""
+    try:
+        values = tuple(int(value) for value in key)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+    return (after is None or values > after) and (through is None or values <= through)

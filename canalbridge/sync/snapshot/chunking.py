@@ -15,6 +15,7 @@ from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.worker import STOP_CHECK_S
 
 ENDED = frozenset({WindowState.LANDED, WindowState.SPOILED})
+ROUTED = frozenset(set(WindowState) - {WindowState.REGISTERED})  # the stream passed the window's open signal
 
 
 def source_columns(described: Sequence[tuple[str, str]], key: TableKey) -> tuple[SourceColumn, ...]:
@@ -42,16 +43,23 @@ def span(ranges: Sequence[KeyRange]) -> str:
 
 def wait_landed(windows: Windows, window: ChunkWindow, timeout_s: float,
                 stop: Callable[[], bool]) -> bool | None:
-    """Until ``window`` landed (True) or a DDL spoiled it (False); None once ``stop()`` says so (asked every
-    ``STOP_CHECK_S``);
-    :class:`SnapshotError` past ``timeout_s`` (``land_timeout_seconds``), saying whether the stream ever passed
-    the window's open signal."""
+    """Until ``window`` landed (True) or a DDL spoiled it (False); None once ``stop()`` says so (see
+    :func:`wait_for`)."""
+    state = wait_for(windows, window, ENDED, timeout_s, stop)
+    return None if state is None else state is WindowState.LANDED
+
+
+def wait_for(windows: Windows, window: ChunkWindow, states: frozenset[WindowState], timeout_s: float,
+             stop: Callable[[], bool]) -> WindowState | None:
+    """Until ``window`` is in one of ``states`` (the one it is in); None once ``stop()`` says so (asked every
+    ``STOP_CHECK_S``); :class:`SnapshotError` past ``timeout_s`` (``land_timeout_seconds``), saying whether the
+    stream ever passed the window's open signal."""
     deadline = time.monotonic() + timeout_s
     while not stop():
         left = deadline - time.monotonic()
-        state = windows.wait(window, min(STOP_CHECK_S, max(left, 0.0)), ENDED)
-        if state in ENDED:
-            return state is WindowState.LANDED
+        state = windows.wait(window, min(STOP_CHECK_S, max(left, 0.0)), states)
+        if state in states:
+            return state
         if left <= 0:
             why = (f"its open signal has not come through the stream: the job is that far behind the binlog, "
                    f"or {'.'.join(windows.signal_table)} is outside what the source sends (Canal's "

@@ -164,7 +164,8 @@ def progress_from_json(text: str | None) -> dict[str, TableProgress]:
 @dataclass(frozen=True)
 class SnapshotStatus:
     """A table's snapshot as the running job sees it (status, metrics): ``phase`` is ``waiting`` (for the tables
-    before it), ``reading``, ``finished`` or ``cancelled``; chunks and rows landed in this run, through key
+    before it), ``reading``, ``finished``, ``cancelled``, ``gone`` (dropped) or ``parked`` (it cannot go on:
+    ``error`` says why and what to do); chunks and rows landed in this run, through key
     ``done`` of ``last`` (as text), at ``rows_per_second`` since the table's first chunk of this run;
     ``rows_done`` by the snapshot over all its runs, of about ``rows_estimate`` (the server's estimate, None for a
     back-fill of some rows), which leaves about ``seconds_left`` at this run's rate."""
@@ -178,6 +179,7 @@ class SnapshotStatus:
     rows_done: int = 0
     rows_estimate: int | None = None
     seconds_left: float | None = None
+    error: str | None = None
 
 
 def combined(statuses: Sequence[SnapshotStatus]) -> SnapshotStatus:
@@ -189,6 +191,8 @@ def combined(statuses: Sequence[SnapshotStatus]) -> SnapshotStatus:
         phase = phases.pop()
     elif phases & {"reading", "waiting"}:
         phase = "reading"
+    elif "parked" in phases:
+        phase = "parked"
     else:
         phase = "cancelled" if "cancelled" in phases else "finished"
     left = [status for status in statuses if status.phase in ("reading", "waiting")]
@@ -200,4 +204,5 @@ def combined(statuses: Sequence[SnapshotStatus]) -> SnapshotStatus:
         phase, sum(s.chunks for s in statuses), sum(s.rows for s in statuses), None, None,
         round(sum(rates), 1) if rates else None, sum(s.rows_done for s in statuses),
         None if None in estimates else sum(e for e in estimates if e is not None),
-        None if not left or None in seconds else round(sum(s for s in seconds if s is not None), 1))
+        None if not left or None in seconds else round(sum(s for s in seconds if s is not None), 1),
+        next((status.error for status in statuses if status.error is not None), None))

@@ -28,6 +28,14 @@ the job's reconnect back-off: a chunk whose close signal is out still lands
 source answers the snapshot goes on after the last chunk that landed. Only
 when the attempts run out does the job pause.
 
+A table whose snapshot cannot go on (its key or a back-fill's column
+dropped, a read the server refuses) is *parked*: its status says why and
+what to do, its stream goes on, and so do the other tables' snapshots. A
+table dropped is *gone*. A table renamed under a job that follows renames
+is read on under its new name: once the stream routed the RENAME (a read
+that finds no table first waits until the stream passed the point where it
+failed).
+
 Its length: one thread's loop over tables, chunks and windows, whose steps share the runner's state;
 the windows, chunking, progress and reconnects it uses are modules of their own.
 """
@@ -47,6 +55,7 @@ from canalbridge.source_db import (
     OPEN,
     ChunkPlanner,
     KeyRange,
+    KeyValues,
     Signal,
     SignalTable,
     SourceDb,
@@ -54,6 +63,7 @@ from canalbridge.source_db import (
     SourceDbConnectionError,
     SourceDbError,
     TableKey,
+    TableKeyError,
     table_columns,
     table_key,
     table_rows_estimate,
@@ -62,14 +72,15 @@ from canalbridge.sync.errors import SnapshotError, Stopping, SyncError, first_li
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk
-from canalbridge.sync.snapshot.chunking import groups, key_text, source_columns, span, wait_landed
+from canalbridge.sync.snapshot.chunking import ROUTED, groups, key_text, source_columns, span, wait_for, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress, combined
 from canalbridge.sync.snapshot.reconnect import run_reconnecting
-from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
+from canalbridge.sync.snapshot.source import ReaderLostError, ReadRows, SnapshotSource
 from canalbridge.sync.snapshot.windows import Windows
 from canalbridge.sync.worker import CancellableWorker
 
 log = structlog.get_logger("canalbridge.snapshot")
+SPOILED_TRIES = 5  # a table whose windows are spoiled this often in a row, none landing, is parked
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,8 @@ class SnapshotTable:
     for a new snapshot of only the rows it takes (one that resumes keeps its progress's). ``channel``: for a
     table a rule takes, the channel the rule makes for it (it opens when the stream meets the table, or its
     first chunk). ``rebuild``: its target waits to be made anew (``canalbridge rebuild``): a mark replaces it
-    first, and the table's keys are planned only after that mark landed."""
+    first, and the table's keys are planned only after that mark landed. ``current``: the name the table goes
+    by in the source, where its channel followed a RENAME (its progress keeps ``name``)."""
 
     schema: str
     table: str
@@ -88,6 +100,7 @@ class SnapshotTable:
     where: str | None = None
     channel: ChannelSettings | None = None
     rebuild: bool = False
+    current: TableId | None = None
 
     @property
     def name(self) -> str:
@@ -130,6 +143,7 @@ class SnapshotRunner(CancellableWorker):
         self.settings = settings
         self._connect = source.connect
         self._reader = source.reader
+        self._filters = source.filters
         self._on_failure = on_failure
         self._on_finished = on_finished
         self._announce = announce
@@ -143,10 +157,17 @@ class SnapshotRunner(CancellableWorker):
         # Written by this thread, read by status (each value replaced whole).
         self._status: dict[str, SnapshotStatus] = {table.name: SnapshotStatus("waiting") for table in self.tables}
         self._progress: dict[str, TableProgress] = {}  # each table's, once planned, as its chunks land (this thread's)
+        self._given_up: set[str] = set()  # the tables parked or gone in this run (this thread's)
+        self._last_read_error: tuple[str, str] | None = None  # the last table parked for a read, and the words
 
     def status(self) -> dict[str, SnapshotStatus]:
         """Each table's snapshot as it stands, by ``schema.table``."""
         return dict(self._status)
+
+    def parked(self) -> list[SnapshotTable]:
+        """The tables whose snapshot cannot go on in this run (see :meth:`_park`)."""
+        status = self._status
+        return [table for table in self.tables if status.get(table.name, _WAITING).phase == "parked"]
 
     def channel_status(self) -> dict[str, SnapshotStatus]:
         """Each channel's snapshot as it stands, by the channel's source: the tables a merged target takes,
@@ -189,22 +210,76 @@ class SnapshotRunner(CancellableWorker):
                 for each in self.tables:
                     if self._halted():
                         raise _Halted()
+                    if each.name in self._given_up:
+                        continue  # (parked or gone before a reconnect)
                     self._current = each.name
                     try:
                         self._table(db, signals, each)
-                    except SourceDbAccessError as exc:
-                        if each.channel is None or not exc.missing:
-                            raise
-                        self._dropped(each, exc)
+                    except (SourceDbError, SnapshotError) as exc:
+                        self._stuck(each, exc, signals)
             except _Halted:
                 if self._stop.is_set():
                     raise
                 self._mark_cancelled(db, signals)
                 self._ended()
                 return
+        parked = self.parked()
+        if parked and self.settings.only:  # (the job would end FINISHED without it)
+            cause = (self._status[parked[0].name].error or "").split("; ")[0]
+            raise SnapshotError(parked[0].name, f"{cause}; mode = \"only\" ends the job once every table's snapshot "
+                                                "is done, so it pauses: fix the cause and resume it, or take the "
+                                                "table's channel out of the config")
         self.finished.set()
-        self._log.info("snapshot.finished", tables=len(self.tables))
+        self._log.info("snapshot.finished", tables=len(self.tables), parked=[table.name for table in parked])
         self._ended()
+
+    def _stuck(self, table: SnapshotTable, exc: SourceDbError | SnapshotError, signals: SignalTable) -> None:
+        """``table``'s snapshot cannot go on for ``exc``: the table is gone (the stream dropped it) or parked,
+        unless ``exc`` is the job's (a lost source, the signal table, a stream that does not come through),
+        raised again."""
+        if isinstance(exc, SourceDbConnectionError):
+            raise exc
+        if isinstance(exc, SourceDbError):
+            if exc.table is not None and exc.table.lower() == ".".join(self.windows.signal_table).lower():
+                raise exc
+            # A table a rule takes comes and goes (a day's log table); one named for a channel is gone only if
+            # the stream dropped it: else it was dropped outside what the stream shows, or the user may not see it.
+            if isinstance(exc, SourceDbAccessError) and exc.missing and (
+                    table.channel is not None or self._gone_in_stream(signals, table)):
+                self._dropped(table, exc)
+                return
+        elif not isinstance(exc, _TableStuck):
+            raise exc
+        self._park(table, exc)
+
+    def _park(self, table: SnapshotTable, exc: SourceDbError | SnapshotError) -> None:
+        """Leave ``table``'s snapshot where it is, saying why and what to do; the stream and the other tables
+        go on. A read that fails as the one before failed, on another table, is not one table's: the job
+        pauses."""
+        read_error = exc.read_error if isinstance(exc, _TableStuck) else None
+        if read_error is not None and self._last_read_error is not None and read_error == self._last_read_error[1]:
+            raise SnapshotError(table.name, f"{first_line(exc)}; the read of {self._last_read_error[0]} failed the "
+                                            "same way, so it is not one table's")
+        if read_error is not None:
+            self._last_read_error = (table.name, read_error)
+        self._given_up.add(table.name)
+        cause = first_line(exc)
+        if table.rebuild:
+            stream = "its changes wait for its target to be made anew"
+            way = "fix the cause, then pause and resume the job (the rebuild begins again), or take its channel out"
+        else:
+            stream = "its changes stream on"
+            again = (f"run its back-fill again (canalbridge snapshot {self.job} {table.name} --where ...)"
+                     if exc.__class__ is _Untrusted else f"re-sync it (canalbridge snapshot {self.job} {table.name})")
+            way = (f"fix the cause, then {again}, or cancel its snapshot (canalbridge snapshot --cancel "
+                   f"{self.job}), or take its channel out of the config")
+        self._status = {**self._status, table.name: SnapshotStatus(
+            "parked", done=key_text(self._done(table)), error=f"{cause}; {stream}. To go on: {way}")}
+        self._log.error("snapshot.table_parked", table=table.name, error=cause, rebuild=table.rebuild)
+
+    def _done(self, table: SnapshotTable) -> KeyValues | None:
+        progress = self._progress.get(table.name, table.progress)
+        return None if progress is None else progress.done
 
     def _take(self, found: Sequence[SnapshotTable]) -> None:
         """Snapshot ``found`` too, after the tables given (those given already are left out)."""
@@ -217,7 +292,9 @@ class SnapshotRunner(CancellableWorker):
         self._log.info("snapshot.tables_found", tables=[table.name for table in more])
 
     def _dropped(self, table: SnapshotTable, exc: SourceDbAccessError) -> None:
-        """A pattern's table was dropped (they come and go: a day's log table): its rows went with it."""
+        """The table was dropped (or renamed away under a job that does not follow renames): its rows went with
+        it."""
+        self._given_up.add(table.name)
         self._status = {**self._status, table.name: SnapshotStatus("gone")}
         self._log.warning("snapshot.table_gone", table=table.name, error=exc.reason)
 
@@ -229,25 +306,28 @@ class SnapshotRunner(CancellableWorker):
         """Plan each table's new snapshot (its last key now) and land that progress, no row yet."""
         for table in self.tables:
             try:
-                key = table_key(db, table.schema, table.table, table.key)
-            except SourceDbAccessError as exc:
-                if table.channel is None or not exc.missing:
-                    raise
-                self._dropped(table, exc)  # (dropped since it was asked for)
-                continue
-            last = ChunkPlanner(db, key, self.settings.chunk_rows, table.where).last_key()
-            progress = TableProgress(self.snapshot_id, table.name, last, key=key.names, where=table.where)
-            self._land_mark(db, signals, table, key, progress)
+                key = table_key(db, *self._named(table), table.key)
+                last = ChunkPlanner(db, key, self.settings.chunk_rows, table.where).last_key()
+                progress = TableProgress(self.snapshot_id, table.name, last, key=key.names, where=table.where)
+                if progress.where is not None and self._filters is not None:
+                    self._filters.remember(self.job, progress)  # (before it can land: a restart reads it back)
+                self._land_mark(db, signals, table, key, progress)
+            except (SourceDbError, SnapshotError) as exc:
+                self._stuck(table, exc, signals)  # (dropped since it was asked for, or its key unusable)
         self._log.info("snapshot.announced", tables=[table.name for table in self.tables])
 
     def _mark_rebuilds(self, db: SourceDb, signals: SignalTable) -> None:
         """Land the mark of each table to rebuild that has none yet: its channel makes the target anew there."""
         for table in self.tables:
-            if not table.rebuild or table.name in self._progress:
+            if not table.rebuild or table.name in self._progress or table.name in self._given_up:
                 continue  # (a reconnect goes on after the mark that landed)
-            key = table_key(db, table.schema, table.table, table.key)
-            progress = TableProgress(self.snapshot_id, table.name, None, key=key.names, planned=False)
-            self._land_mark(db, signals, table, key, progress, replaces=True)
+            try:
+                key = table_key(db, *self._named(table), table.key)
+                progress = TableProgress(self.snapshot_id, table.name, None, key=key.names, planned=False)
+                self._land_mark(db, signals, table, key, progress, replaces=True)
+            except (SourceDbError, SnapshotError) as exc:
+                self._stuck(table, exc, signals)
+                continue
             self._log.info("snapshot.rebuild_marked", table=table.name, key=list(key.names))
 
     def _mark_cancelled(self, db: SourceDb, signals: SignalTable) -> None:
@@ -261,7 +341,11 @@ class SnapshotRunner(CancellableWorker):
                 continue
             before = self._status[table.name]
             try:
-                key = table_key(db, table.schema, table.table, table.key)
+                named = self._named(table)
+                try:
+                    key = table_key(db, *named, table.key)
+                except TableKeyError:  # (parked for it: a mark needs no key, and one read again plans anew)
+                    key = TableKey(*named, ())
                 if progress is None or (progress.key and progress.key != key.names):
                     progress = TableProgress(self.snapshot_id, table.name, None, key=key.names, where=table.where)
                 self._land_mark(db, signals, table, key,
@@ -298,7 +382,7 @@ class SnapshotRunner(CancellableWorker):
                 raise
             if self._land(signals, table, read, _Tally()):
                 return
-        raise SnapshotError(table.name, "a mark of its snapshot's progress was spoiled twice by DDL on the table")
+        raise _TableStuck(table.name, "a mark of its snapshot's progress was spoiled twice by DDL on the table")
 
     def _fail(self, error: SnapshotError) -> None:
         if self._discover is not None and not self.tables and not self.settings.only:
@@ -313,10 +397,22 @@ class SnapshotRunner(CancellableWorker):
     def _table(self, db: SourceDb, signals: SignalTable, table: SnapshotTable) -> None:
         # What landed in this run first (a reconnect goes on after it), else what the target held at the start.
         progress = self._progress.get(table.name, table.progress)
+        if (progress is table.progress and progress is not None and progress.where is not None
+                and self._filters is not None and not self._filters.knows(self.job, progress)):
+            # (Read back from the target, where anyone who can commit to it can write it: not run on the source.)
+            raise _Untrusted(table.name, f"the back-fill's condition its target holds ({progress.where!r}) is not "
+                                         "one this daemon's state store says a user asked for, so it is not run")
         tally, first = _Tally(), True
+        spoils, landed_before = 0, 0  # windows spoiled in a row, and the chunks landed at the last
         where = progress.where if progress is not None else table.where
         while True:
-            key = table_key(db, table.schema, table.table, table.key)
+            named = self._named(table)
+            try:
+                key = table_key(db, *named, table.key)
+            except SourceDbAccessError as exc:
+                if not exc.missing or not self._moved_since(signals, table, named):
+                    raise
+                continue  # (renamed, the job following it: planned again under its new name)
             planner = ChunkPlanner(db, key, self.settings.chunk_rows, where)
             if progress is not None and progress.key and progress.key != key.names:
                 self._log.warning("snapshot.key_changed", table=table.name, was=list(progress.key),
@@ -339,14 +435,60 @@ class SnapshotRunner(CancellableWorker):
             self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, key_text(progress.done),
                                                       key_text(progress.last), rows_done=progress.rows,
                                                       rows_estimate=tally.estimate)
-            spoiled = self._chunks(db, signals, table, key, planner, progress, tally)
+            try:
+                spoiled = self._chunks(db, signals, table, key, planner, progress, tally)
+            except SourceDbAccessError as exc:
+                if not exc.missing or not self._moved_since(signals, table, named):
+                    raise
+                progress = self._progress[table.name]  # (on from the last chunk that landed, under its new name)
+                continue
             if spoiled is None:
                 break
             # A DDL on the table came while a chunk was read: on from the last chunk that landed, as the table
-            # is now (and from the start if its key changed).
+            # is now (and from the start if its key changed). Not for ever without a chunk landing.
+            spoils = spoils + 1 if tally.chunks == landed_before else 1
+            if spoils >= SPOILED_TRIES:
+                raise _TableStuck(table.name, f"its chunk after key {key_text(spoiled.done)!r} was read {spoils} "
+                                              "times in a row, each spoiled before it landed (DDL on the table, "
+                                              "a RENAME, or no channel takes it)")
+            landed_before = tally.chunks
             progress = spoiled
         self._log.info("snapshot.table_finished", table=table.name, snapshot=progress.snapshot, chunks=tally.chunks,
                        rows=tally.rows)
+
+    def _named(self, table: SnapshotTable) -> TableId:
+        """The name ``table`` goes by in the source now (a RENAME the job follows moves it)."""
+        return self.windows.current(table.current or TableId(table.schema, table.table))
+
+    def _moved_since(self, signals: SignalTable, table: SnapshotTable, named: TableId) -> bool:
+        """``table`` is not in the source under ``named``: whether a RENAME the job follows moved it, once the
+        stream routed everything written before now (the read may have failed before the RENAME was routed)."""
+        self._caught_up(signals, table)
+        moved = self._named(table)
+        if moved == named:
+            return False
+        self._log.info("snapshot.table_renamed", table=table.name, old=".".join(named), new=".".join(moved))
+        return True
+
+    def _gone_in_stream(self, signals: SignalTable, table: SnapshotTable) -> bool:
+        """Whether the stream dropped ``table`` (or renamed it away, the job not following), once it routed
+        everything written before now."""
+        self._caught_up(signals, table)
+        return self.windows.gone(self._named(table))
+
+    def _caught_up(self, signals: SignalTable, table: SnapshotTable) -> None:
+        """Until the stream routed everything written before now: a probe's open signal (a window of no table's
+        rows), met in the stream."""
+        probe = ChunkWindow(f"{self.snapshot_id}-{uuid.uuid4().hex[:8]}", self.windows.signal_table, (),
+                            applies=False)
+        self.windows.register(probe)
+        try:
+            signals.write(Signal(probe.id, OPEN, {"probe": table.name}))
+            if wait_for(self.windows, probe, ROUTED, self.settings.land_timeout_seconds, self._stop.is_set) is None:
+                raise _Halted()
+        finally:
+            self.windows.forget(probe)
+        signals.remove(probe.id)
 
     def _chunks(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
                 planner: ChunkPlanner, progress: TableProgress, tally: _Tally) -> TableProgress | None:
@@ -378,14 +520,6 @@ class SnapshotRunner(CancellableWorker):
             if held and not self._land(signals, table, held.pop(0), tally):
                 return landed
             return None
-        except _Halted:
-            # A cancel reads no more, but a chunk whose close signal is out is in the stream's open transaction:
-            # it lands (only a stop ends the wait), and its rows are dropped only then.
-            if not self._stop.is_set():
-                for read in [read for read in held if read.closed]:
-                    held.remove(read)
-                    self._land(signals, table, read, tally)
-            raise
         except SourceDbConnectionError:
             # The source went away: a chunk whose close signal is out lands still (the stream carries the
             # signal), so that a reconnect goes on after it rather than reading it twice. A close whose write
@@ -395,6 +529,14 @@ class SnapshotRunner(CancellableWorker):
                     held.remove(read)
                     self._settle(table, read, tally)
             raise
+        except (_Halted, SourceDbError, SnapshotError):
+            # A cancel, or the table parked: no more is read, but a chunk whose close signal is out is in the
+            # stream's open transaction: it lands (only a stop ends the wait), and its rows are dropped only then.
+            if not self._stop.is_set():
+                for read in [read for read in held if read.closed]:
+                    held.remove(read)
+                    self._land(signals, table, read, tally)
+            raise
         finally:
             for read in held:  # (a stop, a failure, a spoiled window: what the target holds is where to go on)
                 self._drop(read)
@@ -403,8 +545,9 @@ class SnapshotRunner(CancellableWorker):
               ranges: Sequence[KeyRange], progress: TableProgress, *, replaces: bool = False) -> _Read:
         """Open a window for ``ranges`` and read them; their close signal is for :meth:`_close`."""
         # The table as the server spells it, which the binlog's headers do.
+        whole = KeyRange(ranges[0].after, ranges[-1].through) if ranges else None
         window = ChunkWindow(f"{progress.snapshot}-{uuid.uuid4().hex[:8]}", TableId(key.schema, key.table), key.names,
-                             replaces=replaces)
+                             replaces=replaces, span=whole)
         self.windows.register(window)
         read = _Read(window, progress)
         started = time.monotonic()
@@ -416,18 +559,20 @@ class SnapshotRunner(CancellableWorker):
                 read.rows = self._reader.read(key, columns, ranges, progress.where)
             except Exception as exc:  # the reader's own errors (Spark's, the driver's) say what failed
                 said = f"reading keys {span(ranges)} failed: {first_line(exc)}"
-                if _gone(db):  # (the source went away under the read: tried again, as a lost connection is)
+                # The source, or the reader's engine, went away under the read: tried again, as a lost
+                # connection is.
+                if isinstance(exc, ReaderLostError) or _gone(db):
                     raise SourceDbConnectionError(said, address=db.address, table=table.name) from exc
-                if table.channel is not None:  # (a pattern's table dropped under the read is gone, as before it)
-                    table_columns(db, key.schema, key.table)
-                raise SnapshotError(table.name, said) from exc
+                table_columns(db, key.schema, key.table)  # (a table dropped under the read is gone, as before it)
+                raise _TableStuck(table.name, said, read_error=first_line(exc)) from exc
         except BaseException:
             self._drop(read)
             raise
         read.read_s = time.monotonic() - started
         read.progress = replace(progress, rows=progress.rows + read.rows.count)
-        whole = KeyRange(ranges[0].after, ranges[-1].through) if ranges else None
-        self.windows.ready(window, SnapshotChunk(columns, read.rows.handle, read.rows.count, read.progress, whole))
+        handle, reader = read.rows.handle, self._reader
+        held = (lambda: reader.holds(handle)) if read.rows.count else _nothing_to_lose
+        self.windows.ready(window, SnapshotChunk(columns, handle, read.rows.count, read.progress, whole, held))
         return read
 
     def _close(self, signals: SignalTable, read: _Read) -> None:
@@ -453,7 +598,10 @@ class SnapshotRunner(CancellableWorker):
         finally:
             self._drop(read)
         if not landed:
-            self._log.info("snapshot.chunk_spoiled", table=table.name, window=read.window.id)
+            if read.window.lost:  # (its rows went with a Spark JVM or executor: read again, not added again)
+                self._log.warning("snapshot.chunk_lost", table=table.name, window=read.window.id)
+            else:
+                self._log.info("snapshot.chunk_spoiled", table=table.name, window=read.window.id)
             return False
         self._log.info("snapshot.chunk_landed", table=table.name, window=read.window.id, rows=count,
                        through=repr(read.progress.done), read_s=round(read.read_s, 2),
@@ -509,6 +657,10 @@ class _Tally:
     estimate: int | None = None  # the server's estimate of the table's rows
 
 
+def _nothing_to_lose() -> bool:
+    return True  # (a chunk of no row: a mark, or a range the source had no row in)
+
+
 def _gone(db: SourceDb) -> bool:
     """Whether the source went away (a read's failure is then a lost connection, not the read's own)."""
     try:
@@ -518,6 +670,22 @@ def _gone(db: SourceDb) -> bool:
     except SourceDbError:
         return False
     return False
+
+
+class _TableStuck(SnapshotError):
+    """A table's own snapshot cannot go on (a read the server refuses, DDL that spoils its marks): the table is
+    parked, the others go on. ``read_error``: the reader's own words, for a read that failed."""
+
+    def __init__(self, table: str, message: str, *, read_error: str | None = None) -> None:
+        super().__init__(table, message)
+        self.read_error = read_error
+
+
+class _Untrusted(_TableStuck):
+    """A back-fill's condition read back from a target that no user asked this daemon for."""
+
+
+_WAITING = SnapshotStatus("waiting")
 
 
 class _Halted(Exception):

@@ -14,6 +14,11 @@ from canalbridge.sync.snapshot.chunk_window import CanalKey
 from canalbridge.sync.snapshot.progress import TableProgress
 
 
+class ReaderLostError(Exception):
+    """A chunk reader's own engine went away during a read (a Spark JVM that died): the read is tried again, as
+    a read the source's loss broke is."""
+
+
 @dataclass(frozen=True)
 class ReadRows:
     """A chunk's rows as a reader holds them (read once: its handle never reads the source again), and how many."""
@@ -29,10 +34,14 @@ class ChunkReader(Protocol):
     def read(self, key: TableKey, columns: Sequence[SourceColumn], ranges: Sequence[KeyRange],
              where: str | None = None) -> ReadRows:
         """The rows of ``key``'s table in ``ranges`` that ``where`` takes (None: all), each as its ``columns``'
-        values; no range: none."""
+        values; no range: none. :class:`ReaderLostError` if the reader's engine went away meanwhile."""
 
     def release(self, rows: object) -> None:
         """Drop what :meth:`read` holds, once its chunk landed (or was given up)."""
+
+    def holds(self, rows: object) -> bool:
+        """Whether what :meth:`read` gave still holds every row it read (a Spark JVM that died, or an executor
+        lost with its blocks, lost them: the chunk is read again)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,18 @@ class TargetComparer(Protocol):
         that state holds since the window opened is noted by then)."""
 
 
+class FilterLedger(Protocol):
+    """Where the daemon keeps each back-fill's condition as the user gave it, so that a condition read back from
+    a target (whose snapshot summary anyone who can commit to the table can write) runs on the source only if
+    it is one the user asked for."""
+
+    def remember(self, job: str, progress: TableProgress) -> None:
+        """``progress`` (a back-fill's: its ``where`` is set) is about to land: its condition is the user's."""
+
+    def knows(self, job: str, progress: TableProgress) -> bool:
+        """Whether ``progress``'s snapshot and condition are those :meth:`remember` was given for its table."""
+
+
 @dataclass(frozen=True)
 class SnapshotSource:
     """Where a job's snapshot reads: connections to the source database (keys, plans, signals) and the chunk
@@ -66,3 +87,5 @@ class SnapshotSource:
     # What a target's newest commit of the job says of each source table's snapshot (by ``schema.table``), for
     # the tables rules take, whose channels are not open yet (None: those are not snapshotted).
     progress: Callable[[str], Mapping[str, TableProgress]] | None = None
+    # The back-fill conditions the user asked for (None: every condition a target holds is taken as asked for).
+    filters: FilterLedger | None = None

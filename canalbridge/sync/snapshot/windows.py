@@ -14,6 +14,15 @@ after a restart) are ignored: that process's chunk is planned again.
 
 A verify window's close signal carries no chunk: the window stays among the
 open ones, noting, until its thread forgets it (see :mod:`canalbridge.sync.snapshot.chunk_window`).
+
+A RENAME TABLE or DROP TABLE the Consumer routes spoils the table's open
+window (Canal's header names a renamed table's new name, so the old name's
+window is spoiled by name). Where the job follows the rename, the table's
+new name is kept here: the snapshot reads it under that name from then on
+(:meth:`Windows.current`); a table dropped, or renamed away without the job
+following, is kept as gone (:meth:`Windows.gone`). A *probe* (:meth:`Windows.register` of a window
+with no table's rows, :meth:`Windows.wait` for OPEN) tells the snapshot's
+thread when the stream has routed everything written before it.
 """
 
 from __future__ import annotations
@@ -39,6 +48,10 @@ class Windows:
         # The open window of each table (one at a time per table), by its names in lower case: MySQL's may be
         # case-blind (lower_case_table_names), and a binlog header need not spell them as the config does.
         self._open: dict[tuple[str, str], ChunkWindow] = {}  # by TableId.key
+        # Each table a followed RENAME moved (by its old name's TableId.key): its new name, as the stream met it.
+        self._moved: dict[tuple[str, str], TableId] = {}
+        # The names the stream dropped, or renamed away without the job following (by TableId.key).
+        self._gone: set[tuple[str, str]] = set()
 
     # -- the snapshot's thread ------------------------------------------------------------
 
@@ -82,6 +95,21 @@ class Windows:
             if self._open.get(window.table.key) is window:
                 del self._open[window.table.key]
 
+    def current(self, table: TableId) -> TableId:
+        """The name ``table`` goes by now: the last name followed RENAMEs the stream routed gave it."""
+        with self._changed:
+            seen = {table.key}
+            while (moved := self._moved.get(table.key)) is not None and moved.key not in seen:
+                seen.add(moved.key)  # (a RENAME back to an earlier name ends the chain there)
+                table = moved
+            return table
+
+    def gone(self, table: TableId) -> bool:
+        """Whether the stream dropped ``table`` (or renamed it away, the job not following) and no table took
+        the name since."""
+        with self._changed:
+            return table.key in self._gone
+
     # -- the Consumer thread ----------------------------------------------------------------
 
     def concerns(self, table: TableId) -> bool:
@@ -114,6 +142,33 @@ class Windows:
                 del self._open[table.key]
                 self._changed.notify_all()
 
+    def moved(self, old: TableId, new: TableId | None) -> None:
+        """A RENAME TABLE or DROP TABLE of ``old`` was routed: its open window, if any, is spoiled; ``new``: the
+        name the job follows it under (None: dropped, or a rename the job does not follow: ``old`` names no
+        table of the snapshot's from now on)."""
+        with self._changed:
+            if new is not None:
+                self._moved[old.key] = new
+                self._moved.pop(new.key, None)  # (a table moved back under a name it had)
+                self._gone.discard(new.key)
+            else:
+                self._gone.add(old.key)
+            window = self._open.get(old.key)
+            if window is not None and window.spoiled():
+                del self._open[old.key]
+            self._changed.notify_all()
+
+    def given_up(self, window: ChunkWindow) -> None:
+        """``window`` closed, and its chunk goes nowhere: no channel takes its table now (renamed away, a channel
+        gone), or its rows were lost. It is spoiled: the snapshot reads the chunk again, in a new window, as the
+        table is then."""
+        with self._changed:
+            if window.state is WindowState.CLOSED:
+                window.aborted()  # (closed by the signal just routed: open again, then spoiled)
+            if window.spoiled() and self._open.get(window.table.key) is window:
+                del self._open[window.table.key]
+            self._changed.notify_all()
+
     def signal(self, change: entry_pb.RowChange, label: str) -> list[ChunkWindow]:
         """A change of the signal table routed in transaction ``label``: the windows it closes now, whose chunks
         go into that transaction at this point of the stream."""
@@ -139,12 +194,22 @@ class Windows:
         return closed
 
     def aborted(self) -> None:
-        """The open transaction was dropped: the windows it closed are open again until the replay closes them."""
+        """The open transaction was dropped: the windows it closed are open again until the replay closes them.
+        A window whose chunk lost its rows meanwhile (a Spark JVM that died with them) is marked ``lost``: at
+        its close signal the replay gives it up (:meth:`given_up`) rather than add the lost rows again, unless
+        the target held the chunk already."""
         with self._changed:
-            for window in self._windows.values():
-                if window.state is WindowState.CLOSED:
-                    window.aborted()
-                    self._open[window.table.key] = window
+            closed = [window for window in self._windows.values() if window.state is WindowState.CLOSED]
+        # (Outside the lock: asking the reader may take a round trip to Spark. Only this thread moves a window's
+        # state; the snapshot's thread may forget one meanwhile.)
+        lost = {window.id for window in closed if window.chunk is not None and not window.chunk.held()}
+        with self._changed:
+            for window in closed:
+                if self._windows.get(window.id) is not window or window.state is not WindowState.CLOSED:
+                    continue  # (forgotten meanwhile: a stop, a land timeout)
+                window.aborted()
+                window.lost = window.id in lost
+                self._open[window.table.key] = window
             self._changed.notify_all()
 
     def landed(self, label: str, failed: set[str]) -> None:

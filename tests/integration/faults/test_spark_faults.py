@@ -14,6 +14,7 @@ from canalbridge.devkit.catalog import standard_tables
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from tests.daemon_process import (
     PASSWORD,
+    child_jvm,
     cli,
     daemon_log,
     job_status,
@@ -25,19 +26,6 @@ from tests.daemon_process import (
 )
 from tests.helpers import at_transaction_ends, eventually
 from tests.integration.faults.checks import assert_changelog_once, assert_upsert_exact, changelog_config
-
-
-def child_jvm(pid: int) -> int | None:
-    """The pid of the java process the daemon started for Spark, if it runs."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended while we looked
-            continue
-        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
-        if name == "java" and int(rest[1]) == pid:
-            return int(stat.parent.name)
-    return None
 
 
 @pytest.mark.timeout(900)

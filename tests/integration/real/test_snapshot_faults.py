@@ -6,11 +6,13 @@ the snapshot's windows meet). The daemon is killed five times while the snapshot
 handed a chunk to a channel: at a random moment after that, and once at once (the chunk read and not yet
 committed: its commit takes seconds, the log line a few milliseconds to reach the test, though nothing here
 holds the commit back). The last run reads chunks ten times as large: a restart goes on after the last key that
-landed, whatever size the chunks before it had (and the test spends its time on kills, not on small chunks).
+landed, whatever size the chunks before it had (and the test spends its time on kills, not on small chunks). In
+that run, Spark's JVM is killed once a chunk is handed over: the chunks it held are read again.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import shlex
 import signal
@@ -22,7 +24,7 @@ from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.model.position import EntryPosition
-from tests.daemon_process import cli, daemon_log, job_status, running_daemon, stop
+from tests.daemon_process import child_jvm, cli, daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination
 from tests.infra.sql_source import PacedWriter, Source, create_sql
@@ -91,8 +93,22 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
     config.write_text(text.replace(f"chunk_rows = {CHUNK_ROWS}\n", f"chunk_rows = {CHUNK_ROWS * 10}\n"))
 
     with running_daemon(config) as daemon:
+        # Spark's JVM killed once a chunk is handed over: that chunk's commit fails, and the rows it and the one
+        # read after it hold went with the JVM. Each is read again under a new window, not added again.
+        seen = logged(config, "channel.chunk")
+        assert eventually(lambda: daemon.poll() is not None or logged(config, "channel.chunk") > seen, 300), (
+            daemon_log(config)[-3000:])
+        jvm = child_jvm(daemon.pid)
+        assert jvm is not None and daemon.poll() is None, daemon_log(config)[-3000:]
+        os.kill(jvm, signal.SIGKILL)
         assert eventually(lambda: daemon.poll() is not None or logged(config, "snapshot.finished") > 0, 600), (
             job_status(config, "real"))
+        assert logged(config, "spark.session_lost") >= 1
+        # The JVM held the chunk handed over, until its commit landed: it was read again (lost after its read,
+        # or a read the death broke), or its commit landed though the JVM died before it said so.
+        assert sum(logged(config, event) for event in (
+            "snapshot.chunk_lost", "snapshot.source_lost", "consumer.chunk_held_already")) >= 1, (
+            daemon_log(config)[-3000:])
         writer.finish()
         last = EntryPosition(*mariadb.last_event_start("Xid"))
         assert eventually(lambda: daemon.poll() is not None or acked_through(config, last), 300), (

@@ -199,3 +199,7 @@ def test_a_chunk_that_read_its_span_whole_removes_the_rows_the_source_lacks_but_
     # A back-fill's chunk (a filter) took only some rows of its span: it removes none.
     assert land(None, 8, [("1", "fill")], [], where="id = 1") == {1: "fill", 2: "new", 4: "old", 6: "new",
                                                                   7: "streamed"}
+    # A re-sync's chunk of every key while the stream changed 2 to 4 (one run), 6, and 99 (past the chunk): the
+    # rows of the keys it noted stay, 7 (which the source lacks) goes.
+    assert land(None, 8, [("1", "again")], [("2",), ("3",), ("4",), ("6",), ("99",)]) == {
+        1: "again", 2: "new", 4: "old", 6: "new"}

@@ -36,6 +36,18 @@ def test_what_a_failed_commit_left_on_the_branch_never_reaches_main(spark, posit
     assert sink.state.read_state().position == position(200)
 
 
+def test_a_new_tables_first_commit_that_failed_after_making_the_branch_is_replayed(spark, position_settings):
+    # (An executor lost mid-commit: main has no snapshot yet, and Iceberg replaces a branch only with one.)
+    target = "lake.upsert_branch.first"
+    TargetTable(spark, target).create([TargetColumn("id", "int", True), TargetColumn("name", "string")], ["id"])
+    branch = f"`branch_canalbridge-staging-{JOB}`"
+    spark.sql(f"ALTER TABLE {quote_table(target)} CREATE BRANCH `canalbridge-staging-{JOB}`")
+    spark.sql(f"INSERT INTO {quote_table(target)}.{branch} VALUES (66, 'half')")
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, position_settings)
+    commit(sink, "l1", position(100), (1, "a"))
+    assert rows(spark, target) == [(1, "a")]
+
+
 @pytest.mark.parametrize("deletes", ["position", "equality"])
 def test_commits_on_main_by_another_writer_are_kept(spark, spark_settings, deletes):
     target = f"lake.upsert_other_writer.{deletes}"

@@ -55,3 +55,12 @@ def test_a_patterns_table_dropped_meanwhile_ends_the_following(monkeypatch, caps
 
 def test_a_daemon_that_names_no_channels_is_followed_by_table(monkeypatch, capsys):
     assert run(monkeypatch, [job(users=SnapshotStatus("finished", 1, 5))], {"tables": ["shop.users"]}) == 0
+
+
+def test_a_parked_table_ends_the_following_with_its_cause_and_way_out_and_exit_1(monkeypatch, capsys):
+    started = {"tables": ["shop.items"], "snapshot_channels": ["shop.items"]}
+    parked = SnapshotStatus("parked", error="Unknown column 'flag'; its changes stream on. To go on: ...")
+    assert run(monkeypatch, [job(items=SnapshotStatus("reading", 1, 10)), job(items=parked)], started) == 1
+    out = capsys.readouterr().out
+    assert "  shop.items: parked: Unknown column 'flag'; its changes stream on" in out
+    assert out.endswith("job shop: snapshot parked (shop.items)\n")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
-from canalbridge.daemon.state import STATE_FILE, StateError, StateStore
+from canalbridge.daemon.state import STATE_FILE, StateError, StateStore, StoredFilters
 from canalbridge.sync.model.position import Ack, EntryPosition
 from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
+from canalbridge.sync.snapshot.progress import TableProgress
 
 
 def snapshot(state=JobState.RUNNING, ack=None, committed=None, fail=None):
@@ -51,3 +53,24 @@ def test_foreign_sqlite_file_is_an_error(tmp_path):
 def test_missing_store_is_reported_when_not_creating(tmp_path):
     with pytest.raises(StateError, match="no state store here"):
         StateStore(tmp_path, create=False)
+
+
+def test_a_backfills_condition_is_known_only_as_the_newest_the_user_asked_for_and_outlives_a_restart(tmp_path):
+    store = StateStore(tmp_path)
+    asked = TableProgress("snap-1", "shop.Orders", (9,), key=("id",), where="id <= 9")
+    StoredFilters(store).remember("job", asked)
+    store.close()
+    filters = StoredFilters(StateStore(tmp_path, create=False))
+    assert filters.knows("job", asked)
+    assert filters.knows("job", TableProgress("snap-1", "shop.orders", (9,), (5,), ("id",), "id <= 9"))
+    assert not filters.knows("job", replace(asked, where="id <= 9) OR (SELECT SLEEP(5)"))
+    assert not filters.knows("job", replace(asked, snapshot="snap-0")), "an older back-fill's"
+    assert not filters.knows("other", asked)
+
+
+def test_a_store_made_before_backfills_were_kept_gains_their_table(tmp_path):
+    StateStore(tmp_path).close()
+    with sqlite3.connect(tmp_path / STATE_FILE) as db:
+        db.execute("DROP TABLE backfills")
+    store = StateStore(tmp_path, create=False)
+    assert store.backfill("job", "shop.orders") is None

@@ -14,6 +14,11 @@ started again, each once a commit has written a data file into the store
 (the commit's metadata still to come). Every table ends equal to MariaDB,
 with no row twice. (One daemon for both parts: each application's first
 commit on the cluster takes most of a minute, shipping the jars.)
+
+Before all that, a table written before Canal's start position is
+snapshotted, and both executors are SIGKILLed once its first chunk is
+handed over: the chunk rows the executors held went with them, and are
+read again, not added again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import threading
 
 import pytest
 
+from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
 from canalbridge.sync.model.position import EntryPosition
 from spark_sink.stamp import POSITION_KEYS, position_from_summary
 from tests.daemon_process import daemon_log, running_daemon, stop
@@ -43,6 +49,9 @@ ORDERS = next(table for table in TABLES if table.name == "orders")  # the table 
 TRANSFERS = ("a", "b")
 TOTAL = len(TRANSFERS) * ACCOUNTS * START_AMOUNT
 ROUNDS = 2
+HELD_ROWS = 2000  # of the snapshotted table, in chunks of 2 x 250 rows
+SIGNALS = "canalbridge_signal"
+SNAPSHOT_USER, SNAPSHOT_PASSWORD = "cluster_snapshotter", "cluster-snapshot-secret"
 
 
 class Reader(threading.Thread):
@@ -117,15 +126,23 @@ def states_main_showed(spark, table: str) -> list[tuple[EntryPosition, dict[int,
 def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3_through_faults(
         real_destination, canal, mariadb, spark_cluster, s3_store, lake, lake_reader, tmp_path, monkeypatch):
     setup = mixed_setup(TABLES) + [f"CREATE TABLE {t} (id INT PRIMARY KEY, amount BIGINT NOT NULL)"
-                                   for t in TRANSFERS]
+                                   for t in TRANSFERS] + [
+        "CREATE TABLE held (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL)",
+        "INSERT INTO held VALUES " + ", ".join(f"({i}, 'held {i}')" for i in range(1, HELD_ROWS + 1)),
+        SIGNAL_TABLE_DDL.format(table=SIGNALS)]
     real_destination(DB, setup=setup)
-    names = [t.name for t in TABLES] + list(TRANSFERS)
+    mariadb.snapshot_user(SNAPSHOT_USER, SNAPSHOT_PASSWORD, DB, SIGNALS)
+    names = [t.name for t in TABLES] + list(TRANSFERS) + ["held"]
     channels = "\n".join(f'[[job.channel]]\nsource = "{DB}.{name}"\ntarget = "{CATALOG}.{DB}.{name}"' for name in names)
     config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, "", channels,
                                  spark=cluster_sections(spark_cluster, lake),
                                  # Only the store may cut a source transaction, never a wait; retries enough
                                  # to outlast the store's restart (the default five take about three seconds).
                                  commit="max_source_txn_wait_seconds = 600\nretries = 30")
+    snapshot = (f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{SNAPSHOT_USER}"\n'
+                f'password = "{SNAPSHOT_PASSWORD}"\nsignal_table = "{DB}.{SIGNALS}"\nchunk_rows = 250\n'
+                'parallelism = 2\n')
+    config.write_text(config.read_text().replace("[[job.channel]]", snapshot + "[[job.channel]]", 1))
     for variable, value in secret_env(lake).items():
         monkeypatch.setenv(variable, value)  # the daemon's environment, as a service manager would set it
     orders_dir = s3_store.bucket_dir / "warehouse" / DB / "orders" / "data"
@@ -144,6 +161,16 @@ def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3_t
     reader.start()
     try:
         with running_daemon(config) as daemon:
+            # Both executors killed once a chunk of held is handed over: the rows they held for it (and for the
+            # chunk read after it) are gone; the workers start new executors, and those chunks are read again.
+            assert wait_for(lambda: '"event": "channel.chunk"' in daemon_log(config), 600,
+                            alive=lambda: daemon.poll() is None), daemon_log(config)[-3000:]
+            executors = spark_cluster.executor_pids()
+            assert len(executors) == 2, executors
+            for executor in executors:
+                os.kill(executor, signal.SIGKILL)
+            assert wait_for(lambda: '"event": "snapshot.finished"' in daemon_log(config), 600,
+                            alive=lambda: daemon.poll() is None), daemon_log(config)[-3000:]
             rng = random.Random(36)
             transfer_workload(mariadb, rng, transactions=20, database=DB)
             for _ in range(ROUNDS):  # each round acked before the next: a commit (a cut) per round at least
@@ -181,10 +208,12 @@ def test_the_daemon_on_a_cluster_lands_every_type_and_whole_transactions_in_s3_t
         reader.join(60)
     assert reader.error is None, reader.error
     assert reader.reads > 0
-    for secret in [*lake.secrets.values(), canal.canal_settings(DB).password]:
+    for secret in [*lake.secrets.values(), canal.canal_settings(DB).password, SNAPSHOT_PASSWORD]:
         assert secret not in log
 
     assert writer.count > 10
+    assert {row.id: row.name for row in lake_reader.table(f"{CATALOG}.{DB}.held").collect()} == {
+        i: f"held {i}" for i in range(1, HELD_ROWS + 1)}, "the snapshot's rows, once each"
     for table in TABLES:
         assert_target_equals_source(lake_reader, source, table, f"{CATALOG}.{DB}.{table.name}")
     rows = lake_reader.table(f"{CATALOG}.{DB}.orders").count()

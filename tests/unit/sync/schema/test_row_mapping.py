@@ -6,10 +6,13 @@ import pytest
 
 from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db.chunks import KeyRange
 from canalbridge.sync.errors import RowMappingError
-from canalbridge.sync.model.changes import BeforeImages, ChangeKind
+from canalbridge.sync.model.changes import BeforeImages, ChangeKind, SourceColumn
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import RowMapper
+from canalbridge.sync.snapshot.chunk_window import SnapshotChunk
+from canalbridge.sync.snapshot.progress import TableProgress
 
 EventType = entry_pb.EventType
 TABLE = TableDef("db", "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("name", "varchar(8)")))
@@ -160,3 +163,15 @@ def test_a_mapper_with_its_own_key_ignores_the_sources_key_flags():
     mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
     rows = mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "b"})], KEYED_BY_BOTH), POSITION)
     assert [row.values for row in rows] == [("1", "b")] and mapper.key_indexes == (0,)
+
+
+@pytest.mark.parametrize("span", [KeyRange((1,), (9,)), None], ids=["a-chunk-of-no-row", "a-mark"])
+def test_a_chunk_that_read_no_row_keeps_its_noted_keys_and_a_mark_has_none(span):
+    # (A re-sync's chunk whose range the source emptied still removes stale rows: never the keys it noted.)
+    mapper = RowMapper("db.t", None)
+    mapper.map(change(EventType.INSERT, [(None, {"id": 1, "name": "a"})]), POSITION)
+    columns = (SourceColumn("id", "int(11)", 4, True), SourceColumn("name", "varchar(8)", 12, False))
+    chunk = SnapshotChunk(columns, object(), 0, TableProgress("s", "db.t", (9,), (9,), ("id",)), span)
+    batch = mapper.chunk_batch(chunk, ["id"], [("4",)], POSITION)
+    assert batch.dropped == (frozenset({("4",)}) if span is not None else frozenset())
+    assert batch.span == span

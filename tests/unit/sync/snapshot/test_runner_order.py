@@ -15,13 +15,23 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from canalbridge.source_db import CLOSE, OPEN, KeyRange, Signal, SourceDbAccessError, SourceDbConnectionError, TableKey
+from canalbridge.source_db import (
+    CLOSE,
+    OPEN,
+    KeyRange,
+    Signal,
+    SourceDbAccessError,
+    SourceDbConnectionError,
+    SourceDbError,
+    TableKey,
+    TableKeyError,
+)
 from canalbridge.source_db.chunks import KeyColumn
 from canalbridge.sync.errors import SnapshotError, SyncError
 from canalbridge.sync.model.tables import TableId, TablePattern
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
 from canalbridge.sync.snapshot import runner as runner_module
-from canalbridge.sync.snapshot.chunk_window import WindowState
+from canalbridge.sync.snapshot.chunk_window import ChunkWindow, WindowState
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress
 from canalbridge.sync.snapshot.runner import SnapshotRunner, SnapshotTable
 from canalbridge.sync.snapshot.source import ReadRows, SnapshotSource
@@ -29,6 +39,7 @@ from canalbridge.sync.snapshot.windows import Windows
 from tests.unit.sync.snapshot.signal_rows import signal
 
 TABLE = TableId("db", "t")
+RENAMED = TableId("db", "t_v2")
 KEY = TableKey("db", "t", (KeyColumn("id", "int"),))
 ROWS, CHUNK_ROWS = 10, 2  # keys 1..10 in ranges of 2, one range per chunk (parallelism 1): 5 chunks
 ESTIMATE = 12  # the server's estimate of the table's rows (information_schema's, which is rough)
@@ -46,7 +57,12 @@ class Played:
     lose_at_close: int | None = None  # the close signal (counted from 1) the server takes, its answer lost
     cancel_at_close: int | None = None  # the close signal (counted from 1) right after which the snapshot is cancelled
     drop_at_read: int | None = None  # the read during which the table is dropped (the read fails, the table is gone)
+    drop_in_stream: bool = True  # the DROP is in the binlog (before the next signal), not outside what it shows
     dropped: bool = False
+    rename_at_read: int | None = None  # the read during which the table is renamed to RENAMED, the job following it
+    rename_lags: bool = False  # the read fails before the stream routed the RENAME (it comes before the next signal)
+    renamed: bool = False
+    _rename_pending: bool = False
     gone: bool = False
     cancel: Callable[[], None] = lambda: None
     runner: SnapshotRunner | None = None
@@ -58,6 +74,11 @@ class Played:
 
     def route(self, written: Signal) -> None:
         """The stream routes a signal row just written."""
+        if self._rename_pending:  # (the RENAME is in the binlog before this signal)
+            self.windows.moved(TABLE, RENAMED)
+            self._rename_pending = False
+        if self.dropped and self.drop_in_stream:  # (so is the DROP)
+            self.windows.moved(TABLE, None)
         closed = self.windows.signal(signal(written.window, written.kind), label=f"txn-{written.window}")
         self.events.append((written.kind, written.window))
         self._closed += closed
@@ -83,6 +104,12 @@ class Played:
         if len(self.handles) + 1 == self.drop_at_read:
             self.dropped = True
             raise RuntimeError("Table 'db.t' doesn't exist")  # (as the driver says it)
+        if len(self.handles) + 1 == self.rename_at_read:
+            self.renamed, self.rename_at_read = True, None
+            if self.rename_lags:
+                self._rename_pending = True
+                raise RuntimeError("Table 'db.t' doesn't exist")  # (as the driver says it)
+            self.windows.moved(TABLE, RENAMED)  # (routed while the read goes on: the window is spoiled)
         self.handles.append(object())
         if len(self.handles) == self.spoil_at_read:
             self.windows.spoil(TABLE)
@@ -177,21 +204,37 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
     return played
 
 
-def run(played: Played, *, finishes: bool = True, announce: bool = False,
-        tables: list[SnapshotTable] | None = None,
+def run(played: Played, *, finishes: bool = True, announce: bool = False, cancelled: bool = False,
+        tables: list[SnapshotTable] | None = None, filters: object = None,
         discover: Callable[[object], list[SnapshotTable]] | None = None) -> list[SyncError]:
     failures: list[SyncError] = []
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
     runner = SnapshotRunner("job", [SnapshotTable(*TABLE)] if tables is None else tables, played.windows,
-                            SnapshotSource(lambda: FakeDb(played), FakeReader(played)), settings, threading.Event(),
+                            SnapshotSource(lambda: FakeDb(played), FakeReader(played), filters=filters), settings,
+                            threading.Event(),
                             failures.append, announce=announce, reconnect=RetrySettings(3, 0.01, 0.01),
                             discover=discover)
     played.cancel, played.runner = runner.cancel, runner
+    if cancelled:
+        runner.cancel()
     runner.start()
     assert runner.join(30)
     assert runner.finished.is_set() is finishes, failures
     return failures
+
+
+def windows_made(monkeypatch: pytest.MonkeyPatch) -> list[ChunkWindow]:
+    """Each window the runner makes from now on, in order."""
+    made: list[ChunkWindow] = []
+    window = runner_module.ChunkWindow
+
+    def recorded(*args, **kwargs):
+        made.append(window(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(runner_module, "ChunkWindow", recorded)
+    return made
 
 
 def test_each_chunk_is_read_while_the_one_before_commits_and_closed_only_once_that_one_landed(played):
@@ -339,16 +382,35 @@ def test_a_source_gone_for_longer_than_the_reconnect_attempts_pauses_the_job_nam
     assert not played.windows.concerns(TABLE)
 
 
-def test_a_read_that_fails_while_the_source_answers_is_not_tried_again(played):
+def landing_meanwhile(played: Played, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream commits what is closed while the runner waits for it (not only while it reads)."""
+    waited = runner_module.wait_landed
+
+    def landing(*args, **kwargs):
+        played.land()
+        return waited(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "wait_landed", landing)
+
+
+def test_a_read_that_fails_while_the_source_answers_parks_the_table_once_its_closed_chunk_landed(played,
+                                                                                                monkeypatch):
     played.lose_at_read = 3
+    landing_meanwhile(played, monkeypatch)
 
     def answers(db: FakeDb, sql: str, *args: object, **kwargs: object) -> list[tuple]:
         return [(1,)]
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FakeDb, "query", answers)
-        (failure,) = run(played, finishes=False)
-    assert "reading keys" in str(failure) and "Connection reset" in str(failure) and "tried" not in str(failure)
+    monkeypatch.setattr(FakeDb, "query", answers)
+    assert run(played) == [], "the job does not pause"
+    status = played.runner.status()["db.t"]
+    assert status.phase == "parked" and "reading keys" in status.error and "Connection reset" in status.error
+    assert "tried" not in status.error
+    assert "canalbridge snapshot job db.t" in status.error and "canalbridge snapshot --cancel job" in status.error
+    # Keys 3-4 were closed when 5-6 failed: in the stream's transaction, they land before their rows are dropped.
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,)]
+    assert status.done == "4" and [t.name for t in played.runner.parked()] == ["db.t"]
+    assert sorted(map(id, played.released)) == sorted(map(id, played.handles))
 
 
 def test_a_close_signal_the_server_took_though_its_answer_was_lost_lands_its_chunk_once(played):
@@ -362,21 +424,14 @@ def test_a_close_signal_the_server_took_though_its_answer_was_lost_lands_its_chu
 def test_a_table_to_rebuild_lands_a_mark_that_replaces_its_target_and_plans_its_keys_only_after_it(played,
                                                                                                    monkeypatch):
     planned_at: list[int] = []  # the events before each plan of the table's keys
-    windows: list = []
 
     class Planner(FakePlanner):
         def last_key(self) -> tuple[int]:
             planned_at.append(len(played.events))
             return super().last_key()
 
-    made = runner_module.ChunkWindow
-
-    def window(*args, **kwargs):
-        windows.append(made(*args, **kwargs))
-        return windows[-1]
-
     monkeypatch.setattr(runner_module, "ChunkPlanner", Planner)
-    monkeypatch.setattr(runner_module, "ChunkWindow", window)
+    windows = windows_made(monkeypatch)
     assert run(played, tables=[SnapshotTable(*TABLE, rebuild=True)]) == []
     assert [w.replaces for w in windows] == [True, False, False, False, False, False]
     assert next(event for kind, event in played.events if kind == "read") is None  # (the mark reads nothing)
@@ -391,13 +446,7 @@ def test_a_table_to_rebuild_lands_a_mark_that_replaces_its_target_and_plans_its_
 def test_a_cancel_right_after_a_close_signal_lands_that_chunk_before_its_rows_are_dropped(played, monkeypatch):
     # The chunk is in the stream's open transaction: its rows must outlive the commit that applies them.
     played.cancel_at_close = 1  # keys 1-2 closed; the cancel comes before the next read
-    waited = runner_module.wait_landed
-
-    def landing(*args, **kwargs):
-        played.land()  # (the stream commits what is closed while the runner waits)
-        return waited(*args, **kwargs)
-
-    monkeypatch.setattr(runner_module, "wait_landed", landing)
+    landing_meanwhile(played, monkeypatch)
     assert run(played, finishes=False) == []
     landed = [index for index, (kind, done) in enumerate(played.events) if kind == "landed" and done == (2,)]
     dropped = [index for index, (kind, rows) in enumerate(played.events) if kind == "released"
@@ -418,3 +467,182 @@ def test_a_patterns_table_dropped_while_a_chunk_is_read_is_left_as_gone(played, 
     assert run(played, tables=[SnapshotTable(*TABLE, channel=made)]) == []  # (the job does not pause)
     assert played.runner.status()["db.t"].phase == "gone"
 
+
+
+def key_error_for(name: str) -> Callable[..., TableKey]:
+    def key(db: object, schema: str, table: str, key: object) -> TableKey:
+        if table == name:
+            raise TableKeyError("the table has no primary key; set the channel's key", address="h:3306",
+                                table=f"{schema}.{table}")
+        return KEY
+
+    return key
+
+
+def test_a_table_whose_snapshot_cannot_go_on_is_parked_saying_what_to_do_and_the_next_one_is_snapshotted(
+        played, monkeypatch):
+    monkeypatch.setattr(runner_module, "table_key", key_error_for("keyless"))
+    assert run(played, tables=[SnapshotTable("db", "keyless"), SnapshotTable(*TABLE)]) == [], "the job runs on"
+    status = played.runner.status()
+    assert status["db.keyless"].phase == "parked" and "has no primary key" in status["db.keyless"].error
+    assert "its changes stream on" in status["db.keyless"].error
+    assert "canalbridge snapshot --cancel job" in status["db.keyless"].error
+    assert status["db.t"].phase == "finished"
+    assert [t.name for t in played.runner.parked()] == ["db.keyless"]
+
+
+def test_a_back_fill_whose_condition_the_source_refuses_is_parked(played, monkeypatch):
+    class Refusing(FakePlanner):
+        def ranges(self, done: tuple[int] | None, last: tuple[int] | None) -> Iterator[KeyRange]:
+            raise SourceDbError("Unknown column 'gone' in 'where clause' (error 1054)", address="h:3306",
+                                table="db.t")
+
+    monkeypatch.setattr(runner_module, "ChunkPlanner", Refusing)
+    earlier = TableProgress("snap", "db.t", (ROWS,), (4,), key=("id",), where="gone > 1")
+    assert run(played, tables=[SnapshotTable(*TABLE, progress=earlier)]) == []
+    status = played.runner.status()["db.t"]
+    assert status.phase == "parked" and "Unknown column 'gone'" in status.error and status.done == "4"
+
+
+def test_a_signal_table_the_source_refuses_still_pauses_the_job(played, monkeypatch):
+    written = FakeSignals.write
+
+    def refused(self, signal: Signal) -> None:
+        if signal.kind == OPEN and sum(kind == OPEN for kind, _ in self.played.events) == 2:
+            raise SourceDbError("INSERT command denied (error 1142)", address="h:3306", table="db.canalbridge_signal")
+        written(self, signal)
+
+    monkeypatch.setattr(FakeSignals, "write", refused)
+    landing_meanwhile(played, monkeypatch)
+    (failure,) = run(played, finishes=False)
+    assert "INSERT command denied" in str(failure)
+    # (The third chunk's open signal failed: the second, closed before it, landed.)
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,)]
+
+
+def test_reads_of_two_tables_that_fail_alike_are_not_one_tables_and_pause_the_job(played, monkeypatch):
+    def failing(ranges: list[KeyRange]) -> ReadRows:
+        raise RuntimeError("Communications link failure: the driver cannot reach the source")
+
+    monkeypatch.setattr(played, "read", failing)
+    (failure,) = run(played, tables=[SnapshotTable("db", "a"), SnapshotTable("db", "b")], finishes=False)
+    assert "the read of db.a failed the same way" in str(failure)
+    assert played.runner.status()["db.a"].phase == "parked"
+
+
+def test_a_table_whose_windows_are_spoiled_every_time_is_parked_not_read_for_ever(played, monkeypatch):
+    spoiling = played.read
+
+    def read(ranges: list[KeyRange]) -> ReadRows:
+        rows = spoiling(ranges)
+        played.windows.spoil(TABLE)  # (DDL on the table during every read)
+        return rows
+
+    monkeypatch.setattr(played, "read", read)
+    assert run(played) == []
+    status = played.runner.status()["db.t"]
+    assert status.phase == "parked" and f"read {runner_module.SPOILED_TRIES} times in a row" in status.error
+
+
+def test_a_cancel_of_a_table_whose_key_cannot_be_read_lands_a_mark_without_a_key(played, monkeypatch):
+    monkeypatch.setattr(runner_module, "table_key", key_error_for("t"))
+    made = windows_made(monkeypatch)
+    assert run(played, cancelled=True, finishes=False) == []
+    assert [done for kind, done in played.events if kind == "landed"] == [None]
+    (mark,) = made
+    assert mark.key_columns == () and mark.chunk.progress.finished and mark.chunk.progress.key == ()
+    assert played.runner.status()["db.t"].phase == "cancelled"
+
+
+@pytest.mark.parametrize("lags", [False, True], ids=["routed-during-the-read", "read-fails-first"])
+def test_a_table_renamed_mid_snapshot_under_a_job_that_follows_it_is_read_on_under_its_new_name(
+        played, monkeypatch, lags):
+    names: list[str] = []
+
+    def key(db, schema, table, key):
+        names.append(table)
+        if table == "t" and played.renamed:
+            raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
+        return TableKey(schema, table, KEY.columns)
+
+    def columns(db, schema, table):
+        if table == "t" and played.renamed:
+            raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
+        return [("id", "int(11)")]
+
+    monkeypatch.setattr(runner_module, "table_key", key)
+    monkeypatch.setattr(runner_module, "table_columns", columns)
+    made = windows_made(monkeypatch)
+    played.rename_at_read, played.rename_lags = 3, lags  # keys 5-6, read while 3-4 commits
+    assert run(played) == []
+    assert [done for kind, done in played.events if kind == "landed"] == [(2,), (4,), (6,), (8,), (10,)]
+    assert names[0] == "t" and names[-1] == "t_v2"
+    chunks = [w for w in made if w.applies]
+    assert chunks[-1].table == RENAMED and chunks[-1].state is WindowState.LANDED
+    assert chunks[-1].chunk.progress.table == "db.t", "its progress is kept under the channel's table"
+    assert played.runner.status()["db.t"].phase == "finished"
+
+
+@pytest.mark.parametrize("in_stream", [True, False], ids=["dropped-in-the-stream", "not-there-for-the-user"])
+def test_a_named_table_missing_mid_snapshot_is_gone_if_the_stream_dropped_it_else_parked(played, monkeypatch,
+                                                                                         in_stream):
+    def columns(db, schema, table):
+        if played.dropped:
+            raise SourceDbAccessError("no such table", address="h:3306", table=f"{schema}.{table}", missing=True)
+        return [("id", "int(11)")]
+
+    monkeypatch.setattr(runner_module, "table_columns", columns)
+    monkeypatch.setattr(runner_module, "table_key", lambda db, schema, table, key: KEY if not played.dropped else
+                        columns(db, schema, table))
+    played.drop_at_read, played.drop_in_stream = 2, in_stream
+    assert run(played) == []  # (the job runs on)
+    status = played.runner.status()["db.t"]
+    assert status.phase == ("gone" if in_stream else "parked")
+    if not in_stream:  # (dropped outside what the stream shows, or a grant revoked: the user says which)
+        assert "no such table" in status.error
+
+
+class Ledger:
+    """The back-fill conditions a user asked for, as the daemon's state store keeps them."""
+
+    def __init__(self, played: Played) -> None:
+        self.played = played
+        self.asked: dict[str, TableProgress] = {}
+
+    def remember(self, job: str, progress: TableProgress) -> None:
+        self.played.events.append(("remembered", progress.where))
+        self.asked[progress.table] = progress
+
+    def knows(self, job: str, progress: TableProgress) -> bool:
+        asked = self.asked.get(progress.table)
+        return asked is not None and (asked.snapshot, asked.where) == (progress.snapshot, progress.where)
+
+
+def test_a_back_fill_condition_its_target_holds_that_no_user_asked_for_is_parked_not_run(played, monkeypatch):
+    planned: list[str | None] = []
+
+    class Planner(FakePlanner):
+        def __init__(self, db, key, size, where=None) -> None:
+            super().__init__(db, key, size, where)
+            planned.append(where)
+
+    monkeypatch.setattr(runner_module, "ChunkPlanner", Planner)
+    # (A summary anyone who can commit to the target could have written.)
+    written = TableProgress("snap", "db.t", (ROWS,), (4,), key=("id",), where="id > 0 AND SLEEP(10) = 0")
+    assert run(played, tables=[SnapshotTable(*TABLE, progress=written)], filters=Ledger(played)) == []
+    status = played.runner.status()["db.t"]
+    assert status.phase == "parked" and "SLEEP(10)" in status.error and "is not run" in status.error
+    assert planned == [] and not [kind for kind, _ in played.events if kind == "read"]
+
+
+def test_a_back_fill_a_user_asked_for_is_remembered_before_its_progress_lands_and_taken_up_after_a_restart(played):
+    ledger = Ledger(played)
+    assert run(played, announce=True, tables=[SnapshotTable(*TABLE, where="id <= 10")], filters=ledger) == []
+    kinds = [kind for kind, _ in played.events]
+    assert kinds.index("remembered") < kinds.index("landed")
+    asked = ledger.asked["db.t"]
+    played.events.clear()
+    resumed = replace(asked, done=(4,))  # (as a restart reads it back from the target)
+    assert run(played, tables=[SnapshotTable(*TABLE, progress=resumed)], filters=ledger) == []
+    assert played.runner.status()["db.t"].phase == "finished"
+    assert [done for kind, done in played.events if kind == "landed"] == [(6,), (8,), (10,)]

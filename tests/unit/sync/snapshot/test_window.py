@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.source_db.chunks import KeyRange
 from canalbridge.source_db.signals import Signal
 from canalbridge.sync.errors import KeyColumnMissing
 from canalbridge.sync.model.tables import TableId
@@ -113,3 +114,23 @@ def test_a_missing_key_column_is_named():
 def test_a_signal_row_holds_a_window_and_a_kind_or_nothing(values, expected):
     signal = Signal.from_row(values)
     assert (None if signal is None else (signal.window, signal.kind, dict(signal.data))) == expected
+
+
+def test_a_window_over_integer_keys_notes_only_the_keys_in_its_chunks_range():
+    # (A stream that lags keeps a window open long: the keys of the rest of the table must not pile up in it.)
+    window = ChunkWindow("w1", TableId("db", "t"), ["a", "b"], span=KeyRange((1, 10), (2, 5)))
+    window.opened()
+    for a, b in [("1", "10"), ("1", "11"), ("2", "5"), ("2", "6"), ("0", "99"), ("3", "0")]:
+        window.note(change(INSERT, ({}, {"a": a, "b": b})))
+    window.note(change(UPDATE, ({"a": "1", "b": "50"}, {"a": "7", "b": "1"})))  # out of the range: only the old
+    assert window.keys == {("1", "11"), ("2", "5"), ("1", "50")}
+
+
+@pytest.mark.parametrize("span", [KeyRange(("a",), ("m",)), KeyRange(None, None), None],
+                         ids=["text-keys", "unbounded", "a-mark"])
+def test_a_window_whose_range_python_cannot_order_as_mysql_does_notes_every_key(span):
+    window = ChunkWindow("w1", TableId("db", "t"), ["k"], span=span)
+    window.opened()
+    for key in ("B", "z", "0"):
+        window.note(change(INSERT, ({}, {"k": key})))
+    assert window.keys == {("B",), ("z",), ("0",)}

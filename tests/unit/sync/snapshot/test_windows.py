@@ -225,3 +225,15 @@ def test_a_ddl_spoils_a_verify_window_even_after_it_landed():
     windows.landed("txn-1", set())
     windows.spoil(T)  # its columns changed while the target was compared: compare again
     assert window.state is WindowState.SPOILED and not windows.concerns(T)
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["rows-held", "rows-lost"])
+def test_an_abort_reopens_a_closed_window_marking_it_lost_if_its_chunks_rows_went_with_spark(held):
+    windows = Windows(TableId("db", "canalbridge_signal"))
+    window = ChunkWindow("w1", T, ["id"])
+    windows.register(window)
+    windows.ready(window, SnapshotChunk(CHUNK.columns, CHUNK.rows, 1, CHUNK.progress, held=lambda: held))
+    windows.signal(signal("w1", "open"), "txn-1")
+    assert windows.signal(signal("w1", "close"), "txn-1") == [window]
+    windows.aborted()
+    assert window.state is WindowState.OPEN and windows.concerns(T) and window.lost is not held
