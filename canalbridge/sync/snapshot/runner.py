@@ -55,7 +55,6 @@ from canalbridge.source_db import (
     OPEN,
     ChunkPlanner,
     KeyRange,
-    KeyValues,
     Signal,
     SignalTable,
     SourceDb,
@@ -71,6 +70,7 @@ from canalbridge.source_db import (
 from canalbridge.sync.errors import SnapshotError, Stopping, SyncError, first_line
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.settings import ChannelSettings, RetrySettings, SnapshotSettings
+from canalbridge.sync.snapshot.board import WAITING, TableBoard
 from canalbridge.sync.snapshot.chunk_window import ChunkWindow, SnapshotChunk
 from canalbridge.sync.snapshot.chunking import ROUTED, groups, key_text, source_columns, span, wait_for, wait_landed
 from canalbridge.sync.snapshot.progress import SnapshotStatus, TableProgress, combined
@@ -155,27 +155,25 @@ class SnapshotRunner(CancellableWorker):
         self.snapshot_id = uuid.uuid4().hex[:12]  # of the tables whose snapshot begins in this run
         self.finished = threading.Event()  # every table is done
         # Written by this thread, read by status (each value replaced whole).
-        self._status: dict[str, SnapshotStatus] = {table.name: SnapshotStatus("waiting") for table in self.tables}
+        self._board = TableBoard(job, [table.name for table in self.tables])
         self._progress: dict[str, TableProgress] = {}  # each table's, once planned, as its chunks land (this thread's)
-        self._given_up: set[str] = set()  # the tables parked or gone in this run (this thread's)
-        self._last_read_error: tuple[str, str] | None = None  # the last table parked for a read, and the words
 
     def status(self) -> dict[str, SnapshotStatus]:
         """Each table's snapshot as it stands, by ``schema.table``."""
-        return dict(self._status)
+        return self._board.status()
 
     def parked(self) -> list[SnapshotTable]:
-        """The tables whose snapshot cannot go on in this run (see :meth:`_park`)."""
-        status = self._status
-        return [table for table in self.tables if status.get(table.name, _WAITING).phase == "parked"]
+        """The tables whose snapshot cannot go on in this run (see :meth:`_stuck`)."""
+        parked = set(self._board.parked())
+        return [table for table in self.tables if table.name in parked]
 
     def channel_status(self) -> dict[str, SnapshotStatus]:
         """Each channel's snapshot as it stands, by the channel's source: the tables a merged target takes,
         combined."""
-        status, by_channel = dict(self._status), dict[str, list[SnapshotStatus]]()
+        status, by_channel = self._board.status(), dict[str, list[SnapshotStatus]]()
         for table in self.tables:  # (both replaced whole when tables are found: a table not in both waits)
             source = table.channel.source if table.channel is not None else table.name
-            by_channel.setdefault(source, []).append(status.get(table.name, SnapshotStatus("waiting")))
+            by_channel.setdefault(source, []).append(status.get(table.name, WAITING))
         return {source: each[0] if len(each) == 1 else combined(each) for source, each in by_channel.items()}
 
     def _run(self) -> None:
@@ -210,7 +208,7 @@ class SnapshotRunner(CancellableWorker):
                 for each in self.tables:
                     if self._halted():
                         raise _Halted()
-                    if each.name in self._given_up:
+                    if self._board.given_up(each.name):
                         continue  # (parked or gone before a reconnect)
                     self._current = each.name
                     try:
@@ -225,10 +223,7 @@ class SnapshotRunner(CancellableWorker):
                 return
         parked = self.parked()
         if parked and self.settings.only:  # (the job would end FINISHED without it)
-            cause = (self._status[parked[0].name].error or "").split("; ")[0]
-            raise SnapshotError(parked[0].name, f"{cause}; mode = \"only\" ends the job once every table's snapshot "
-                                                "is done, so it pauses: fix the cause and resume it, or take the "
-                                                "table's channel out of the config")
+            raise self._board.only_error(parked[0].name)
         self.finished.set()
         self._log.info("snapshot.finished", tables=len(self.tables), parked=[table.name for table in parked])
         self._ended()
@@ -246,7 +241,7 @@ class SnapshotRunner(CancellableWorker):
             # the stream dropped it: else it was dropped outside what the stream shows, or the user may not see it.
             if isinstance(exc, SourceDbAccessError) and exc.missing and (
                     table.channel is not None or self._gone_in_stream(signals, table)):
-                self._dropped(table, exc)
+                self._board.gone(table.name, exc.reason)
                 return
         elif not isinstance(exc, _TableStuck):
             raise exc
@@ -254,32 +249,11 @@ class SnapshotRunner(CancellableWorker):
 
     def _park(self, table: SnapshotTable, exc: SourceDbError | SnapshotError) -> None:
         """Leave ``table``'s snapshot where it is, saying why and what to do; the stream and the other tables
-        go on. A read that fails as the one before failed, on another table, is not one table's: the job
-        pauses."""
-        read_error = exc.read_error if isinstance(exc, _TableStuck) else None
-        if read_error is not None and self._last_read_error is not None and read_error == self._last_read_error[1]:
-            raise SnapshotError(table.name, f"{first_line(exc)}; the read of {self._last_read_error[0]} failed the "
-                                            "same way, so it is not one table's")
-        if read_error is not None:
-            self._last_read_error = (table.name, read_error)
-        self._given_up.add(table.name)
-        cause = first_line(exc)
-        if table.rebuild:
-            stream = "its changes wait for its target to be made anew"
-            way = "fix the cause, then pause and resume the job (the rebuild begins again), or take its channel out"
-        else:
-            stream = "its changes stream on"
-            again = (f"run its back-fill again (canalbridge snapshot {self.job} {table.name} --where ...)"
-                     if exc.__class__ is _Untrusted else f"re-sync it (canalbridge snapshot {self.job} {table.name})")
-            way = (f"fix the cause, then {again}, or cancel its snapshot (canalbridge snapshot --cancel "
-                   f"{self.job}), or take its channel out of the config")
-        self._status = {**self._status, table.name: SnapshotStatus(
-            "parked", done=key_text(self._done(table)), error=f"{cause}; {stream}. To go on: {way}")}
-        self._log.error("snapshot.table_parked", table=table.name, error=cause, rebuild=table.rebuild)
-
-    def _done(self, table: SnapshotTable) -> KeyValues | None:
+        go on (:meth:`TableBoard.park`)."""
         progress = self._progress.get(table.name, table.progress)
-        return None if progress is None else progress.done
+        self._board.park(table.name, first_line(exc), done=key_text(None if progress is None else progress.done),
+                         rebuild=table.rebuild, backfill=isinstance(exc, _Untrusted),
+                         read_error=exc.read_error if isinstance(exc, _TableStuck) else None)
 
     def _take(self, found: Sequence[SnapshotTable]) -> None:
         """Snapshot ``found`` too, after the tables given (those given already are left out)."""
@@ -287,16 +261,9 @@ class SnapshotRunner(CancellableWorker):
         more = [table for table in found if table.name.lower() not in known]
         if more:
             # Replaced whole: status and a cancel read them from other threads.
-            self._status = {**self._status, **{table.name: SnapshotStatus("waiting") for table in more}}
+            self._board.add(table.name for table in more)
             self.tables = (*self.tables, *more)
         self._log.info("snapshot.tables_found", tables=[table.name for table in more])
-
-    def _dropped(self, table: SnapshotTable, exc: SourceDbAccessError) -> None:
-        """The table was dropped (or renamed away under a job that does not follow renames): its rows went with
-        it."""
-        self._given_up.add(table.name)
-        self._status = {**self._status, table.name: SnapshotStatus("gone")}
-        self._log.warning("snapshot.table_gone", table=table.name, error=exc.reason)
 
     def _ended(self) -> None:
         if self._on_finished is not None:
@@ -319,7 +286,7 @@ class SnapshotRunner(CancellableWorker):
     def _mark_rebuilds(self, db: SourceDb, signals: SignalTable) -> None:
         """Land the mark of each table to rebuild that has none yet: its channel makes the target anew there."""
         for table in self.tables:
-            if not table.rebuild or table.name in self._progress or table.name in self._given_up:
+            if not table.rebuild or table.name in self._progress or self._board.given_up(table.name):
                 continue  # (a reconnect goes on after the mark that landed)
             try:
                 key = table_key(db, *self._named(table), table.key)
@@ -339,7 +306,7 @@ class SnapshotRunner(CancellableWorker):
             progress = self._progress.get(table.name)
             if progress is not None and progress.finished:
                 continue
-            before = self._status[table.name]
+            before = self._board[table.name]
             try:
                 named = self._named(table)
                 try:
@@ -354,11 +321,11 @@ class SnapshotRunner(CancellableWorker):
                 self._log.warning("snapshot.cancel_unmarked", table=table.name, error=str(exc))
                 # (This run reads it no more either way; unmarked, the next start takes it up.)
                 gone = isinstance(exc, SourceDbAccessError) and exc.missing and table.channel is not None
-                self._status[table.name] = replace(before, phase="gone" if gone else "cancelled", seconds_left=None)
+                self._board.set(table.name, replace(before, phase="gone" if gone else "cancelled", seconds_left=None))
                 continue
             cancelled.append(table.name)
-            self._status[table.name] = replace(before, phase="cancelled", done=key_text(progress.done),
-                                               last=key_text(progress.last), seconds_left=None)
+            self._board.set(table.name, replace(before, phase="cancelled", done=key_text(progress.done),
+                                                last=key_text(progress.last), seconds_left=None))
         self._log.warning("snapshot.cancelled", tables=cancelled)
 
     def _land_mark(self, db: SourceDb, signals: SignalTable, table: SnapshotTable, key: TableKey,
@@ -423,7 +390,7 @@ class SnapshotRunner(CancellableWorker):
                                          planner.last_key(), key=key.names, where=where)
             self._progress[table.name] = progress
             if progress.finished:
-                self._status[table.name] = SnapshotStatus("finished", last=key_text(progress.last))
+                self._board.set(table.name, SnapshotStatus("finished", last=key_text(progress.last)))
                 self._log.info("snapshot.table_done_already", table=table.name, snapshot=progress.snapshot)
                 return
             if first:
@@ -432,9 +399,9 @@ class SnapshotRunner(CancellableWorker):
                 self._log.info("snapshot.table_started", table=table.name, snapshot=progress.snapshot,
                                resumed=progress.done is not None, where=where, rows_estimate=tally.estimate)
                 first = False
-            self._status[table.name] = SnapshotStatus("reading", tally.chunks, tally.rows, key_text(progress.done),
-                                                      key_text(progress.last), rows_done=progress.rows,
-                                                      rows_estimate=tally.estimate)
+            self._board.set(table.name, SnapshotStatus("reading", tally.chunks, tally.rows, key_text(progress.done),
+                                                       key_text(progress.last), rows_done=progress.rows,
+                                                       rows_estimate=tally.estimate))
             try:
                 spoiled = self._chunks(db, signals, table, key, planner, progress, tally)
             except SourceDbAccessError as exc:
@@ -612,10 +579,10 @@ class SnapshotRunner(CancellableWorker):
         progress = self._progress[table.name] = read.progress
         rate = tally.rows / max(time.monotonic() - tally.started, 1e-3)
         left = None if progress.finished or tally.estimate is None else max(tally.estimate - progress.rows, 0) / rate
-        self._status[table.name] = SnapshotStatus(
+        self._board.set(table.name, SnapshotStatus(
             "finished" if progress.finished else "reading", tally.chunks, tally.rows, key_text(progress.done),
             key_text(progress.last), round(rate, 1), progress.rows, tally.estimate,
-            None if left is None else round(left, 1))
+            None if left is None else round(left, 1)))
         return True
 
     def _drop(self, read: _Read) -> None:
@@ -683,9 +650,6 @@ class _TableStuck(SnapshotError):
 
 class _Untrusted(_TableStuck):
     """A back-fill's condition read back from a target that no user asked this daemon for."""
-
-
-_WAITING = SnapshotStatus("waiting")
 
 
 class _Halted(Exception):
