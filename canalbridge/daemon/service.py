@@ -19,7 +19,7 @@ from canalbridge.daemon.config import Config
 from canalbridge.daemon.control import ControlServer
 from canalbridge.daemon.control_access import daemon_endpoint
 from canalbridge.daemon.metrics import Metrics
-from canalbridge.daemon.state import StateStore, StoredRequests
+from canalbridge.daemon.state import StateStore, StoredFilters
 from canalbridge.daemon.status import job_json
 from canalbridge.sync.errors import JobStateError
 from canalbridge.sync.job.job import FailKind, JobState, SyncJob
@@ -168,7 +168,7 @@ class Daemon:
         assert self._store is not None  # (opened before any job is made)
         return SnapshotSource(snapshot.connect, SparkChunkReader(spark, JdbcSource.of(snapshot)),
                               SparkComparer(spark), SparkProgressReader(spark, settings.name),
-                              StoredRequests(self._store))
+                              StoredFilters(self._store))
 
     def _shutdown(self) -> dict[str, list[str]]:
         """Stop everything; the threads, per job, that did not stop within the bound."""
@@ -267,9 +267,6 @@ def _verify(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
 
 def _cancel(what: Literal["snapshot", "verify"]) -> Callable[[Daemon, SyncJob, Params], Mapping[str, Any]]:
     def cancel(daemon: Daemon, job: SyncJob, params: Params) -> Mapping[str, Any]:
-        if what == "snapshot" and job.state is JobState.PAUSED:
-            job.on_demand.cancel_when_started()
-            return {"tables": [], "when_started": True}
         return {"tables": list(job.on_demand.cancel(what))}
     return cancel
 

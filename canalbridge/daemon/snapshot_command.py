@@ -45,10 +45,6 @@ def run(args: argparse.Namespace) -> int:
     if result is None:
         return 1
     tables = result["tables"]
-    if args.cancel and result.get("when_started"):
-        print(f"job {args.job} is paused: its snapshot is cancelled when it starts again (each table not finished "
-              f"lands a mark that says so, reading nothing)")
-        return 0
     if args.cancel:
         print(f"job {args.job}: the snapshot of {', '.join(tables)} is cancelled; what landed stays, and each table "
               f"not finished lands a mark that says so")

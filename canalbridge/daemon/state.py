@@ -41,16 +41,14 @@ CREATE TABLE IF NOT EXISTS channels (
     job TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, committed_position TEXT,
     PRIMARY KEY (job, source)
 );
-"""
-# Added to stores of the same schema version when they open (an older canalbridge leaves them alone): what a
-# user asked of a job's snapshots.
-_ADDED = """
+""" + """
 CREATE TABLE IF NOT EXISTS backfills (
     job TEXT NOT NULL, source TEXT NOT NULL, snapshot TEXT NOT NULL, condition TEXT NOT NULL,
     PRIMARY KEY (job, source)
 );
-CREATE TABLE IF NOT EXISTS snapshot_cancels (job TEXT PRIMARY KEY);
 """
+# Added to stores of the same schema version when they open (an older canalbridge leaves it alone).
+_BACKFILLS = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS backfills"):]
 
 
 class StateError(Exception):
@@ -88,7 +86,7 @@ class StateStore:
         if not tables:
             with self._db:
                 self._db.execute("BEGIN")
-                self._db.executescript(_SCHEMA + _ADDED)
+                self._db.executescript(_SCHEMA)
                 self._db.execute("INSERT INTO meta VALUES ('application', ?), ('schema_version', ?)",
                                  (APPLICATION, str(SCHEMA_VERSION)))
             return
@@ -104,7 +102,7 @@ class StateStore:
         result = self._db.execute("PRAGMA quick_check").fetchone()[0]
         if result != "ok":
             raise StateError(f"{self.path}: the state store is damaged ({result})")
-        self._db.executescript(_ADDED)
+        self._db.executescript(_BACKFILLS)
 
     def close(self) -> None:
         self._db.close()
@@ -137,19 +135,6 @@ class StateStore:
             row = self._db.execute("SELECT snapshot, condition FROM backfills WHERE job = ? AND source = ?",
                                    (job, source.lower())).fetchone()
         return None if row is None else (row[0], row[1])
-
-    def set_snapshot_cancel(self, job: str, asked: bool) -> None:
-        """Keep (or drop) a cancel of ``job``'s snapshot that waits for its next run."""
-        with self._lock:
-            if asked:
-                self._db.execute("INSERT OR REPLACE INTO snapshot_cancels VALUES (?)", (job,))
-            else:
-                self._db.execute("DELETE FROM snapshot_cancels WHERE job = ?", (job,))
-
-    def snapshot_cancel(self, job: str) -> bool:
-        """Whether a cancel of ``job``'s snapshot waits for its next run."""
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM snapshot_cancels WHERE job = ?", (job,)).fetchone() is not None
 
     def save_job(self, record: JobRecord, *, transition: bool) -> None:
         """Write a job's row and its channels in one transaction; log a transition event if asked."""
@@ -230,10 +215,9 @@ class StateStore:
             ))
 
 
-class StoredRequests:
-    """A snapshot's :class:`~canalbridge.sync.snapshot.source.SnapshotRequests` in the state store: a back-fill's
-    condition read back from a target runs only if it is the one the user asked for last; a cancel asked while
-    the job was paused waits for its next run, across restarts."""
+class StoredFilters:
+    """A snapshot's :class:`~canalbridge.sync.snapshot.source.FilterLedger` in the state store: a back-fill's
+    condition read back from a target runs only if it is the one the user asked for last."""
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
@@ -244,12 +228,3 @@ class StoredRequests:
 
     def knows(self, job: str, progress: TableProgress) -> bool:
         return self._store.backfill(job, progress.table) == (progress.snapshot, progress.where)
-
-    def ask_cancel(self, job: str) -> None:
-        self._store.set_snapshot_cancel(job, True)
-
-    def cancel_asked(self, job: str) -> bool:
-        return self._store.snapshot_cancel(job)
-
-    def cancel_done(self, job: str) -> None:
-        self._store.set_snapshot_cancel(job, False)

@@ -15,9 +15,10 @@ closed window's chunk goes to its table's channel at the close signal's
 position. Changes of a table whose window is open are noted in it; a DDL
 on it spoils the window (the snapshot reads that chunk again), and so
 does a RENAME or DROP of it, which also tells the snapshot the name a
-followed table goes by now, or that the table is gone. A window that closes with no channel to take its table
-is spoiled too: the snapshot reads the table again as it is then; so is a
-window replayed after its chunk's rows were lost (a Spark JVM that died).
+followed table goes by now, or that the table is gone. A window that
+closes with no channel to take its table is given up (the snapshot reads
+the table again as it is then), and so is a window replayed after its
+chunk's rows were lost (a Spark JVM or executor that died with them).
 
 A channel whose target waits to be made anew (``canalbridge rebuild``) gets
 none of its table's entries until its rebuild window's close signal: the

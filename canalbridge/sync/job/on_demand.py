@@ -46,7 +46,8 @@ class OnDemand:
         condition = None if where is None else checked_filter(where)
         chosen = self._chosen(tables)  # (refused first if none may start: the source is asked nothing then)
         # The name each table goes by in the source now (a channel that followed a RENAME reads its new name).
-        current = {each.name: self._run().followed_name(each.channel.source) for each in chosen}
+        run = self._run()
+        current = {each.name: run.followed_name(each.channel.source) for each in chosen}
         if condition is not None:
             assert self._source is not None
             # Outside the lock: the source may take its time, and a pause or a stop must not wait for it.
@@ -117,20 +118,6 @@ class OnDemand:
             which = {"verify": runner.verify_id} if isinstance(runner, VerifyRunner) else {}
             self._log.warning(f"job.{what}_cancel", tables=list(tables), **which)
             return tables
-
-    def cancel_when_started(self) -> None:
-        """Cancel the job's snapshot while the job is paused: its next run lands the mark of each table whose
-        snapshot is not finished (reading nothing), as a cancel of a running snapshot does."""
-        with self._lock:
-            state = self._state()
-            if state is not JobState.PAUSED:
-                raise JobStateError(f"job {self.name} is {state.value}: a cancel waits for the next run only while the "
-                                    "job is PAUSED")
-            requests = self._source.requests if self._source is not None else None
-            if requests is None:
-                raise JobStateError(f"job {self.name} takes no snapshot: nothing to cancel")
-            requests.ask_cancel(self.name)
-        self._log.warning("job.snapshot_cancel_asked", note="carried out when the job starts again")
 
     def _chosen(self, tables: Sequence[str]) -> list[RoutedTable]:
         """Each of ``tables`` (``schema.table``, without case, once each) with the channel it goes to: a channel

@@ -130,27 +130,13 @@ class JobRun:
         ]
         tables = self._snapshot_tables()
         discover = self._rule_discovery()
-        requests = self._snapshot.requests if self._snapshot is not None else None
-        cancel = requests is not None and requests.cancel_asked(settings.name)  # (asked while the job did not run)
         if tables or discover is not None:
             assert self._windows is not None and self._snapshot is not None and settings.snapshot is not None
             self.snapshot = SnapshotRunner(settings.name, tables, self._windows, self._snapshot, settings.snapshot,
                                            self._stop, self._on_failure, self._on_snapshot_finished,
                                            reconnect=settings.commit.reconnect_retry, discover=discover)
-            rebuilds = [t.name for t in tables if t.rebuild]
-            if cancel and rebuilds:  # (a target made anew and then marked done would lack the table's rows)
-                assert requests is not None
-                requests.cancel_done(settings.name)
-                self._log.warning("job.snapshot_cancel_refused", tables=rebuilds,
-                                  reason="a table waits to be made anew: its snapshot is not cancelled")
-            elif cancel:  # (it lands the marks of its tables, and reads nothing)
-                self.snapshot.cancel()
-                self._log.warning("job.snapshot_cancel", tables=[t.name for t in tables], asked_while_paused=True)
             # First: alive before the Receiver opens the link, which asks whether a snapshot runs.
             self._workers.insert(0, self.snapshot)
-        elif cancel:
-            assert requests is not None
-            requests.cancel_done(settings.name)  # (nothing left to cancel)
         for worker in self._workers:
             worker.start()
         if self.heartbeat is not None:
@@ -171,11 +157,12 @@ class JobRun:
 
     def followed_name(self, source: str) -> TableId | None:
         """The name the table of the channel of ``source`` goes by now, if that channel followed a RENAME: as its
-        target recorded it when the channel started, then as the stream renamed it since."""
+        target recorded it when the channel started, then as the stream renamed it since (the router keeps the
+        live name on the Consumer's thread; the stream's renames are in the windows too)."""
         channel = next((c for c in list(self.channels) if c.source == source), None)
         started = TableId.parse(source if channel is None or channel.source_table is None else channel.source_table)
         now = self._windows.current(started) if self._windows is not None else started
-        return None if now == TableId.parse(source) else now
+        return None if now.key == TableId.parse(source).key else now
 
     def cancel_parked(self, tables: Sequence[SnapshotTable]) -> SnapshotRunner:
         """Land a mark that the snapshot of each of ``tables`` (parked: it could not go on) is done, so that no

@@ -27,8 +27,6 @@ from canalbridge.sync.schema.ddl import DropTable, RenameTable, parse_ddl
 from canalbridge.sync.settings import ChannelSettings, JobSettings
 
 RENAME = int(entry_pb.EventType.RENAME)  # RENAME TABLE, and ALTER TABLE ... RENAME TO (Canal names the new table)
-
-
 ERASE = int(entry_pb.EventType.ERASE)  # DROP TABLE
 
 

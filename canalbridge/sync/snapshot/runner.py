@@ -143,7 +143,7 @@ class SnapshotRunner(CancellableWorker):
         self.settings = settings
         self._connect = source.connect
         self._reader = source.reader
-        self._requests = source.requests
+        self._filters = source.filters
         self._on_failure = on_failure
         self._on_finished = on_finished
         self._announce = announce
@@ -219,8 +219,6 @@ class SnapshotRunner(CancellableWorker):
                 if self._stop.is_set():
                     raise
                 self._mark_cancelled(db, signals)
-                if self._requests is not None:
-                    self._requests.cancel_done(self.job)  # (one asked while the job did not run is carried out)
                 self._ended()
                 return
         parked = self.parked()
@@ -278,8 +276,8 @@ class SnapshotRunner(CancellableWorker):
                 key = table_key(db, *self._named(table), table.key)
                 last = ChunkPlanner(db, key, self.settings.chunk_rows, table.where).last_key()
                 progress = TableProgress(self.snapshot_id, table.name, last, key=key.names, where=table.where)
-                if progress.where is not None and self._requests is not None:
-                    self._requests.remember(self.job, progress)  # (before it can land: a restart reads it back)
+                if progress.where is not None and self._filters is not None:
+                    self._filters.remember(self.job, progress)  # (before it can land: a restart reads it back)
                 self._land_mark(db, signals, table, key, progress)
             except (SourceDbError, SnapshotError) as exc:
                 self._stuck(table, exc, signals)  # (dropped since it was asked for, or its key unusable)
@@ -367,7 +365,7 @@ class SnapshotRunner(CancellableWorker):
         # What landed in this run first (a reconnect goes on after it), else what the target held at the start.
         progress = self._progress.get(table.name, table.progress)
         if (progress is table.progress and progress is not None and progress.where is not None
-                and self._requests is not None and not self._requests.knows(self.job, progress)):
+                and self._filters is not None and not self._filters.knows(self.job, progress)):
             # (Read back from the target, where anyone who can commit to it can write it: not run on the source.)
             raise _Untrusted(table.name, f"the back-fill's condition its target holds ({progress.where!r}) is not "
                                          "one this daemon's state store says a user asked for, so it is not run")

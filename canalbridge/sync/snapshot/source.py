@@ -63,26 +63,16 @@ class TargetComparer(Protocol):
         that state holds since the window opened is noted by then)."""
 
 
-class SnapshotRequests(Protocol):
-    """What a user asked of a job's snapshots, kept where the daemon keeps its state: each back-fill's condition
-    as the user gave it, so that a condition read back from a target (whose snapshot summary anyone who can
-    commit to the table can write) runs on the source only if it is one the user asked for; and a cancel asked
-    while the job did not run, carried out when it starts again."""
+class FilterLedger(Protocol):
+    """Where the daemon keeps each back-fill's condition as the user gave it, so that a condition read back from
+    a target (whose snapshot summary anyone who can commit to the table can write) runs on the source only if
+    it is one the user asked for."""
 
     def remember(self, job: str, progress: TableProgress) -> None:
         """``progress`` (a back-fill's: its ``where`` is set) is about to land: its condition is the user's."""
 
     def knows(self, job: str, progress: TableProgress) -> bool:
         """Whether ``progress``'s snapshot and condition are those :meth:`remember` was given for its table."""
-
-    def ask_cancel(self, job: str) -> None:
-        """The user cancelled the job's snapshot while it did not run: its next run cancels it."""
-
-    def cancel_asked(self, job: str) -> bool:
-        """Whether a cancel :meth:`ask_cancel` kept waits for the job's next run."""
-
-    def cancel_done(self, job: str) -> None:
-        """The job's run carried the cancel out (or had no snapshot to cancel)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +87,5 @@ class SnapshotSource:
     # What a target's newest commit of the job says of each source table's snapshot (by ``schema.table``), for
     # the tables rules take, whose channels are not open yet (None: those are not snapshotted).
     progress: Callable[[str], Mapping[str, TableProgress]] | None = None
-    # What the user asked (None: every back-fill condition a target holds is taken as asked for, and a cancel is
-    # only for a running snapshot).
-    requests: SnapshotRequests | None = None
+    # The back-fill conditions the user asked for (None: every condition a target holds is taken as asked for).
+    filters: FilterLedger | None = None

@@ -20,9 +20,9 @@ window (Canal's header names a renamed table's new name, so the old name's
 window is spoiled by name). Where the job follows the rename, the table's
 new name is kept here: the snapshot reads it under that name from then on
 (:meth:`Windows.current`); a table dropped, or renamed away without the job
-following, is kept as gone (:meth:`Windows.gone`). A *probe* (:meth:`Windows.register` of a window
-with no table's rows, :meth:`Windows.wait` for OPEN) tells the snapshot's
-thread when the stream has routed everything written before it.
+following, is kept as gone (:meth:`Windows.gone`). A *probe* (a window of
+no table's rows, waited on until its open signal is routed) tells the
+snapshot's thread when the stream has routed everything written before it.
 """
 
 from __future__ import annotations

@@ -64,12 +64,3 @@ def test_a_parked_table_ends_the_following_with_its_cause_and_way_out_and_exit_1
     out = capsys.readouterr().out
     assert "  shop.items: parked: Unknown column 'flag'; its changes stream on" in out
     assert out.endswith("job shop: snapshot parked (shop.items)\n")
-
-
-def test_a_cancel_of_a_paused_jobs_snapshot_says_it_is_carried_out_when_the_job_starts_again(monkeypatch, capsys):
-    monkeypatch.setattr(snapshot_command, "load", lambda args, secrets: object())
-    monkeypatch.setattr(snapshot_command, "post_action",
-                        lambda config, name, action, query, hint: {"tables": [], "when_started": True})
-    assert snapshot_command.run(argparse.Namespace(config=Path("c.toml"), job="shop", tables=[], where=None,
-                                                   cancel=True, no_wait=False)) == 0
-    assert "job shop is paused: its snapshot is cancelled when it starts again" in capsys.readouterr().out

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from canalbridge.daemon.state import STATE_FILE, StateError, StateStore, StoredRequests
+from canalbridge.daemon.state import STATE_FILE, StateError, StateStore, StoredFilters
 from canalbridge.sync.model.position import Ack, EntryPosition
 from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -58,9 +58,9 @@ def test_missing_store_is_reported_when_not_creating(tmp_path):
 def test_a_backfills_condition_is_known_only_as_the_newest_the_user_asked_for_and_outlives_a_restart(tmp_path):
     store = StateStore(tmp_path)
     asked = TableProgress("snap-1", "shop.Orders", (9,), key=("id",), where="id <= 9")
-    StoredRequests(store).remember("job", asked)
+    StoredFilters(store).remember("job", asked)
     store.close()
-    filters = StoredRequests(StateStore(tmp_path, create=False))
+    filters = StoredFilters(StateStore(tmp_path, create=False))
     assert filters.knows("job", asked)
     assert filters.knows("job", TableProgress("snap-1", "shop.orders", (9,), (5,), ("id",), "id <= 9"))
     assert not filters.knows("job", replace(asked, where="id <= 9) OR (SELECT SLEEP(5)"))
@@ -68,19 +68,9 @@ def test_a_backfills_condition_is_known_only_as_the_newest_the_user_asked_for_an
     assert not filters.knows("other", asked)
 
 
-def test_a_cancel_asked_while_a_job_is_paused_waits_for_its_next_run_across_a_restart(tmp_path):
-    requests = StoredRequests(StateStore(tmp_path))
-    requests.ask_cancel("job")
-    again = StoredRequests(StateStore(tmp_path, create=False))
-    assert again.cancel_asked("job") and not again.cancel_asked("other")
-    again.cancel_done("job")
-    assert not again.cancel_asked("job")
-
-
-def test_a_store_made_before_snapshot_requests_were_kept_gains_their_tables(tmp_path):
+def test_a_store_made_before_backfills_were_kept_gains_their_table(tmp_path):
     StateStore(tmp_path).close()
     with sqlite3.connect(tmp_path / STATE_FILE) as db:
         db.execute("DROP TABLE backfills")
-        db.execute("DROP TABLE snapshot_cancels")
     store = StateStore(tmp_path, create=False)
-    assert store.backfill("job", "shop.orders") is None and not store.snapshot_cancel("job")
+    assert store.backfill("job", "shop.orders") is None

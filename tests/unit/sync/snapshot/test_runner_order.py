@@ -205,13 +205,13 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
 
 
 def run(played: Played, *, finishes: bool = True, announce: bool = False, cancelled: bool = False,
-        tables: list[SnapshotTable] | None = None, requests: object = None,
+        tables: list[SnapshotTable] | None = None, filters: object = None,
         discover: Callable[[object], list[SnapshotTable]] | None = None) -> list[SyncError]:
     failures: list[SyncError] = []
     settings = SnapshotSettings(host="h", user="u", signal_table="db.canalbridge_signal", chunk_rows=CHUNK_ROWS,
                                 parallelism=1, land_timeout_seconds=5)
     runner = SnapshotRunner("job", [SnapshotTable(*TABLE)] if tables is None else tables, played.windows,
-                            SnapshotSource(lambda: FakeDb(played), FakeReader(played), requests=requests), settings,
+                            SnapshotSource(lambda: FakeDb(played), FakeReader(played), filters=filters), settings,
                             threading.Event(),
                             failures.append, announce=announce, reconnect=RetrySettings(3, 0.01, 0.01),
                             discover=discover)
@@ -602,22 +602,12 @@ def test_a_named_table_missing_mid_snapshot_is_gone_if_the_stream_dropped_it_els
         assert "no such table" in status.error
 
 
-class Requests:
-    """What a user asked of the job's snapshots, as the daemon's state store keeps it."""
+class Ledger:
+    """The back-fill conditions a user asked for, as the daemon's state store keeps them."""
 
     def __init__(self, played: Played) -> None:
         self.played = played
         self.asked: dict[str, TableProgress] = {}
-        self.cancel = False
-
-    def ask_cancel(self, job: str) -> None:
-        self.cancel = True
-
-    def cancel_asked(self, job: str) -> bool:
-        return self.cancel
-
-    def cancel_done(self, job: str) -> None:
-        self.cancel = False
 
     def remember(self, job: str, progress: TableProgress) -> None:
         self.played.events.append(("remembered", progress.where))
@@ -639,28 +629,20 @@ def test_a_back_fill_condition_its_target_holds_that_no_user_asked_for_is_parked
     monkeypatch.setattr(runner_module, "ChunkPlanner", Planner)
     # (A summary anyone who can commit to the target could have written.)
     written = TableProgress("snap", "db.t", (ROWS,), (4,), key=("id",), where="id > 0 AND SLEEP(10) = 0")
-    assert run(played, tables=[SnapshotTable(*TABLE, progress=written)], requests=Requests(played)) == []
+    assert run(played, tables=[SnapshotTable(*TABLE, progress=written)], filters=Ledger(played)) == []
     status = played.runner.status()["db.t"]
     assert status.phase == "parked" and "SLEEP(10)" in status.error and "is not run" in status.error
     assert planned == [] and not [kind for kind, _ in played.events if kind == "read"]
 
 
 def test_a_back_fill_a_user_asked_for_is_remembered_before_its_progress_lands_and_taken_up_after_a_restart(played):
-    ledger = Requests(played)
-    assert run(played, announce=True, tables=[SnapshotTable(*TABLE, where="id <= 10")], requests=ledger) == []
+    ledger = Ledger(played)
+    assert run(played, announce=True, tables=[SnapshotTable(*TABLE, where="id <= 10")], filters=ledger) == []
     kinds = [kind for kind, _ in played.events]
     assert kinds.index("remembered") < kinds.index("landed")
     asked = ledger.asked["db.t"]
     played.events.clear()
     resumed = replace(asked, done=(4,))  # (as a restart reads it back from the target)
-    assert run(played, tables=[SnapshotTable(*TABLE, progress=resumed)], requests=ledger) == []
+    assert run(played, tables=[SnapshotTable(*TABLE, progress=resumed)], filters=ledger) == []
     assert played.runner.status()["db.t"].phase == "finished"
     assert [done for kind, done in played.events if kind == "landed"] == [(6,), (8,), (10,)]
-
-
-def test_a_cancel_carried_out_is_no_longer_asked_of_the_next_run(played):
-    requests = Requests(played)
-    requests.cancel = True  # (asked while the job was paused: its run starts cancelled)
-    assert run(played, cancelled=True, finishes=False, requests=requests) == []
-    assert [done for kind, done in played.events if kind == "landed"] == [None]  # a mark: done, no row read
-    assert not requests.cancel and played.runner.status()["db.t"].phase == "cancelled"
