@@ -299,12 +299,17 @@ class SnapshotRunner(CancellableWorker):
 
     def _mark_cancelled(self, db: SourceDb, signals: SignalTable) -> None:
         """Land a mark (no row, the progress finished) for each table not finished: the one being read and
-        those not begun. A table whose mark cannot land (its key cannot be read) is left: a restart takes it
-        up, and says what fails."""
+        those not begun, each with the progress it had (its snapshot, a back-fill's condition). A table whose
+        mark cannot land (its key cannot be read) is left: a restart takes it up, and says what fails. So is a
+        table to rebuild: its target, made anew, would keep only what the stream wrote."""
         cancelled = []
         for table in self.tables:
-            progress = self._progress.get(table.name)
-            if progress is not None and progress.finished:
+            progress = self._progress.get(table.name, table.progress)
+            if progress is not None and progress.finished and not table.rebuild:
+                continue
+            if table.rebuild:
+                self._log.warning("snapshot.cancel_skipped", table=table.name,
+                                  reason="its target is made anew: the next start reads it")
                 continue
             before = self._board[table.name]
             try:

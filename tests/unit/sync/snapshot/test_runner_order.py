@@ -646,3 +646,22 @@ def test_a_back_fill_a_user_asked_for_is_remembered_before_its_progress_lands_an
     assert run(played, tables=[SnapshotTable(*TABLE, progress=resumed)], filters=ledger) == []
     assert played.runner.status()["db.t"].phase == "finished"
     assert [done for kind, done in played.events if kind == "landed"] == [(6,), (8,), (10,)]
+
+
+def test_a_cancelled_back_fill_lands_its_mark_with_its_own_snapshot_and_condition(played, monkeypatch):
+    made = windows_made(monkeypatch)
+    earlier = TableProgress("snap", "db.t", (ROWS,), (4,), key=("id",), where="id <= 10")
+    assert run(played, cancelled=True, finishes=False, tables=[SnapshotTable(*TABLE, progress=earlier)]) == []
+    (mark,) = made
+    landed = mark.chunk.progress
+    assert landed.finished and (landed.snapshot, landed.where, landed.done) == ("snap", "id <= 10", (ROWS,))
+
+
+def test_a_cancel_leaves_a_table_to_rebuild_for_the_next_start_to_read(played, monkeypatch):
+    # (Its target, made anew at the rebuild's mark, would otherwise keep only what the stream wrote.)
+    made = windows_made(monkeypatch)
+    played.cancel_at_read = 1  # (while the rebuild's mark is written)
+    assert run(played, finishes=False, tables=[SnapshotTable(*TABLE, rebuild=True)]) == []
+    assert [w.replaces for w in made] == [True], "the rebuild's mark only: no mark that says the table is done"
+    assert [done for kind, done in played.events if kind == "landed"] == [None]
+    assert played.runner.status()["db.t"].phase != "cancelled"
