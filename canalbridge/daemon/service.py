@@ -18,6 +18,7 @@ import structlog
 from canalbridge.daemon.config import Config
 from canalbridge.daemon.control import ControlServer
 from canalbridge.daemon.control_access import daemon_endpoint
+from canalbridge.daemon.exit_codes import STUCK
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore, StoredFilters
 from canalbridge.daemon.status import job_json
@@ -31,7 +32,6 @@ log = structlog.get_logger("canalbridge.daemon.service")
 LOCK_FILE = "canalbridge.lock"
 # Exit status when threads did not stop within their bound (a commit hanging in a target):
 # whether that commit landed is read back at the next start, but a supervisor should know.
-EXIT_STUCK = 3
 
 
 class DaemonError(Exception):
@@ -87,7 +87,7 @@ class Daemon:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def run(self, install_signals: bool = True) -> int:
-        """Run until a stop is requested; return the exit status (:data:`EXIT_STUCK` if threads hung)."""
+        """Run until a stop is requested; return the exit status (:data:`STUCK` if threads hung)."""
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, lambda *_: self.stop_requested.set())
@@ -105,7 +105,7 @@ class Daemon:
             self._lock.release()
         if stuck:
             log.error("daemon.stopped_with_stuck_threads", stuck=stuck)
-            return EXIT_STUCK
+            return STUCK
         log.info("daemon.stopped")
         return 0
 

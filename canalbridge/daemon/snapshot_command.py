@@ -5,12 +5,14 @@ with ``--where`` a back-fill of some rows), then show each table's progress unti
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 from typing import Any
 
-from canalbridge.daemon.commands import EXIT_CONFIG, daemon_job, load, not_running, post_action
+from canalbridge.daemon.commands import daemon_job, load, not_running, post_action
 from canalbridge.daemon.config import Config
+from canalbridge.daemon.exit_codes import FAILED, INTERRUPTED, OK, UNTOLD, USAGE
 from canalbridge.daemon.status import snapshot_line
 
 POLL_S = 1.0  # how often the progress is asked for
@@ -20,77 +22,91 @@ ENDED = ("finished", "cancelled", "gone", "parked")  # (gone: dropped meanwhile;
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job")
     parser.add_argument("tables", nargs="*", metavar="TABLE",
-                        help="schema.table of a channel of the job (several: one after the other); default: all")
+                        help="schema.table of a channel of the job or of a table its pattern takes (several: one "
+                             "after the other); default: every table of a channel named for one (tables a "
+                             "pattern takes are left out)")
     parser.add_argument("--where", metavar="CONDITION",
                         help="only the rows this SQL condition takes (a back-fill); it runs on the source")
     parser.add_argument("--cancel", action="store_true",
                         help="cancel the snapshot that runs (none running: the parked tables' snapshots): what "
                              "landed stays, and no restart takes it up again")
     parser.add_argument("--no-wait", action="store_true", help="start it and return, without showing its progress")
+    parser.add_argument("--json", action="store_true",
+                        help="print no progress, and one JSON document at the end (with --no-wait or --cancel: "
+                             "the daemon's answer)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Start (or cancel) the snapshot through the daemon's control endpoint, then follow it."""
     config = load(args, secrets=False)  # the daemon holds the source's password
-    if config is None:
-        return EXIT_CONFIG
     if args.cancel and (args.tables or args.where is not None):
         print("error: --cancel cancels the snapshot that runs, whatever its tables: name none", file=sys.stderr)
-        return EXIT_CONFIG
+        return USAGE
     parameters = [("table", table) for table in args.tables]
     if args.where is not None:
         parameters.append(("where", args.where))
     result = post_action(config, args.job, "cancel-snapshot" if args.cancel else "snapshot", parameters,
                          "a snapshot is run by the daemon: start it")
-    if result is None:
-        return 1
     tables = result["tables"]
+    if args.json and (args.cancel or args.no_wait):
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return OK
     if args.cancel:
         print(f"job {args.job}: the snapshot of {', '.join(tables)} is cancelled; what landed stays, and each table "
               f"not finished lands a mark that says so")
-        return 0
-    print(f"job {args.job}: snapshot of {', '.join(tables)}" + (f" where {args.where}" if args.where else "")
-          + " started")
+        return OK
+    if not args.json:
+        print(f"job {args.job}: snapshot of {', '.join(tables)}" + (f" where {args.where}" if args.where else "")
+              + " started")
     if args.no_wait:
-        return 0
+        return OK
     try:
         # (Each table's progress shows on its channel: a merged target's, named by its pattern, shows its
         # shards'. A daemon older than that answer names channels as tables.)
-        return _follow(config, args.job, list(dict.fromkeys(result.get("snapshot_channels", tables))))
+        return _follow(config, args.job, list(dict.fromkeys(result.get("snapshot_channels", tables))),
+                       quiet=args.json)
     except KeyboardInterrupt:
-        print("stopped following; the snapshot goes on (`canalbridge status` shows it)")
-        return 130
+        print("stopped following; the snapshot goes on (`canalbridge status` shows it)", file=sys.stderr)
+        return INTERRUPTED
 
 
-def _follow(config: Config, job: str, tables: list[str]) -> int:
-    """Print the line of each channel of ``tables`` when it changes, until every one ended (0) or the job stopped
-    running (1)."""
+def _follow(config: Config, job: str, tables: list[str], *, quiet: bool) -> int:
+    """Print the line of each channel of ``tables`` when it changes (``quiet``: only a JSON document at the end),
+    until every one ended (OK, or FAILED if one was cancelled or parked) or the job stopped running (UNTOLD)."""
     shown: dict[str, str] = {}
     tick = threading.Event()  # (never set: the wait between two looks)
     while True:
         status = daemon_job(config, job)
         if status is None:
-            return 1
+            return UNTOLD
         if status["state"] == "FINISHED":
-            print(f"job {job}: FINISHED (its snapshot is done)")
-            return 0
+            return _ended(job, "done", _phases(status, tables), "FINISHED (its snapshot is done)", quiet)
         stopped = not_running(status)
         if stopped is not None:
             print(f"error: {stopped}", file=sys.stderr)
-            return 1
+            return UNTOLD
         phases = _phases(status, tables)
         for table, snapshot in phases.items():
             line = snapshot_line(snapshot)
-            if shown.get(table) != line:
+            if shown.get(table) != line and not quiet:
                 print(f"  {table}: {line}", flush=True)
-                shown[table] = line
+            shown[table] = line
         if len(phases) == len(tables) and all(snapshot["phase"] in ENDED for snapshot in phases.values()):
             ended = {phase: [table for table, snapshot in phases.items() if snapshot["phase"] == phase]
                      for phase in ("cancelled", "parked")}
             said = "; ".join(f"{phase} ({', '.join(tables)})" for phase, tables in ended.items() if tables)
-            print(f"job {job}: snapshot {said or 'done'}")
-            return 1 if said else 0
+            result = "parked" if ended["parked"] else "cancelled" if ended["cancelled"] else "done"
+            return _ended(job, result, phases, f"snapshot {said or 'done'}", quiet)
         tick.wait(POLL_S)
+
+
+def _ended(job: str, result: str, phases: dict[str, dict[str, Any]], said: str, quiet: bool) -> int:
+    """Say how the snapshot ended (``quiet``: as the JSON document) and return its exit status."""
+    if quiet:
+        print(json.dumps({"job": job, "result": result, "snapshots": phases}, indent=2, sort_keys=True))
+    else:
+        print(f"job {job}: {said}")
+    return OK if result == "done" else FAILED
 
 
 def _phases(status: dict[str, Any], tables: list[str]) -> dict[str, dict[str, Any]]:

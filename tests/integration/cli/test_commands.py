@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -128,3 +129,29 @@ def test_status_does_not_take_an_endpoint_that_answers_badly_for_a_daemon_that_i
     assert result.returncode == 1, result.stdout
     assert f"control endpoint 127.0.0.1:{port} did not answer" in result.stderr
     assert "not running" not in result.stdout
+
+
+def test_validate_offline_reads_no_secret_and_prints_json_for_a_ci_pipeline(tmp_path):
+    config = write(tmp_path, VALID.replace('password = "secret-in-file"', 'password_env = "CANALBRIDGE_UNSET_PW"'))
+    env = {k: v for k, v in os.environ.items() if k != "CANALBRIDGE_UNSET_PW"}
+    env["CANALBRIDGE_CONFIG"] = str(config)  # (no -c: the variable names the file)
+    result = subprocess.run([*CLI, "validate", "--offline", "--json"], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["valid"] and document["offline"] and document["config"] == str(config)
+    assert (document["jobs"], document["channels"], document["problems"]) == (1, 1, [])
+    broken = write(tmp_path, VALID.replace("port = 11111", "port = -1"))
+    result = subprocess.run([*CLI, "--config", str(broken), "validate", "--json", "--offline"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 2 and not json.loads(result.stdout)["valid"]
+    assert any("job[0].canal.port" in problem for problem in json.loads(result.stdout)["problems"])
+
+
+def test_a_command_for_the_daemon_exits_4_when_none_runs(tmp_path):
+    config = write(tmp_path, VALID)
+    StateStore(tmp_path / "state").close()
+    for line in (["pause", "a"], ["snapshot", "a"], ["verify", "a"], ["stop", "a", "--yes"]):
+        result = subprocess.run([*CLI, *line, "-c", str(config)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 4, (line, result.stderr)
+        assert "is not reachable" in result.stderr, line

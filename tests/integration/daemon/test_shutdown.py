@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 from canalbridge.daemon.config import Config, DaemonSettings
-from canalbridge.daemon.service import EXIT_STUCK, Daemon
+from canalbridge.daemon.exit_codes import STUCK
+from canalbridge.daemon.service import Daemon
 from canalbridge.daemon.status import job_json, render_text
 from canalbridge.devkit import DestinationConfig
 from canalbridge.devkit.workload import Workload, WorkloadSpec
@@ -39,7 +40,7 @@ def test_sigterm_during_a_hung_commit_returns_within_the_bound_and_exits_non_zer
         document = job_json(harness.job.record(), harness.job.settings)
         assert document["stuck"] == []  # hanging, but nobody asked it to stop yet
         stop.set()  # what SIGTERM does
-        assert daemon.run(install_signals=False) == EXIT_STUCK
+        assert daemon.run(install_signals=False) == STUCK
         record = harness.job.record()
         assert record.stuck == ("channel-shop.orders",)
         assert "stuck (a commit hangs in the target): channel-shop.orders" in render_text(

@@ -12,6 +12,7 @@ that run, Spark's JVM is killed once a chunk is handed over: the chunks it held 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shlex
@@ -20,6 +21,7 @@ import threading
 
 import pytest
 
+from canalbridge.daemon import exit_codes
 from canalbridge.devkit.catalog import ACCOUNTS_COLUMNS, ORDERS_COLUMNS
 from canalbridge.devkit.entries import TableDef
 from canalbridge.source_db.signals import SIGNAL_TABLE_DDL
@@ -115,9 +117,10 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
             f"not acked through {last}: {job_status(config, 'real')}")
         assert daemon.poll() is None, daemon_log(config)[-3000:]
         # A back-fill through the command line, followed to its end; what it refuses, it names.
-        back_fill = cli("snapshot", "-c", str(config), "real", ORDERS.qualified, "--where", "id <= 100")
+        back_fill = cli("snapshot", "-c", str(config), "real", ORDERS.qualified, "--where", "id <= 100", "--json")
         assert back_fill.returncode == 0, (back_fill.stdout, back_fill.stderr)
-        assert f"  {ORDERS.qualified}: finished" in back_fill.stdout and "snapshot done" in back_fill.stdout
+        ended = json.loads(back_fill.stdout)  # (--json: no progress lines, one document)
+        assert ended["result"] == "done" and ended["snapshots"][ORDERS.qualified]["phase"] == "finished", ended
         bad = cli("snapshot", "-c", str(config), "real", "--where", "id <=")
         assert bad.returncode == 1 and f"table {ORDERS.qualified}: " in bad.stderr and "SQL syntax" in bad.stderr
         idle = cli("snapshot", "-c", str(config), "real", "--cancel")
@@ -126,11 +129,12 @@ def test_kills_during_a_snapshot_end_with_every_target_equal_to_its_source_and_n
         # that ran, finds the table equal to its source.
         mariadb.execute("SET sql_log_bin = 0", "UPDATE notes SET body = 'changed behind' WHERE id = 7", database=DB)
         differs = cli("verify", "-c", str(config), "real", f"{DB}.notes")
-        assert differs.returncode == 1, (differs.stdout, differs.stderr)
+        assert differs.returncode == exit_codes.DIFFERS, (differs.stdout, differs.stderr)
         assert "1 key differs: (7)" in differs.stdout and f"{DB}.notes differ" in differs.stdout
         repair = next(line.split("repair: ", 1)[1] for line in differs.stdout.splitlines() if "repair: " in line)
         repaired = cli(*shlex.split(repair)[1:])  # (as printed: canalbridge snapshot -c CONFIG real TABLE --where)
         assert repaired.returncode == 0 and "snapshot done" in repaired.stdout, (repaired.stdout, repaired.stderr)
+        assert f"  {DB}.notes: finished" in repaired.stdout
         equal = cli("verify", "-c", str(config), "real", f"{DB}.notes")
         assert equal.returncode == 0 and "every target equals its source" in equal.stdout, (equal.stdout,
                                                                                             equal.stderr)

@@ -105,7 +105,10 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         assert positions["lake.cli.orders"] is None and positions["lake.cli.accounts"] is not None
         assert after["ack_position"] is None and after["state"] == "PAUSED"
         assert "job.reset" in daemon_log(config)
-        assert "job shop: CANCELLED" in cli("stop", "-c", str(config), "shop").stdout
+        unconfirmed = cli("stop", "-c", str(config), "shop")
+        assert unconfirmed.returncode == 1 and "a stop cancels job shop for good; confirm with --yes" in (
+            unconfirmed.stderr)
+        assert "job shop: CANCELLED" in cli("--log-level", "warning", "stop", "shop", "--yes", "-c", str(config)).stdout
         stop(daemon, config)
     assert status(config)["jobs"][0]["state"] == "CANCELLED"
     assert status(config)["jobs"][0]["fail_message"]["kind"] == "USER_CANCEL"

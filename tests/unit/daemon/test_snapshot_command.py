@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json as _json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from canalbridge.daemon import snapshot_command
+from canalbridge.daemon.exit_codes import FAILED, OK
 from canalbridge.sync.snapshot.progress import SnapshotStatus
 
 MERGED = "shop_*.orders"
@@ -25,7 +27,8 @@ def job(**shown: SnapshotStatus) -> dict[str, Any]:
                          for source, key in (("shop.users", "users"), (MERGED, "merged"), ("shop.items", "items"))]}
 
 
-def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], started: dict[str, Any]) -> int:
+def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], started: dict[str, Any], *,
+        json: bool = False) -> int:
     """The command's exit status, the daemon answering the start with ``started`` and showing ``statuses``."""
     seen: Iterator[dict[str, Any]] = iter(statuses)
     monkeypatch.setattr(snapshot_command, "POLL_S", 0)
@@ -33,7 +36,7 @@ def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], started
     monkeypatch.setattr(snapshot_command, "post_action", lambda config, name, action, query, hint: started)
     monkeypatch.setattr(snapshot_command, "daemon_job", lambda config, name: next(seen))
     return snapshot_command.run(argparse.Namespace(config=Path("c.toml"), job="shop", tables=[], where=None,
-                                                   cancel=False, no_wait=False))
+                                                   cancel=False, no_wait=False, json=json))
 
 
 def test_a_named_table_and_two_shards_are_followed_on_their_two_channels_until_both_ended(monkeypatch, capsys):
@@ -41,7 +44,7 @@ def test_a_named_table_and_two_shards_are_followed_on_their_two_channels_until_b
     assert run(monkeypatch, [job(users=reading, merged=SnapshotStatus("waiting")),
                              job(users=SnapshotStatus("finished", 2, 20), merged=reading),
                              job(users=SnapshotStatus("finished", 2, 20), merged=SnapshotStatus("finished", 3, 30))],
-               STARTED) == 0
+               STARTED) == OK
     out = capsys.readouterr().out
     assert f"  {MERGED}: finished, 3 chunks, 30 rows in this run" in out
     assert out.endswith("job shop: snapshot done\n")
@@ -49,18 +52,29 @@ def test_a_named_table_and_two_shards_are_followed_on_their_two_channels_until_b
 
 def test_a_patterns_table_dropped_meanwhile_ends_the_following(monkeypatch, capsys):
     started = {"tables": ["shop.items"], "snapshot_channels": ["shop.items"]}
-    assert run(monkeypatch, [job(items=SnapshotStatus("gone"))], started) == 0
+    assert run(monkeypatch, [job(items=SnapshotStatus("gone"))], started) == OK
     assert "  shop.items: gone" in capsys.readouterr().out
 
 
 def test_a_daemon_that_names_no_channels_is_followed_by_table(monkeypatch, capsys):
-    assert run(monkeypatch, [job(users=SnapshotStatus("finished", 1, 5))], {"tables": ["shop.users"]}) == 0
+    assert run(monkeypatch, [job(users=SnapshotStatus("finished", 1, 5))], {"tables": ["shop.users"]}) == OK
 
 
-def test_a_parked_table_ends_the_following_with_its_cause_and_way_out_and_exit_1(monkeypatch, capsys):
+def test_a_parked_table_ends_the_following_with_its_cause_and_way_out_and_fails(monkeypatch, capsys):
     started = {"tables": ["shop.items"], "snapshot_channels": ["shop.items"]}
     parked = SnapshotStatus("parked", error="Unknown column 'flag'; its changes stream on. To go on: ...")
-    assert run(monkeypatch, [job(items=SnapshotStatus("reading", 1, 10)), job(items=parked)], started) == 1
+    assert run(monkeypatch, [job(items=SnapshotStatus("reading", 1, 10)), job(items=parked)], started) == FAILED
     out = capsys.readouterr().out
     assert "  shop.items: parked: Unknown column 'flag'; its changes stream on" in out
     assert out.endswith("job shop: snapshot parked (shop.items)\n")
+
+
+def test_json_prints_no_progress_and_one_document_with_how_each_table_ended(monkeypatch, capsys):
+    started = {"tables": ["shop.users", "shop.items"], "snapshot_channels": ["shop.users", "shop.items"]}
+    parked = SnapshotStatus("parked", error="Unknown column 'flag'")
+    assert run(monkeypatch, [job(users=SnapshotStatus("reading", 1, 10), items=SnapshotStatus("waiting")),
+                             job(users=SnapshotStatus("finished", 2, 20), items=parked)], started, json=True) == FAILED
+    document = _json.loads(capsys.readouterr().out)
+    assert document["result"] == "parked"
+    assert {table: each["phase"] for table, each in document["snapshots"].items()} == {
+        "shop.users": "finished", "shop.items": "parked"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json as _json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from canalbridge.daemon import verify_command
+from canalbridge.daemon.exit_codes import DIFFERS, OK, UNTOLD
 from canalbridge.sync.snapshot.verify import Difference, TableCheck
 
 TABLES = ["shop.orders", "shop.users"]
@@ -23,7 +25,7 @@ def job(state: str = "RUNNING", **checks: TableCheck) -> dict[str, Any]:
 
 
 def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], *, cancel: bool = False,
-        actions: list[str] | None = None) -> int:
+        actions: list[str] | None = None, json: bool = False) -> int:
     """The command's exit status, the daemon showing ``statuses`` in turn (``actions``: what was asked of it)."""
     seen: Iterator[dict[str, Any]] = iter(statuses)
     asked = actions if actions is not None else []
@@ -33,22 +35,22 @@ def run(monkeypatch: pytest.MonkeyPatch, statuses: list[dict[str, Any]], *, canc
         asked.append(action), {"tables": TABLES, "verify_id": "v1"})[1])
     monkeypatch.setattr(verify_command, "daemon_job", lambda config, name: next(seen))
     return verify_command.run(argparse.Namespace(config=Path("c.toml"), job="shop", tables=[], no_wait=False,
-                                                 cancel=cancel))
+                                                 cancel=cancel, json=json))
 
 
 def test_every_table_equal_exits_0_once_all_ended(monkeypatch, capsys):
     checking = TableCheck("v1", "checking", 1, 50)
     assert run(monkeypatch, [job(orders=checking, users=TableCheck("v1", "waiting")),
                              job(orders=TableCheck("v1", "equal", 2, 80), users=checking),
-                             job(orders=TableCheck("v1", "equal", 2, 80), users=TableCheck("v1", "equal", 1, 9))]) == 0
+                             job(orders=TableCheck("v1", "equal", 2, 80), users=TableCheck("v1", "equal", 1, 9))]) == OK
     out = capsys.readouterr().out
     assert "  shop.orders: verify: equal, 2 chunks, 80 rows compared" in out
     assert out.endswith("job shop: every target equals its source\n")
 
 
-def test_a_chunk_that_differs_exits_1_with_the_command_that_repairs_it(monkeypatch, capsys):
+def test_a_chunk_that_differs_exits_6_with_the_command_that_repairs_it(monkeypatch, capsys):
     differs = TableCheck("v1", "differs", 2, 80, (Difference("50", "100", 1, ("77",), "((`id` > 50))"),))
-    assert run(monkeypatch, [job(orders=differs, users=TableCheck("v1", "equal", 1, 9))]) == 1
+    assert run(monkeypatch, [job(orders=differs, users=TableCheck("v1", "equal", 1, 9))]) == DIFFERS
     out = capsys.readouterr().out
     assert "repair: canalbridge snapshot -c c.toml shop shop.orders --where '((`id` > 50))'" in out
     assert "job shop: shop.orders differ from the source" in out
@@ -64,13 +66,23 @@ def test_a_chunk_that_differs_exits_1_with_the_command_that_repairs_it(monkeypat
     (job(orders=TableCheck("v1", "equal"), users=TableCheck("v1", "cancelled")),
      "job shop: verify could not finish shop.users"),
 ])
-def test_a_verify_that_cannot_tell_exits_2_saying_why(monkeypatch, capsys, status, says):
-    assert run(monkeypatch, [status]) == 2
+def test_a_verify_that_cannot_tell_exits_5_saying_why(monkeypatch, capsys, status, says):
+    assert run(monkeypatch, [status]) == UNTOLD
     assert says in capsys.readouterr().err
 
 
 def test_cancel_asks_the_daemon_to_cancel_the_verify_and_follows_nothing(monkeypatch, capsys):
     actions: list[str] = []
-    assert run(monkeypatch, [], cancel=True, actions=actions) == 0
+    assert run(monkeypatch, [], cancel=True, actions=actions) == OK
     assert actions == ["cancel-verify"]
     assert capsys.readouterr().out.startswith("job shop: the verify of shop.orders, shop.users is cancelled; it ends")
+
+
+def test_json_prints_no_progress_and_one_document_with_each_tables_check(monkeypatch, capsys):
+    differs = TableCheck("v1", "differs", 2, 80, (Difference("50", "100", 1, ("77",), "((`id` > 50))"),))
+    assert run(monkeypatch, [job(orders=TableCheck("v1", "checking"), users=TableCheck("v1", "waiting")),
+                             job(orders=differs, users=TableCheck("v1", "equal", 1, 9))], json=True) == DIFFERS
+    document = _json.loads(capsys.readouterr().out)
+    assert document["result"] == "differs" and document["job"] == "shop"
+    assert document["checks"]["shop.orders"]["differences"][0]["where"] == "((`id` > 50))"
+    assert document["checks"]["shop.users"]["phase"] == "equal"
