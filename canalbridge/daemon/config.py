@@ -442,13 +442,15 @@ def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> N
 
 
 def _has_password(raw: dict) -> bool:
+    """Whether the file itself holds a password: Canal's, the snapshot source's, or Kafka's."""
     def secret(job: object) -> bool:
         if not isinstance(job, dict):
             return False
-        canal, kafka = job.get("canal"), job.get("kafka")
+        canal, kafka, snapshot = job.get("canal"), job.get("kafka"), job.get("snapshot")
         security = kafka.get("security") if isinstance(kafka, dict) else None
-        return bool((isinstance(canal, dict) and canal.get("password")) or (isinstance(security, dict) and (
-            security.get("sasl_plain_password") or security.get("ssl_password"))))
+        return bool(any(isinstance(section, dict) and section.get("password") for section in (canal, snapshot))
+                    or (isinstance(security, dict) and (security.get("sasl_plain_password")
+                                                        or security.get("ssl_password"))))
 
     jobs = raw.get("job", [])
     return isinstance(jobs, list) and any(secret(job) for job in jobs)

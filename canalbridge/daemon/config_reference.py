@@ -66,10 +66,12 @@ jobs of one name; two jobs on one Canal destination, or on one Kafka topic
 and group.
 
 Warnings, which do not stop the daemon: commit minimums above what Canal's
-store holds (commits are then cut by the store or the interval); a config
-file holding a password that every user can read; an upsert channel that
-merges tables without their source in the key; a cluster master without
-`spark.spill_dir`.
+store holds (commits are then cut by the store or the interval); a
+`batch_size` above a quarter of `store_capacity` (each get asks for that
+quarter); a config file that every user can read holding a password
+(Canal's, the snapshot source's, or Kafka's); an upsert channel that merges
+tables without their source in the key; a cluster master with
+`staging = "files"` and no `spark.spill_dir`.
 """
 
 

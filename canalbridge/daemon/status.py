@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import time
 from typing import Any
 
+from canalbridge.sync.model.clock import utc_text
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.record import JobRecord
 from canalbridge.sync.model.tracking import format_position_info
@@ -75,18 +75,18 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
                      for c in sorted(record.channels, key=lambda c: c.source)],
         "ack_position": position_json(ack),
         "ack_time_ms": ack_time,
-        "execute_time": _iso(ack.execute_time_ms) if ack else None,
+        "execute_time": utc_text(ack.execute_time_ms) if ack else None,
         "delay_ms": max(ack_time - ack.execute_time_ms, 0) if ack and ack_time else None,
         "last_commit_time_ms": record.last_commit_time_ms,
         "position_info": format_position_info(ack, ack_time),
         "fail_message": {"kind": record.fail.kind.value, "text": record.fail.text} if record.fail else None,
         "stuck": list(record.stuck),
         "start_retry": None if record.start_retry is None else {
-            "attempts": record.start_retry.attempts, "next_try": _iso(record.start_retry.next_try_ms)},
+            "attempts": record.start_retry.attempts, "next_try": utc_text(record.start_retry.next_try_ms)},
         "source_transactions": source_transactions(settings) if settings else None,
         "partitions": [{"partition": p.partition, "committed_offset": p.committed_offset,
                         "end_offset": p.end_offset, "lag": p.lag, "binlog_position": p.binlog_position,
-                        "execute_time": _iso(p.execute_time_ms) if p.execute_time_ms else None,
+                        "execute_time": utc_text(p.execute_time_ms) if p.execute_time_ms else None,
                         "copies_dropped": p.copies_dropped}
                        for p in record.partitions],
         "create_time_ms": record.create_time_ms,
@@ -106,7 +106,7 @@ def render_text(document: dict[str, Any], config_path: str | None = None) -> str
         lines.append(f"job {job['name']}: {job['state']}{'' if live else _as_of(job.get('recorded_time_ms'))}")
         lines.append(f"  {job['position_info']}")
         if job["last_commit_time_ms"]:
-            lines.append(f"  last commit: {_iso(job['last_commit_time_ms'])}")
+            lines.append(f"  last commit: {utc_text(job['last_commit_time_ms'])}")
         if job["fail_message"]:
             lines.append(f"  reason: {job['fail_message']['kind']}: {job['fail_message']['text']}")
         if job.get("start_retry"):
@@ -150,7 +150,7 @@ def _as_of(recorded_ms: int | None) -> str:
     """When a state read from the store was recorded: the daemon may have died since, so it is not "now"."""
     if recorded_ms is None:
         return " (never run from this state directory)"
-    return f" (as of {_iso(recorded_ms)}, daemon not running)"
+    return f" (as of {utc_text(recorded_ms)}, daemon not running)"
 
 
 def _channel_lines(job: str, channel: dict[str, Any], indent: str, config_path: str | None) -> list[str]:
@@ -233,6 +233,3 @@ def _where(position: dict[str, Any]) -> str:
         return ", ".join(f"{lane} from offset {mark[3]}" for lane, mark in sorted(lanes.items()))
     return f"{position['journal']}:{position['offset']}"
 
-
-def _iso(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

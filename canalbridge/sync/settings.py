@@ -144,8 +144,8 @@ class CommitSettings:
     # The store takes the parser's entries only when this many slots are free.
     store_transaction_size: int = setting(TRANSACTION_SIZE, section="job.canal", name="transaction_size",
                                           doc="Canal's `canal.instance.transaction.size`", check=positive)
-    retries: int = setting(5, doc="failed transactions retried with back-off, then the job pauses",
-                           check=not_negative)
+    retries: int = setting(5, doc="times a failed transaction is tried again, with back-off (5: six attempts in "
+                                  "all); then the job pauses", check=not_negative)
     retry_initial_seconds: float = setting(1.0, doc="the first back-off of a retry or reconnect", check=positive)
     retry_max_seconds: float = setting(60.0, doc="the longest back-off (it doubles up to this)", check=positive)
     reconnect_attempts: int = setting(10, check=positive,
@@ -267,7 +267,8 @@ class SnapshotSettings:
                         doc="`initial`: snapshot each table of the channels whose target does not hold a finished "
                             "snapshot of it, while the stream runs; `only`: the same, then the job stops as "
                             "FINISHED instead of streaming on; `never`: stream only")
-    chunk_rows: int = setting(100_000, check=positive, doc="rows per key range")
+    chunk_rows: int = setting(100_000, check=positive, doc="rows per key range; a chunk, one commit, is `parallelism` "
+                              "key ranges (400,000 rows with the defaults)")
     parallelism: int = setting(4, check=positive,
                                doc="key ranges read at once, one connection each: what a snapshot opens on the "
                                    "source besides its own connection")

@@ -11,9 +11,9 @@ maintenance does is the sink's business (:meth:`~canalbridge.sync.channel.sink.M
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
+from canalbridge.sync.model.clock import utc_text
 from canalbridge.sync.settings import MaintenanceSettings
 
 
@@ -42,7 +42,7 @@ class MaintenanceRun:
     error: str | None = None
 
     def describe(self) -> str:
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.time_ms / 1000))
+        when = utc_text(self.time_ms)
         outcome = f"failed: {self.error}" if self.report is None else str(self.report)
         return f"{when} ({self.seconds:.1f} s): {outcome}"
 

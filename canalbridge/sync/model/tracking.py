@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from canalbridge.sync.model.clock import utc_text
 from canalbridge.sync.model.position import Ack, Position, later
 
 
@@ -63,11 +64,11 @@ class AckState:
 
 
 def format_position_info(position: Position | None, ack_time_ms: int | None) -> str:
-    """Doris's status string: position, execute time, delay between execution and ack, gtid."""
+    """Doris's status string: position, execute time (ISO 8601, UTC, where Doris shows the host's local time),
+    delay between execution and ack, gtid."""
     if position is None:
         return "position:N/A"
-    execute = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(position.execute_time_ms / 1000))
-    text = f"position:[{position}], executeTime:[{execute}]"
+    text = f"position:[{position}], executeTime:[{utc_text(position.execute_time_ms)}]"
     if ack_time_ms is not None:
         text += f", delay:{max(ack_time_ms - position.execute_time_ms, 0)}ms"
     if position.gtid:

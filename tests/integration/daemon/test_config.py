@@ -228,6 +228,17 @@ def test_world_readable_file_with_password_warns(tmp_path):
     assert "secret-in-file" not in warnings[0]
 
 
+def test_a_world_readable_file_with_only_the_snapshots_password_warns_too(tmp_path):
+    text = with_snapshot(VALID.replace('password = "secret-in-file"', 'password_env = "CANAL_PW"'),
+                         SNAPSHOT.replace('password_env = "SNAPSHOT_PASSWORD"', 'password = "snap-secret"'))
+    path = write(tmp_path, text)
+    path.chmod(0o600)
+    assert not load_config(path, {"CANAL_PW": "x"}).warnings
+    path.chmod(0o644)
+    warnings = load_config(path, {"CANAL_PW": "x"}).warnings
+    assert len(warnings) == 1 and "readable by every user" in warnings[0] and "snap-secret" not in warnings[0]
+
+
 def test_password_never_in_problems(tmp_path):
     found = problems(tmp_path, VALID.replace('password = "secret-in-file"', "password = 12345"))
     assert found == ["job[0].canal.password: must be str, got int <hidden>"]
@@ -240,6 +251,7 @@ def test_example_config_validates(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "valid (2 job(s), 5 channel(s))" in result.stdout
+    assert "warning" not in result.stderr, result.stderr  # (the file a user starts from draws none)
 
 
 def test_validate_exits_2_with_the_key_path(tmp_path):
