@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint config-reference docs check test proto demo dist demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
-	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog flink-peer decoder-jar mariadb-server real-stack \
+	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog flink-peer decoder-jar mariadb-server prometheus real-stack \
 	clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
@@ -179,12 +179,18 @@ dist: $(DECODER_JAR) $(STAMP)
 	$(PY) -m build --no-isolation --outdir dist .
 	@ls -l dist
 
-# MariaDB's binaries (Debian's mariadb-server, installed when missing and root);
-# the tests run a private instance, never the machine's service.
+# MariaDB's binaries (Debian's mariadb-server, installed when missing and root), and openssl, which makes
+# the certificates of its TLS; the tests run a private instance, never the machine's service.
 mariadb-server:
-	@sh deploy/dev/install-mariadb-server.sh
+	@sh deploy/dev/install-debian.sh "mariadbd mariadb-install-db openssl" "mariadb-server openssl" \
+	  "the real-stack tests run MariaDB 10.11 or newer"
 
-real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog mariadb-server
+# Prometheus and promtool (Debian's prometheus): the alert rules' tests, and the monitoring test's private server.
+prometheus:
+	@sh deploy/dev/install-debian.sh "prometheus promtool" "prometheus" \
+	  "the tests of deploy/prometheus and deploy/grafana run them"
+
+real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog mariadb-server prometheus
 
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv
@@ -210,11 +216,12 @@ test: venv check-java real-stack flink-peer decoder-jar lint docs
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The inner loop, in under 3 minutes: style, types, this site, and every test that starts no JVM. The
-# Iceberg jar is fetched, not run: the config tests build the Spark conf, which names it.
+# Iceberg jar is fetched, not run: the config tests build the Spark conf, which names it; promtool tests
+# the alert rules.
 CHECK_TESTS = tests/unit tests/integration/sync tests/integration/canal tests/integration/protocol \
 	tests/integration/daemon tests/integration/cli
 
-check: lint docs iceberg-jar
+check: lint docs iceberg-jar prometheus
 	$(PY) -m pytest $(XDIST) $(CHECK_TESTS) $(PYTEST_ARGS)
 
 proto: venv

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import threading
 import time
@@ -20,7 +21,11 @@ from canalbridge.sync.job.job import JobState, SyncJob
 
 COMMIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 JOIN_TIMEOUT_S = 10.0  # the server thread ends once shutdown() returns
+UNHEALTHY = (JobState.PAUSED.value, JobState.PENDING.value)  # states a person or a start must get out of
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+# The job's label. Not ``job``: Prometheus gives every series it scrapes a ``job`` label of its own (the scrape's),
+# and renames a target's ``job`` label to ``exported_job``.
+JOB = "sync_job"
 
 
 class JobCollector(Collector):
@@ -31,38 +36,48 @@ class JobCollector(Collector):
 
     def collect(self):  # type: ignore[no-untyped-def]
         received = CounterMetricFamily("canalbridge_channel_entries_received", "Row entries routed to a channel",
-                                       labels=["job", "channel"])
+                                       labels=[JOB, "channel"])
         written = CounterMetricFamily("canalbridge_channel_rows_written", "Rows committed to a channel's target",
-                                      labels=["job", "channel"])
+                                      labels=[JOB, "channel"])
         snapshot_rows = GaugeMetricFamily("canalbridge_snapshot_rows", "Rows a table's snapshot landed in this run",
-                                          labels=["job", "table"])
+                                          labels=[JOB, "table"])
         snapshot_done = GaugeMetricFamily("canalbridge_snapshot_finished",
-                                          "1 once a table's snapshot finished, 0 while it runs",
-                                          labels=["job", "table"])
-        snapshot_gauges = {name: GaugeMetricFamily(f"canalbridge_snapshot_{name}", help_text, labels=["job", "table"])
-                           for name, help_text in (
-                               ("rows_done", "Rows a table's snapshot landed, over all its runs"),
-                               ("rows_estimate", "The source's estimate of the table's rows"),
-                               ("rows_per_second", "Rows a table's snapshot lands per second in this run"),
-                               ("seconds_left", "The rows estimated left, at this run's rate"))}
-        counters = {name: CounterMetricFamily(f"canalbridge_{name}", help_text, labels=["job"]) for name, help_text in (
+                                          "1 once a table's snapshot finished, 0 while it runs", labels=[JOB, "table"])
+        snapshot_gauges = _gauges("canalbridge_snapshot_", "table", (
+            ("rows_done", "Rows a table's snapshot landed, over all its runs"),
+            ("rows_estimate", "The source's estimate of the table's rows"),
+            ("rows_per_second", "Rows a table's snapshot lands per second in this run"),
+            ("seconds_left", "The rows estimated left, at this run's rate")))
+        counters = {name: CounterMetricFamily(f"canalbridge_{name}", help_text, labels=[JOB]) for name, help_text in (
             ("batches", "Canal batches taken"), ("commits", "Transactions committed"),
             ("rollbacks", "Transactions rolled back"), ("retries", "Retries after a failed transaction"))}
         lost = CounterMetricFamily("canalbridge_source_connections_lost",
                                    "Times the connection to Canal or Kafka failed mid-conversation (then reopened)",
-                                   labels=["job"])
-        lag = GaugeMetricFamily("canalbridge_lag_seconds", "Now minus the execute time of the ack position",
-                                labels=["job"])
-        state = GaugeMetricFamily("canalbridge_job_state", "1 for the job's current state", labels=["job", "state"])
-        kafka = {name: GaugeMetricFamily(f"canalbridge_kafka_{name}", help_text, labels=["job", "partition"])
-                 for name, help_text in (
-                     ("committed_offset", "The offset committed for the job's group, per partition"),
-                     ("end_offset", "The partition's end offset when last read"),
-                     ("lag_messages", "Messages in the partition after the committed offset"))}
+                                   labels=[JOB])
+        job_gauges = _gauges("canalbridge_", None, (
+            ("lag_seconds", "Age of the oldest source change received and not yet in every target (0: none "
+                            "waits); while the job runs"),
+            ("newest_change_age_seconds", "Now minus the execute time of the newest source change every target "
+                                          "holds (the ack position); grows on a quiet source"),
+            ("source_last_heard_seconds", "Seconds since Canal or Kafka last answered a get or poll, an empty one "
+                                          "too; while the job runs"),
+            ("last_commit_timestamp_seconds", "When a commit last landed on every channel (Unix time)"),
+            ("commit_interval_seconds", "The job's [job.commit] interval_seconds")))
+        channel_gauges = _gauges("canalbridge_channel_", "channel", (
+            ("last_commit_timestamp_seconds", "When a commit last landed in the channel's target, in this run "
+                                              "(Unix time)"),
+            ("newest_change_age_seconds", "Now minus the execute time of the newest source change the channel's "
+                                          "target holds")))
+        state = GaugeMetricFamily("canalbridge_job_state", "1 for the job's current state", labels=[JOB, "state"])
+        kafka = _gauges("canalbridge_kafka_", "partition", (
+            ("committed_offset", "The offset committed for the job's group, per partition"),
+            ("end_offset", "The partition's end offset when last read"),
+            ("lag_messages", "Messages in the partition after the committed offset")))
         copies = CounterMetricFamily("canalbridge_kafka_copies_dropped", "Entries Canal sent twice, dropped",
-                                     labels=["job", "partition"])
-        now_ms = time.time() * 1000
+                                     labels=[JOB, "partition"])
+        now_ms, now_monotonic = time.time() * 1000, time.monotonic()
         for job in self._jobs():
+            running = job.state is JobState.RUNNING
             for partition in job.record().partitions:
                 labels = [job.name, str(partition.partition)]
                 for name, value in (("committed_offset", partition.committed_offset),
@@ -71,8 +86,16 @@ class JobCollector(Collector):
                         kafka[name].add_metric(labels, value)
                 copies.add_metric(labels, partition.copies_dropped)
             for channel in job.channels:
-                received.add_metric([job.name, channel.source], channel.entries_received)
-                written.add_metric([job.name, channel.source], channel.rows_written)
+                labels = [job.name, channel.source]
+                received.add_metric(labels, channel.entries_received)
+                written.add_metric(labels, channel.rows_written)
+                if channel.last_commit_time_ms is not None:
+                    channel_gauges["last_commit_timestamp_seconds"].add_metric(labels,
+                                                                               channel.last_commit_time_ms / 1000)
+                held = job.committed.get(channel.source)
+                if held is not None and held.execute_time_ms:
+                    channel_gauges["newest_change_age_seconds"].add_metric(
+                        labels, max(now_ms - held.execute_time_ms, 0) / 1000)
             runner = job.snapshot
             for table, status in (runner.status() if runner is not None else {}).items():
                 snapshot_rows.add_metric([job.name, table], status.rows)
@@ -87,21 +110,33 @@ class JobCollector(Collector):
             lost.add_metric([job.name], job.receiver_stats.connections_lost)
             ack = job.acks.position
             if ack is not None and ack.execute_time_ms:
-                lag.add_metric([job.name], max(now_ms - ack.execute_time_ms, 0) / 1000)
+                job_gauges["newest_change_age_seconds"].add_metric([job.name], max(now_ms - ack.execute_time_ms, 0)
+                                                                   / 1000)
+            if running:  # (a paused job's counters of what waited are those of its last run)
+                waiting = stats.waiting_since_ms()
+                job_gauges["lag_seconds"].add_metric(
+                    [job.name], 0.0 if waiting is None else max(now_ms - waiting, 0) / 1000)
+                heard = job.receiver_stats.last_heard
+                if heard is not None:
+                    job_gauges["source_last_heard_seconds"].add_metric([job.name], now_monotonic - heard)
+            if stats.last_commit_time_ms is not None:
+                job_gauges["last_commit_timestamp_seconds"].add_metric([job.name], stats.last_commit_time_ms / 1000)
+            job_gauges["commit_interval_seconds"].add_metric([job.name], job.settings.commit.interval_seconds)
             for candidate in JobState:
                 state.add_metric([job.name, candidate.value], 1.0 if job.state is candidate else 0.0)
-        yield from (received, written, *counters.values(), lost, lag, state, *kafka.values(), copies, snapshot_rows,
-                    snapshot_done, *snapshot_gauges.values())
+        yield from (received, written, *channel_gauges.values(), *counters.values(), lost, *job_gauges.values(), state,
+                    *kafka.values(), copies, snapshot_rows, snapshot_done, *snapshot_gauges.values())
 
 
 class Metrics:
     """The registry, the commit-duration histogram, and the HTTP endpoint."""
 
     def __init__(self, jobs: Callable[[], Iterable[SyncJob]]) -> None:
+        self._jobs = jobs
         self.registry = CollectorRegistry()
         self.registry.register(JobCollector(jobs))
         self.commit_seconds = Histogram("canalbridge_commit_duration_seconds", "Duration of a transaction commit",
-                                        ["job"], buckets=COMMIT_BUCKETS, registry=self.registry)
+                                        [JOB], buckets=COMMIT_BUCKETS, registry=self.registry)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -117,8 +152,9 @@ class Metrics:
         return str(host), int(port)
 
     def serve(self, host: str, port: int) -> None:
-        """Serve ``/metrics`` on ``host:port``, refusing a request whose ``Host`` could be a rebound name."""
-        app = host_checked(make_wsgi_app(self.registry), allowed_hosts(host))
+        """Serve ``/metrics`` and ``/healthz`` on ``host:port``, refusing a request whose ``Host`` could be a rebound
+        name."""
+        app = host_checked(with_health(make_wsgi_app(self.registry), self._jobs), allowed_hosts(host))
         self._server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True)
         self._thread.start()
@@ -131,6 +167,30 @@ class Metrics:
         if self._thread is not None:
             self._thread.join(JOIN_TIMEOUT_S)
             self._thread = None
+
+
+def _gauges(prefix: str, label: str | None, named: tuple[tuple[str, str], ...]) -> dict[str, GaugeMetricFamily]:
+    """A gauge family per (name, help) pair, labelled by the job and ``label``."""
+    labels = [JOB] if label is None else [JOB, label]
+    return {name: GaugeMetricFamily(prefix + name, help_text, labels=labels) for name, help_text in named}
+
+
+def with_health(app: WSGIApp, jobs: Callable[[], Iterable[SyncJob]]) -> WSGIApp:
+    """``app``, with ``/healthz`` answered first: 200 when no job waits PAUSED or PENDING, else 503; the body
+    names each job's state (JSON). A cancelled or finished job ended as asked: it does not make the daemon
+    unhealthy."""
+
+    def answered(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/healthz":
+            return app(environ, start_response)
+        states = {job.name: job.state.value for job in jobs()}
+        waiting = sorted(name for name, state in states.items() if state in UNHEALTHY)
+        body = json.dumps({"healthy": not waiting, "waiting": waiting, "jobs": states}, sort_keys=True)
+        start_response("503 Service Unavailable" if waiting else "200 OK",
+                       [("Content-Type", "application/json"), ("Cache-Control", "no-store")])
+        return [body.encode() + b"\n"]
+
+    return answered
 
 
 def allowed_hosts(bound: str) -> frozenset[str]:

@@ -155,6 +155,11 @@ class Channel:
         return 0 if self._committer is None else self._committer.rows_written
 
     @property
+    def last_commit_time_ms(self) -> int | None:
+        """When a commit last landed in the target, in this run (None before the first)."""
+        return None if self._committer is None else self._committer.last_commit_time_ms
+
+    @property
     def last_maintenance(self) -> MaintenanceRun | None:
         return None if self._committer is None else self._committer.last_maintenance
 

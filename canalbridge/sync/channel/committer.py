@@ -48,6 +48,7 @@ class Committer:
         self.committed_position = committed_position
         self.last_maintenance: MaintenanceRun | None = None  # for status
         self.rows_written = 0
+        self.last_commit_time_ms: int | None = None  # for metrics: when a commit last landed in the target
         # Waits on the channel do not give up before this (monotonic) time.
         self.grace_until = 0.0
         self.maintaining = False
@@ -123,6 +124,7 @@ class Committer:
             if published:
                 self.committed_position = position
         self.rows_written += item.rows
+        self.last_commit_time_ms = int(time.time() * 1000)
         self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(self.committed_position))
         item.result.set_result(True)
         if self._schedule.due(time.monotonic()) and not self._stop.is_set():

@@ -238,6 +238,8 @@ class Consumer(Worker):
             taken.append(position)
             self._last_position = position
             counts_through = position
+            if not work.events:
+                self.stats.routed_first(position.execute_time_ms)
             work.events += 1
             self.stats.entries += 1
             if entry_type != _ROWDATA:
@@ -309,6 +311,7 @@ class Consumer(Worker):
     def _commit(self, cut: Position, label: str, reason: str) -> None:
         """Hand the transaction to the channels; with ``commit.overlap`` off, also wait for it to land."""
         self._commits.hand_over(cut, label, reason, self.link.outstanding)
+        self.stats.handed_over()
         if not self.settings.commit.overlap:
             self._land()
 

@@ -13,6 +13,7 @@ contiguous, a Kafka record that is not a Canal message, a missing topic).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -72,6 +73,7 @@ class Receiver(Worker):
             self.stats.connections_lost += 1
             self.link.disconnect()
             return
+        self.stats.last_heard = time.monotonic()
         if received:
             self.batches_received += 1
             if self.debug:  # a Canal batch, or how many entries a Kafka poll queued

@@ -88,7 +88,7 @@ def test_unwritable_warehouse_retries_then_pauses_and_resume_converges(spark, sp
         make_unwritable()
         ack_before = destination.store.cursors().ack
         server.feed("example", thirds[1])
-        assert eventually(lambda: metric(config, 'canalbridge_retries_total{job="shop"}') >= 1, 120)
+        assert eventually(lambda: metric(config, 'canalbridge_retries_total{sync_job="shop"}') >= 1, 120)
         assert destination.store.cursors().ack == ack_before  # nothing acked while commits fail
         make_writable()
         assert destination.wait_acked(240), daemon_log(config)[-3000:]

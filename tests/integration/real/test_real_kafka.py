@@ -238,8 +238,8 @@ def test_flat_messages_hashed_over_three_partitions_land_equal_to_mariadb(kafka_
         assert len(status["partitions"]) == 3 and all(p["lag"] == 0 for p in status["partitions"])
         metrics = metrics_text(config)
         for partition in range(3):
-            assert f'canalbridge_kafka_lag_messages{{job="real",partition="{partition}"}} 0.0' in metrics
-            assert f'canalbridge_kafka_committed_offset{{job="real",partition="{partition}"}} ' \
+            assert f'canalbridge_kafka_lag_messages{{partition="{partition}",sync_job="real"}} 0.0' in metrics
+            assert f'canalbridge_kafka_committed_offset{{partition="{partition}",sync_job="real"}} ' \
                    f'{float(ends[partition])}' in metrics
         text = cli("status", "-c", str(config)).stdout
         assert "partition 2: committed offset" in text and "source transactions: not kept whole" in text

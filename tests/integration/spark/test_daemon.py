@@ -61,8 +61,8 @@ def test_run_status_pause_resume_stop_and_restart(spark, spark_settings, dev_ser
         assert PASSWORD not in text.stdout + json.dumps(live)
 
         metrics = metrics_text(config)
-        assert 'canalbridge_job_state{job="shop",state="RUNNING"} 1.0' in metrics
-        assert 'canalbridge_channel_rows_written_total{channel="shop.orders",job="shop"}' in metrics
+        assert 'canalbridge_job_state{state="RUNNING",sync_job="shop"} 1.0' in metrics
+        assert 'canalbridge_channel_rows_written_total{channel="shop.orders",sync_job="shop"}' in metrics
         assert PASSWORD not in metrics
 
         second = start_daemon(config)

@@ -19,6 +19,7 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import JobStateError
 from canalbridge.sync.job.job import FailKind, JobState
 from canalbridge.sync.model.position import EntryPosition
+from tests.helpers import eventually
 
 from .harness import FAST_COMMITS, Harness, Strike, job_settings, run_through
 
@@ -203,6 +204,8 @@ def test_pause_acks_nothing_uncommitted_and_resume_continues(dev_server_factory)
     harness.job.start()
     store = harness.server.destinations["example"].store
     assert store.wait_for(lambda c: c.get > 100, 10)
+    # Routed and not committed: the lag metric counts from the oldest of those changes.
+    assert eventually(lambda: harness.job.stats.waiting_since_ms() is not None, 10)
     harness.job.pause()
     assert harness.job.state is JobState.PAUSED
     assert store.cursors().ack == -1 and all(not w.commits for w in harness.writers.values())
@@ -225,6 +228,8 @@ def test_state_machine(dev_server_factory):
         job.start()
     assert job.acks.wait_through(EntryPosition.of(harness.workload_entries[-1]), 30)
     job.pause()
+    assert job.stats.waiting_since_ms() is None  # every change routed is in the targets: the lag metric reads 0
+    assert job.receiver_stats.last_heard is not None
     record = job.record()
     assert record.last_stop_time_ms >= record.last_start_time_ms >= record.create_time_ms
     assert job.position_info().startswith("position:[mysql-bin.000001:")
