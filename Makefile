@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint config-reference docs check test proto demo dist demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
+.PHONY: venv lint config-reference docs prose check test proto demo dist demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
 	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog flink-peer decoder-jar mariadb-server prometheus real-stack \
 	clean-cache
@@ -205,6 +205,13 @@ config-reference: venv
 docs: venv
 	$(VENV)/bin/mkdocs build --strict --quiet
 
+# The prose: markdownlint's rules (pymarkdown) and spelling (codespell), configured in pyproject.toml;
+# the manual's own rules (no lab notes on user pages) are tests/unit/test_docs_prose.py.
+PROSE = README.md CHANGELOG.md docs deploy/README.md
+prose: venv
+	$(VENV)/bin/pymarkdown --config pyproject.toml scan -r $(PROSE)
+	$(VENV)/bin/codespell --toml pyproject.toml $(PROSE)
+
 # Two pytest-xdist workers, a file at a time each, in the order tests/conftest.py gives (the slowest
 # directories first): a file's services and module fixtures stay in one process, and one worker's waits
 # (commit intervals, broker timeouts) leave its core to the other (docs/development/tests.md#time).
@@ -212,7 +219,7 @@ docs: venv
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
-test: venv check-java real-stack flink-peer decoder-jar lint docs
+test: venv check-java real-stack flink-peer decoder-jar lint docs prose
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The inner loop, in under 3 minutes: style, types, this site, and every test that starts no JVM. The
@@ -221,7 +228,7 @@ test: venv check-java real-stack flink-peer decoder-jar lint docs
 CHECK_TESTS = tests/unit tests/integration/sync tests/integration/canal tests/integration/protocol \
 	tests/integration/daemon tests/integration/cli
 
-check: lint docs iceberg-jar prometheus
+check: lint docs prose iceberg-jar prometheus
 	$(PY) -m pytest $(XDIST) $(CHECK_TESTS) $(PYTEST_ARGS)
 
 proto: venv

@@ -56,7 +56,8 @@ echoed. Relative paths are relative to the config file.
 Besides each key's own check below, these are errors too: a job with both
 `[job.canal]` and `[job.kafka]` or neither; `password` together with
 `password_env`; a password variable that is not set (except for `status`,
-which reads no secret); a flat topic declared to carry transaction markers;
+`validate --offline` and the commands the daemon carries out, which read no
+secret); a flat topic declared to carry transaction markers;
 `max_bytes` below `min_bytes`; a target used twice; a channel with both
 `source` and `source_regex` or neither; a pattern that is not one, or that
 holds a comma (Canal 1.1.7 splits its filter at every comma); a template

@@ -169,7 +169,7 @@ class CanalContinuityError(SyncError):
         self.reasons = reasons
         super().__init__(
             f"canal {address} destination {destination!r}: {len(reasons)} batches in a row could not be proven "
-            f"contiguous with the ack cursor (is another client using this client id?); last: {reasons[-1]}"
+            f"contiguous with the ack cursor (is another client reading this destination?); last: {reasons[-1]}"
         )
 
 
