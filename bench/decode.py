@@ -7,6 +7,11 @@ process serves it to each contender in turn:
 - canalbridge: a SyncJob (Receiver, Consumer, Channel threads) into an
   InMemoryWriter, from job start until the last entry is acked (median of
   ``--runs``, each with a fresh job and dev server);
+- canalbridge staging: the same job on the JVM decoder's path, the daemon's
+  own: each channel stages its entries' RowChange bytes, and the writer
+  counts the staged changes it is sent instead of decoding them (Spark's
+  part). Its figure is the daemon's Python CPU per entry, every thread of
+  this process (the dev server runs in another), from start to the last ack;
 - canal-python 0.4: get + ack, parse every entry and row, read every value
   (bench/canal_python_reference.py, in its own process);
 - protobuf ceiling: parse Entry and RowChange and read every value straight
@@ -48,7 +53,7 @@ from canalbridge.devkit.feeds import rows_in
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.job.job import SyncJob
-from canalbridge.sync.model.changes import BeforeImages
+from canalbridge.sync.model.changes import BeforeImages, RawBatch
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
@@ -162,6 +167,39 @@ def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int
             "exact": writer.rows == expected}
 
 
+class StagedCounter(InMemoryWriter):
+    """A writer on the JVM decoder's path that counts the staged changes each commit sends, and decodes none."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(table, decode_raw=True)
+        self.staged = 0
+
+    def send_raw(self, batch: RawBatch) -> None:
+        with self._lock:
+            self.staged += len(batch.changes)
+
+
+def canalbridge_staging(path: Path, last: EntryPosition, rows: int, entries: int, batch_size: int) -> dict:
+    """One fresh job staging the file's entries as the daemon does for the JVM decoder; its Python CPU per entry."""
+    with dev_server(path, capacity=CAPACITY) as source:
+        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
+        settings = JobSettings("bench", canal, (ChannelSettings(TABLE.qualified, "lake.bench.events_1"),),
+                               CommitSettings(interval_seconds=1, min_bytes=1 << 20, store_capacity=CAPACITY))
+        writer = StagedCounter(TABLE.qualified)
+        job = SyncJob(settings, lambda channel: ChannelSink.of(writer))
+        cpu, started = time.process_time(), time.perf_counter()
+        job.start()
+        while job.acks.position is None or job.acks.position < last:
+            time.sleep(0.05)  # a benchmark's progress poll
+            if job.fail_message is not None or time.perf_counter() - started > 1800:
+                raise SystemExit(f"not drained: {job.state} {job.fail_message}")
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        job.pause()
+    return {"contender": "canalbridge_staging", "rows": rows, "entries": entries, "staged": writer.staged,
+            "seconds": round(elapsed, 3), "rows_per_s": round(rows / elapsed),
+            "python_cpu_us_per_entry": round(cpu / entries * 1e6, 2)}
+
+
 def canal_python(path: Path, rows: int, batch_size: int) -> dict:
     with dev_server(path, capacity=CAPACITY) as source:
         env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
@@ -193,11 +231,17 @@ def main() -> None:
         runs.append(canalbridge_core(path, last, rows, args.batch_size, tables[TABLE.qualified]))
         print(json.dumps(runs[-1]), flush=True)
     ours = sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2]
-    results = [ours, protobuf_ceiling(path)]
-    print(json.dumps(results[1]), flush=True)
+    entries = sum(1 for _ in read_raw_entries(path))
+    staging_runs = []
+    for _ in range(args.runs):
+        staging_runs.append(canalbridge_staging(path, last, rows, entries, args.batch_size))
+        print(json.dumps(staging_runs[-1]), flush=True)
+    staging = sorted(staging_runs, key=lambda r: r["python_cpu_us_per_entry"])[len(staging_runs) // 2]
+    results = [ours, staging, protobuf_ceiling(path)]
+    print(json.dumps(results[-1]), flush=True)
     if not args.skip_canal_python:
         results.append(canal_python(path, rows, args.batch_size))
-        print(json.dumps(results[2]), flush=True)
+        print(json.dumps(results[-1]), flush=True)
     routing, staged = python_routing(path)
     results.append(routing)
     print(json.dumps(routing), flush=True)
@@ -211,6 +255,8 @@ def main() -> None:
                "exact": all(r["exact"] for r in runs),
                "canalbridge_vs_ceiling": round(by_name["canalbridge"] / by_name["protobuf_ceiling"], 3)}
     summary["python_routing_cpu_us_per_row"] = routing["cpu_us_per_row"]
+    summary["staging_python_cpu_us_per_entry"] = staging["python_cpu_us_per_entry"]
+    summary["staging_runs_python_cpu_us_per_entry"] = [r["python_cpu_us_per_entry"] for r in staging_runs]
     if "jvm_decode" in by_name:
         summary["jvm_decode_cpu_us_per_row"] = results[-1]["jvm_cpu_us_per_row"]
     if "canal-python" in by_name:

@@ -24,9 +24,12 @@ def run_bench(module: str, *args: str) -> list[dict]:
 def test_decode_bench_drains_exactly_and_compares_with_both_references():
     *contenders, summary = run_bench("bench.decode", "--rows", "3000", "--runs", "1")
     assert summary["benchmark"] == "decode" and summary["exact"] is True
-    assert set(summary["rows_per_s"]) == {"canalbridge", "protobuf_ceiling", "canal-python", "python_routing",
-                                          "jvm_decode"}
+    assert set(summary["rows_per_s"]) == {"canalbridge", "canalbridge_staging", "protobuf_ceiling", "canal-python",
+                                          "python_routing", "jvm_decode"}
     assert all(c["rows"] == summary["rows"] for c in contenders)
+    (staging,) = [c for c in contenders if c["contender"] == "canalbridge_staging"]
+    assert staging["staged"] >= staging["rows"] / 10  # every entry staged (a rows event of 10 rows is one)
+    assert summary["staging_python_cpu_us_per_entry"] > 0
     (jvm,) = [c for c in contenders if c["contender"] == "jvm_decode"]
     assert jvm["changes"] >= jvm["rows"]  # an UPDATE that changes its key is two changes
     assert summary["python_routing_cpu_us_per_row"] > 0 and summary["jvm_decode_cpu_us_per_row"] > 0
