@@ -145,23 +145,30 @@ def jvm_decode(staged: list[tuple], rows: int, workdir: Path) -> dict:
             "jvm_cpu_us_per_row": round(cpu / rows * 1e6, 2)}
 
 
-def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int, expected: dict) -> dict:
-    """One fresh job draining the file; ``expected``: the table the reference consumer builds from it."""
+def drain(path: Path, last: EntryPosition, batch_size: int, writer: InMemoryWriter) -> tuple[float, float, SyncJob]:
+    """One fresh job into ``writer`` draining the file through a dev server until ``last`` is acked: the seconds
+    it took, this process's CPU seconds meanwhile (the dev server runs in another), and the paused job."""
     with dev_server(path, capacity=CAPACITY) as source:
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
         settings = JobSettings("bench", canal, (ChannelSettings(TABLE.qualified, "lake.bench.events_1"),),
                                # A 1 s interval: the in-memory commit is instant, so the clock is not left waiting.
                                CommitSettings(interval_seconds=1, min_bytes=1 << 20, store_capacity=CAPACITY))
-        writer = InMemoryWriter(TABLE.qualified)
         job = SyncJob(settings, lambda channel: ChannelSink.of(writer))
-        started = time.perf_counter()
+        cpu, started = time.process_time(), time.perf_counter()
         job.start()
         while job.acks.position is None or job.acks.position < last:
             time.sleep(0.05)  # a benchmark's progress poll
             if job.fail_message is not None or time.perf_counter() - started > 1800:
                 raise SystemExit(f"not drained: {job.state} {job.fail_message}")
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         job.pause()
+    return elapsed, cpu, job
+
+
+def canalbridge_core(path: Path, last: EntryPosition, rows: int, batch_size: int, expected: dict) -> dict:
+    """One fresh job draining the file; ``expected``: the table the reference consumer builds from it."""
+    writer = InMemoryWriter(TABLE.qualified)
+    elapsed, _, job = drain(path, last, batch_size, writer)
     return {"contender": "canalbridge", "rows": rows, "seconds": round(elapsed, 3),
             "rows_per_s": round(rows / elapsed), "commits": job.stats.commits,
             "exact": writer.rows == expected}
@@ -181,20 +188,8 @@ class StagedCounter(InMemoryWriter):
 
 def canalbridge_staging(path: Path, last: EntryPosition, rows: int, entries: int, batch_size: int) -> dict:
     """One fresh job staging the file's entries as the daemon does for the JVM decoder; its Python CPU per entry."""
-    with dev_server(path, capacity=CAPACITY) as source:
-        canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
-        settings = JobSettings("bench", canal, (ChannelSettings(TABLE.qualified, "lake.bench.events_1"),),
-                               CommitSettings(interval_seconds=1, min_bytes=1 << 20, store_capacity=CAPACITY))
-        writer = StagedCounter(TABLE.qualified)
-        job = SyncJob(settings, lambda channel: ChannelSink.of(writer))
-        cpu, started = time.process_time(), time.perf_counter()
-        job.start()
-        while job.acks.position is None or job.acks.position < last:
-            time.sleep(0.05)  # a benchmark's progress poll
-            if job.fail_message is not None or time.perf_counter() - started > 1800:
-                raise SystemExit(f"not drained: {job.state} {job.fail_message}")
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-        job.pause()
+    writer = StagedCounter(TABLE.qualified)
+    elapsed, cpu, _ = drain(path, last, batch_size, writer)
     return {"contender": "canalbridge_staging", "rows": rows, "entries": entries, "staged": writer.staged,
             "seconds": round(elapsed, 3), "rows_per_s": round(rows / elapsed),
             "python_cpu_us_per_entry": round(cpu / entries * 1e6, 2)}
