@@ -168,8 +168,9 @@ class LagRecorder:
         return self.writer.decodes_row_changes()
 
     def send_raw(self, batch: RawBatch) -> None:
-        for change in batch.changes:
-            self.staged[change.position.execute_time_ms] += max(change.rows, 1)
+        run = batch.changes
+        for execute_time_ms, rows in zip(run.execute_times, run.rows):
+            self.staged[execute_time_ms] += max(rows, 1)
         self.writer.send_raw(batch)
 
     def seal(self) -> SealedTransaction:

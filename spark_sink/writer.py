@@ -129,14 +129,12 @@ class IcebergWriter:
         txn = self._open
         assert not txn.staging.count, "decoded rows and RowChange bytes in one transaction"
         txn.batch = batch
-        changes = batch.changes
-        positions = [c.position for c in changes]
+        run = batch.changes
         first = txn.seq + 1
-        txn.seq += len(changes)
-        txn.raw_staging.add_columns([range(first, txn.seq + 1), [p.journal for p in positions],
-                                     [p.offset for p in positions], [p.execute_time_ms for p in positions],
-                                     [c.row_change for c in changes]])
-        txn.staged_rows += sum(max(c.rows, 1) for c in changes)
+        txn.seq += len(run)
+        txn.raw_staging.add_columns([range(first, txn.seq + 1), run.journals, run.offsets, run.execute_times,
+                                     run.row_changes])
+        txn.staged_rows += run.row_count
 
     def send_chunk(self, batch: ChunkBatch) -> None:
         txn = self._open

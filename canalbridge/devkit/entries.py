@@ -25,6 +25,10 @@ from enum import Enum
 from canalbridge.devkit.canal_values import render
 from canalbridge.mysql_types import MySqlType
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
+from canalbridge.sync.model.changes import RowRun
+from canalbridge.sync.model.position import EntryPosition
+from canalbridge.sync.model.tables import TableId
+from canalbridge.sync.schema.rows import rows_count
 
 EntryType = entry_pb.EntryType
 EventType = entry_pb.EventType
@@ -224,3 +228,12 @@ def _fill(target: object, table: TableDef, values: Rendered, updated: list[bool]
         column_pb.mysqlType = column.mysql_type.declared
         if not is_null:
             column_pb.value = text
+
+
+def row_run(entries: Sequence[entry_pb.Entry]) -> RowRun:
+    """Row-change entries of one table as the run a channel stages (the first entry's header names the table)."""
+    first = entries[0].header
+    run = RowRun(TableId(first.schemaName, first.tableName), keeps_positions=True)
+    for entry in entries:
+        run.add(EntryPosition.of(entry), entry.storeValue, rows_count(entry.header))
+    return run

@@ -183,17 +183,19 @@ class InMemoryWriter:
         mapper = RowMapper(batch.table, batch.target_columns, [batch.target_columns[i] for i in batch.key_indexes],
                            before_images=self.before_images())
         rows = []
-        for raw in batch.changes:
-            change = entry_pb.RowChange.FromString(raw.row_change)
+        run = batch.changes
+        for index, row_change in enumerate(run.row_changes):
+            position = run.position(index)
+            change = entry_pb.RowChange.FromString(row_change)
             first = change.rowDatas[0] if change.rowDatas else None
             columns = (first.afterColumns or first.beforeColumns) if first is not None else []
             found = (column_signature([(c.name, canonical(c.mysqlType), c.isKey) for c in columns]) if first is not None
                      else expected)
             if found != expected:  # as the JVM decoder does, found when the commit runs
                 self._raw_failure = self._raw_failure or ColumnsChangedError(batch.table, found, len(columns),
-                                                                             raw.position)
+                                                                             position)
                 continue
-            rows.extend(mapper.map(change, raw.position))
+            rows.extend(mapper.map(change, position))
         if rows:
             self.send(mapper.batch(rows))
 

@@ -1,6 +1,8 @@
 """A channel: one source table into one target, with a thread that stages and one that commits.
 
-The Consumer hands a channel the raw row changes of its table
+The Consumer hands a channel the raw row changes of its table, a run of
+them at a time (:meth:`Channel.add_rows`, a
+:class:`~canalbridge.sync.model.changes.RowRun`) or one by one
 (:meth:`Channel.add`); the channel's staging thread decodes and maps them
 (:mod:`canalbridge.sync.schema.target`) and sends them to the writer in
 chunks while the transaction is still open, so that a commit only has to
@@ -50,9 +52,10 @@ import structlog
 from canalbridge.sync.channel.committer import Committer
 from canalbridge.sync.channel.maintenance import MaintenanceRun
 from canalbridge.sync.channel.sink import ChannelSink
-from canalbridge.sync.channel.stager import Abort, AddChunk, Begin, Commit, Pending, Send, Stager, Work
+from canalbridge.sync.channel.stager import Abort, AddChunk, Begin, Commit, Send, Stager, Statement, Work
 from canalbridge.sync.channel.work import ReadBack, ReadPosition
 from canalbridge.sync.errors import ChannelStuckError, Stopping
+from canalbridge.sync.model.changes import RowRun
 from canalbridge.sync.model.position import Position, Refill
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.target import TargetSchema
@@ -63,7 +66,7 @@ from canalbridge.sync.worker import STOP_CHECK_S
 
 log = structlog.get_logger("canalbridge.channel")
 
-SEND_EVERY_ENTRIES = 256  # raw row changes per chunk handed to the staging thread
+SEND_EVERY_ENTRIES = 256  # entries gathered before they are handed to the staging thread
 QUEUE_CHUNKS = 8  # chunks in flight before the Consumer waits
 T = TypeVar("T")
 
@@ -95,7 +98,8 @@ class Channel:
         self.maintenance = maintenance or MaintenanceSettings()  # (what a job without a section gets)
         self.schema = schema or SchemaSettings()
         self.entries_received = 0  # for metrics: written by the Consumer thread
-        self._pending: list[Pending] = []
+        self._pending: list[RowRun | Statement] = []
+        self._pending_entries = 0
         self._work: queue.Queue[Work] = queue.Queue(QUEUE_CHUNKS)
         self._stop = stop  # the job's: set when this run stops
         self._stall_timeout_s = stall_timeout_s
@@ -181,7 +185,7 @@ class Channel:
     # -- transaction (Consumer thread) ----------------------------------------------------
 
     def begin(self, label: str) -> None:
-        self._pending = []
+        self._pending, self._pending_entries = [], 0
         self._label_sent = label
         self._put(Begin(label))
 
@@ -192,9 +196,31 @@ class Channel:
         ``rows`` is the entry's ``rowsCount``, what the metrics count when the writer decodes; ``table``
         its (schema, table), as its header names it (a merged channel's shards, a renamed table).
         """
-        self._pending.append(Pending(position, row_change, dml, rows, table))
-        self.entries_received += 1
-        if len(self._pending) >= SEND_EVERY_ENTRIES:
+        pending = self._pending
+        if not dml:
+            pending.append(Statement(position, row_change, table))
+        else:
+            last = pending[-1] if pending else None
+            if not isinstance(last, RowRun) or last.table != table or last.positions is None:
+                last = RowRun(table, keeps_positions=True)
+                pending.append(last)
+            last.add(position, row_change, rows)
+        self._counted(1)
+
+    def add_rows(self, run: RowRun) -> None:
+        """Queue a run of row changes of one table for this transaction, after what was added before it."""
+        start = 0
+        while start < len(run):
+            # In pieces: what the queue holds stays bounded, whatever the size of a run.
+            piece = run.piece(start, start + SEND_EVERY_ENTRIES - self._pending_entries)
+            self._pending.append(piece)
+            self._counted(len(piece))
+            start += len(piece)
+
+    def _counted(self, entries: int) -> None:
+        self.entries_received += entries
+        self._pending_entries += entries
+        if self._pending_entries >= SEND_EVERY_ENTRIES:
             self._flush()
 
     def add_chunk(self, position: Position, window: ChunkWindow) -> None:
@@ -215,7 +241,7 @@ class Channel:
         return result
 
     def abort(self, reason: str) -> Future[None]:
-        self._pending = []
+        self._pending, self._pending_entries = [], 0
         result: Future[None] = Future()
         self._put(Abort(reason, result))
         return result
@@ -238,6 +264,7 @@ class Channel:
         if self._pending:
             self._put(Send(self._pending))
             self._pending = []
+            self._pending_entries = 0
 
     def _put(self, item: Work) -> None:
         deadline = time.monotonic() + self._stall_timeout_s

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -27,7 +27,7 @@ from canalbridge.sync.channel.committer import Committer
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.channel.work import Apply, ReadPosition, Rows, Step, discard, take
 from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
-from canalbridge.sync.model.changes import ChangeRow, RawChange
+from canalbridge.sync.model.changes import ChangeRow, RowRun
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.rows import RowMapper
@@ -40,19 +40,19 @@ class Begin:
     label: str
 
 
-class Pending(NamedTuple):
-    """One entry for the staging thread: a DML's or a DDL's RowChange, its rows (``rowsCount``) and its table."""
+class Statement(NamedTuple):
+    """A statement on the channel's table for the staging thread (a DDL), as its RowChange."""
 
     position: Position
     row_change: bytes
-    dml: bool
-    rows: int
-    table: TableId  # (schema, table): a merged channel's shards, or a followed table's new name
+    table: TableId  # (schema, table): a merged channel's shard, or a followed table's old name
 
 
 @dataclass(frozen=True)
 class Send:
-    changes: list[Pending]
+    """Entries in stream order: runs of one table's row changes, and statements between them."""
+
+    changes: list[RowRun | Statement]
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Stager:
         self._log = log
         self._stale = False  # the target schema is read again before the next entry is mapped
         # A writer that decodes RowChange bytes itself gets them as they are (chosen once).
-        self._stage: Callable[[RowMapper, list[Pending]], None] = self._stage_raw if raw else self._stage_decoded
+        self._stage: Callable[[RowMapper, RowRun], None] = self._stage_raw if raw else self._stage_decoded
         self._layout: object = None  # the column facts of the rows the writer's open transaction holds
         self._label = ""
         self._rows_sent = 0
@@ -133,20 +133,19 @@ class Stager:
             self._abort_writer("job stopping")
         self._discard_steps("job stopping")
 
-    def _send(self, changes: list[Pending]) -> None:
+    def _send(self, changes: list[RowRun | Statement]) -> None:
         """Stage a chunk of entries: each run of one table's rows as a batch; a DDL in it is a step of its own."""
         self._refresh()
-        for run in _runs(changes):
-            first = run[0]
-            mapper = self._target.mapper(first.table)
-            if first.dml:
-                self._stage(mapper, run)
-                self._last_row = run[-1].position
+        for item in changes:
+            if isinstance(item, RowRun):
+                self._stage(self._target.mapper(item.table), item)
+                self._last_row = item.last
                 continue
-            change = self._decode(first.position, first.row_change)
-            mapper.map(change, first.position)  # the mapper names the last DDL if a later row does not fit
+            mapper = self._target.mapper(item.table)
+            change = self._decode(item.position, item.row_change)
+            mapper.map(change, item.position)  # the mapper names the last DDL if a later row does not fit
             if change.isDdl:
-                alteration = self._target.ddl(change.sql, first.position, first.table)
+                alteration = self._target.ddl(change.sql, item.position, item.table)
                 if alteration is not None:
                     self._seal_step(self._last_row)
                     self._steps.append(alteration)
@@ -168,10 +167,11 @@ class Stager:
             self._target.reset(state.columns, state.aliases)
             self._stale = False
 
-    def _stage_decoded(self, mapper: RowMapper, run: list[Pending]) -> None:
+    def _stage_decoded(self, mapper: RowMapper, run: RowRun) -> None:
         """Decode and map one table's rows in Python, and send them."""
         rows: list[ChangeRow] = []
-        for position, data, _, _, _ in run:
+        for index, data in enumerate(run.row_changes):
+            position = run.position(index)
             mapped = mapper.map(self._decode(position, data), position)
             if self.debug:
                 for row in mapped:
@@ -184,23 +184,24 @@ class Stager:
             self._rows_sent += len(rows)
             self._last_sent = rows[-1].position
 
-    def _stage_raw(self, mapper: RowMapper, run: list[Pending]) -> None:
+    def _stage_raw(self, mapper: RowMapper, run: RowRun) -> None:
         """Pass one table's RowChange bytes on to a writer that decodes them; Python decodes a row only until
         the mapper knows the table's columns."""
-        raw: list[RawChange] = []
-        known = mapper.columns is not None
-        for position, data, _, count, _ in run:
-            if not known:
-                if not mapper.map(self._decode(position, data), position):
-                    continue  # (a change with no rows teaches nothing)
-                known = mapper.columns is not None
-            raw.append(RawChange(position, data, count))
-        if raw:
-            batch = mapper.raw_batch(raw)
+        skipped: list[int] = []
+        index = 0
+        while mapper.columns is None and index < len(run):
+            position = run.position(index)
+            if not mapper.map(self._decode(position, run.row_changes[index]), position):
+                skipped.append(index)  # (a change with no rows teaches nothing, and is not sent)
+            index += 1
+        if skipped:
+            run = run.without(skipped)
+        if len(run):
+            batch = mapper.raw_batch(run)
             self._open_step(batch.target_columns, (batch.target_columns, batch.columns, batch.key_indexes))
             self.writer.send_raw(batch)
-            self._rows_sent += sum(change.rows for change in raw)
-            self._last_sent = raw[-1].position
+            self._rows_sent += sum(run.rows)
+            self._last_sent = run.last
 
     def _open_step(self, target_columns: tuple[str, ...], layout: object) -> None:
         """Open the writer's transaction for a batch of ``layout`` (its column facts). Rows of another layout
@@ -263,18 +264,3 @@ class Stager:
             self.writer.abort(reason)
         except Exception as exc:  # an abort that fails must not hide the original failure
             self._log.warning("channel.abort_failed", label=self._label, error=str(exc))
-
-
-def _runs(changes: list[Pending]) -> Iterator[list[Pending]]:
-    """``changes`` cut into runs: consecutive rows of one table, and each DDL alone (what came before a DDL
-    lands before it)."""
-    start = 0
-    table: TableId | None = None  # of the run of rows open at ``start``; None: a DDL's
-    for index, (_, _, dml, _, of) in enumerate(changes):
-        if dml and of == table:
-            continue
-        if index > start:
-            yield changes[start:index]
-        start, table = index, of if dml else None
-    if changes:
-        yield changes[start:]

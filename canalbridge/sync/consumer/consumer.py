@@ -48,6 +48,7 @@ from tenacity import RetryError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.consumer.delivery import Delivery
+from canalbridge.sync.consumer.lane import Lanes
 from canalbridge.sync.consumer.pipeline import CommitPipeline
 from canalbridge.sync.consumer.policy import CommitPolicy, PendingWork
 from canalbridge.sync.consumer.second_pass import SecondPass
@@ -115,6 +116,7 @@ class Consumer(Worker):
         self._last_position: Position | None = None
         self._order = StreamOrder(self.job)  # of the positions routed in this epoch
         self._txns = SourceTransactions(self._order, marks=link.marks_transactions)
+        self._lanes = Lanes(self._delivery, self._order, self._second, self.policy, self.stats)
         # The commit applied while the next transaction reads, and what earlier ones left.
         self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
 
@@ -196,29 +198,41 @@ class Consumer(Worker):
                     work.bytes += item.batch.raw_size
                     self.stats.batches += 1
                     self._taken.new_batch()
-                    if self._route(list(item.batch.entries), work, label, item.batch_id, item.positions):
+                    if self._route(item.batch.entries, work, label, item.batch_id, item.positions):
                         return True
             if self._commit_if_due(work, label, starved=starved):
                 return True
 
-    def _route(self, entries: list[entry_pb.Entry], work: PendingWork, label: str, batch_id: int,
+    def _route(self, entries: Sequence[entry_pb.Entry], work: PendingWork, label: str, batch_id: int,
                positions: Sequence[Position] | None) -> bool:
         """Route entries of one batch; commit after a source transaction end when due. True if it committed.
 
-        ``positions`` are the entries' positions when their headers do not hold them (see TakenBatch).
+        ``positions`` are the entries' positions when their headers do not hold them (see TakenBatch). The
+        plain stretches go through a fast lane (:mod:`canalbridge.sync.consumer.lane`), the rest one by one.
         """
         resends = self.link.resends_in_stream
         txns = self._txns
         superseded = 0  # entries of Canal's first pass skipped here
         counts_through: Position | None = None  # the last entry routed here that is not among them
         taken = self._taken.last_batch
-        for index, entry in enumerate(entries):
+        lane = (self._lanes.lane(entries, self.link.outstanding)
+                if positions is None and self.link.marks_transactions and self._second.quiet else None)
+        index, count = 0, len(entries)
+        while index < count:
+            if lane is not None:
+                index = self._lanes.stretch(lane, index, work, taken, self._commits.in_flight)
+                if lane.last is not None:
+                    self._last_position = counts_through = lane.last
+                if index == count:
+                    break
+            at, entry = index, entries[index]
+            index += 1
             header = entry.header
             if positions is None:
                 position: Position = EntryPosition(header.logfileName, header.logfileOffset, header.executeTime,
                                                    header.gtid)
             else:
-                position = positions[index]
+                position = positions[at]
             if resends and self._second.first_pass_entry(position):
                 # Canal's first pass, which its second pass sends again.
                 taken.append(position)
@@ -247,6 +261,8 @@ class Consumer(Worker):
                     self._second.fill(position, None)  # a transaction marker: nothing to apply
                 cut = txns.marker(work, entry_type, position)
             else:
+                if lane is not None:
+                    lane.forget_tables()  # (a window, a rename or a channel may come of it)
                 table = TableId(header.schemaName, header.tableName)  # (read once: each read makes new strings)
                 if header.eventType in DML_EVENTS:
                     cut = txns.rows(work)
@@ -261,8 +277,8 @@ class Consumer(Worker):
                         self._log.info("consumer.ddl", table=".".join(table), synced=synced, position=str(position),
                                        event_type=EventType.Name(header.eventType))
             # A source transaction just ended (or a DDL stood alone): a clean cut point.
-            if cut and index + 1 < len(entries) and self._commit_if_due(work, label):
-                self._taken.cut_after(entries, positions, index, batch_id)
+            if cut and index < count and self._commit_if_due(work, label):
+                self._taken.cut_after(entries, positions, at, batch_id)
                 return True
         if superseded:
             # Canal sends those entries again: they must not hold back the batch's ack,

@@ -100,6 +100,21 @@ class Delivery:
         elif channel is not None:
             self._stats.skipped += 1
 
+    def lane_channel(self, table: TableId, position: Position) -> Channel | bool | None:
+        """For a fast lane (:mod:`canalbridge.sync.consumer.lane`): the channel that takes ``table``'s row changes
+        from ``position`` on as they come, None if no channel takes them, False if they need :meth:`rows`
+        (a window open on the table, the signal table, a rebuild waiting, a channel that holds them already)."""
+        windows = self._windows
+        if (windows is not None and windows.concerns(table)) or table.key == self._signal_key:
+            return False
+        channel = self._router.channel_for(table)
+        if channel is None:
+            return None
+        if channel.rebuild_pending:
+            return False
+        done = self._committed.get(channel.source)
+        return channel if done is None or position > done else False
+
     def statement(self, table: TableId, position: Position, entry: entry_pb.Entry, missed: bool) -> Channel | None:
         """A statement on ``table`` (a DDL, the SQL that annotates rows): given to the table's channel, which
         applies what a DDL changes (and names it if a later row no longer fits); a followed rename to the

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from canalbridge.sync.model.position import Position, Refill
+from canalbridge.sync.model.position import Position, Refill, journal_key
 
 _Key = tuple[Any, ...]  # a position's sort_key
 
@@ -67,6 +68,20 @@ class RoutedSinceEnd:
         if key <= keys[0]:
             return False  # from before the window: routed or acked long ago
         return keys[bisect.bisect_left(keys, key)] != key
+
+    @property
+    def last(self) -> _Key | None:
+        """The sort key of the latest position routed since the last transaction end (that end, if none since)."""
+        return self._keys[-1] if self._keys else None
+
+    def routed_in_order(self, journal: str, offsets: list[int], last_end: int | None) -> None:
+        """Entries of binlog file ``journal`` at ``offsets``, past every position noted, were routed in order;
+        the one at ``last_end`` (an index in ``offsets``) is the last transaction end among them."""
+        in_file = journal_key(journal)
+        if last_end is not None:
+            self._keys = list(zip(itertools.repeat(in_file), offsets[last_end:]))
+        else:
+            self._keys.extend(zip(itertools.repeat(in_file), offsets))
 
     def fill(self, position: Position, channel: str | None) -> None:
         """A missed entry is applied now: by ``channel``'s open transaction, or by none."""
@@ -151,6 +166,16 @@ class SecondPass:
             self._superseded = None
             self._log.info("consumer.first_pass_skipped", until=str(position))
         return True
+
+    @property
+    def quiet(self) -> bool:
+        """Whether no entry of a first pass is left to skip: every entry past those routed is new."""
+        return self._superseded is None
+
+    @property
+    def routed(self) -> RoutedSinceEnd:
+        """What was routed since the last transaction end (a fast lane notes its stretches there)."""
+        return self._routed
 
     # -- entries the first pass missed -------------------------------------------------------
 

@@ -11,6 +11,7 @@ the same binlog: the source was switched under the job.
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 
 from canalbridge.sync.errors import SourceSwitchedError
 from canalbridge.sync.model.position import EntryPosition, Position
@@ -37,6 +38,23 @@ class StreamOrder:
                 return high
         self._high = position
         return None
+
+    @property
+    def high(self) -> Position | None:
+        """The latest position routed in this epoch."""
+        return self._high
+
+    @property
+    def rows_since_end(self) -> bool:
+        """Whether a row change was routed since the last transaction end."""
+        return self._rows_since_end
+
+    def routed_in_order(self, last: Position, ends: Sequence[Position], rows_since_end: bool) -> None:
+        """Entries past the latest, through ``last``, were routed in order (a fast lane's stretch): ``ends``
+        are the transaction ends among them that closed rows, oldest first (the last few are enough)."""
+        self._high = last
+        self._sent_ends.extend(ends)
+        self._rows_since_end = rows_since_end
 
     def rows(self) -> None:
         """A row change was routed: the next transaction end closes rows."""

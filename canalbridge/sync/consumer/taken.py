@@ -11,6 +11,7 @@ Used by the Consumer thread only.
 from __future__ import annotations
 
 import collections
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ STARVED_AFTER_S = 1.0
 class Carried:
     """The entries after a mid-batch cut: what the next transaction routes first."""
 
-    entries: list[entry_pb.Entry]
+    entries: Sequence[entry_pb.Entry]
     positions: Sequence[Position] | None  # theirs, when the batch gave them (see TakenBatch)
     batch_id: int  # the batch they came in
 
@@ -86,7 +87,7 @@ class Taken:
             self._batches.append(BatchPositions())
         return carried
 
-    def cut_after(self, entries: list[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
+    def cut_after(self, entries: Sequence[entry_pb.Entry], positions: Sequence[Position] | None, index: int,
                   batch_id: int) -> None:
         """A commit cut the batch after ``entries[index]``: the rest is carried into the next transaction."""
         self._carried = Carried(entries[index + 1:], positions[index + 1:] if positions is not None else None,
@@ -139,6 +140,11 @@ class BatchPositions:
     def append(self, position: Position) -> None:
         self._journals.append(position.journal)
         self._offsets.append(position.offset)
+
+    def extend(self, journal: str, offsets: list[int]) -> None:
+        """Entries of binlog file ``journal`` at ``offsets``, in order."""
+        self._journals.extend(itertools.repeat(journal, len(offsets)))
+        self._offsets.extend(offsets)
 
     def count_from(self, position: Position) -> int:
         """How many of the positions are at or after ``position``."""

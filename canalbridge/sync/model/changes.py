@@ -14,7 +14,8 @@ from enum import Enum
 from typing import NamedTuple
 
 from canalbridge.source_db.chunks import KeyRange
-from canalbridge.sync.model.position import Position
+from canalbridge.sync.model.position import EntryPosition, Position
+from canalbridge.sync.model.tables import TableId
 from canalbridge.sync.schema.ddl import SchemaChange
 from canalbridge.sync.snapshot.progress import TableProgress
 
@@ -66,12 +67,81 @@ class ChangeRow(NamedTuple):
     position: Position
 
 
-class RawChange(NamedTuple):
-    """One DML entry's RowChange as Canal sent it, with the entry's position (a NamedTuple: one per entry)."""
+class RowRun:
+    """Row-change entries of one table in stream order, as columns: a table's share of a batch, handed to its
+    channel in one call, and what a writer that decodes RowChange bytes itself receives.
 
-    position: Position
-    row_change: bytes
-    rows: int = 0  # the entry's rowsCount; 0 when Canal did not say
+    Columns rather than an object per entry: the Consumer fills them straight
+    from the entries' headers, and the Spark writer stages them as they are.
+    An entry's position is rebuilt from its columns when asked for
+    (:meth:`position`), unless the run keeps positions (a Kafka position is
+    not a binlog one). One thread appends; once handed on, a run is only read.
+    """
+
+    __slots__ = ("execute_times", "gtids", "journals", "offsets", "positions", "row_changes", "rows", "table")
+
+    def __init__(self, table: TableId, *, keeps_positions: bool = False) -> None:
+        self.table = table  # (schema, table) as the headers name it: a merged channel's shard, a renamed table
+        self.journals: list[str] = []
+        self.offsets: list[int] = []
+        self.execute_times: list[int] = []
+        self.gtids: list[str] = []
+        self.row_changes: list[bytes] = []
+        self.rows: list[int] = []  # each entry's rowsCount; 0 when Canal did not say
+        self.positions: list[Position] | None = [] if keeps_positions else None
+
+    def add(self, position: Position, row_change: bytes, rows: int = 0) -> None:
+        """Append one entry (the positions it keeps, if it keeps any)."""
+        self.journals.append(position.journal)
+        self.offsets.append(position.offset)
+        self.execute_times.append(position.execute_time_ms)
+        self.gtids.append(getattr(position, "gtid", ""))
+        self.row_changes.append(row_change)
+        self.rows.append(rows)
+        if self.positions is not None:
+            self.positions.append(position)
+
+    def __len__(self) -> int:
+        return len(self.row_changes)
+
+    def position(self, index: int) -> Position:
+        """The position of the entry at ``index`` (negative counts from the end)."""
+        if self.positions is not None:
+            return self.positions[index]
+        return EntryPosition(self.journals[index], self.offsets[index], self.execute_times[index],
+                             self.gtids[index])
+
+    @property
+    def last(self) -> Position:
+        return self.position(-1)
+
+    def piece(self, start: int, stop: int) -> RowRun:
+        """The entries from ``start`` up to ``stop``: the run itself if that is all of it."""
+        if start == 0 and stop >= len(self):
+            return self
+        run = RowRun(self.table, keeps_positions=self.positions is not None)
+        run.journals, run.offsets = self.journals[start:stop], self.offsets[start:stop]
+        run.execute_times, run.gtids = self.execute_times[start:stop], self.gtids[start:stop]
+        run.row_changes, run.rows = self.row_changes[start:stop], self.rows[start:stop]
+        if self.positions is not None:
+            run.positions = self.positions[start:stop]
+        return run
+
+    def without(self, skipped: list[int]) -> RowRun:
+        """The run less the entries at the indexes ``skipped``."""
+        drop = set(skipped)
+        keep = [index for index in range(len(self)) if index not in drop]
+        run = RowRun(self.table, keeps_positions=self.positions is not None)
+        for name in ("journals", "offsets", "execute_times", "gtids", "row_changes", "rows", "positions"):
+            values = getattr(self, name)
+            if values is not None:
+                setattr(run, name, [values[index] for index in keep])
+        return run
+
+    @property
+    def row_count(self) -> int:
+        """The rows the entries change, counting an entry whose count Canal did not say as one."""
+        return sum(self.rows) + self.rows.count(0)
 
 
 @dataclass(frozen=True)
@@ -87,7 +157,7 @@ class RawBatch:
     target_columns: tuple[str, ...]
     columns: tuple[SourceColumn, ...]
     key_indexes: tuple[int, ...]
-    changes: tuple[RawChange, ...]
+    changes: RowRun
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from canalbridge.sync.model.changes import (
     ChangeRow,
     ChunkBatch,
     RawBatch,
-    RawChange,
     RowBatch,
+    RowRun,
     SourceColumn,
 )
 from canalbridge.sync.model.position import Position
@@ -286,10 +286,10 @@ class RowMapper:
         return ChunkBatch(self.table, self.output_columns(), self._columns, self._key_indexes, chunk.rows,
                           chunk.count, origin, keys, position, chunk.progress, chunk.span)
 
-    def raw_batch(self, changes: list[RawChange]) -> RawBatch:
+    def raw_batch(self, changes: RowRun) -> RawBatch:
         """Wrap undecoded row changes with the column facts learnt so far (a row must have been mapped)."""
         assert self._columns is not None and self._key_indexes is not None
-        return RawBatch(self.table, self.output_columns(), self._columns, self._key_indexes, tuple(changes))
+        return RawBatch(self.table, self.output_columns(), self._columns, self._key_indexes, changes)
 
 
 @dataclass(frozen=True)

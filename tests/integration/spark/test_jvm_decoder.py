@@ -7,14 +7,14 @@ import dataclasses
 import pytest
 
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
-from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef, row_run
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.mysql_types import canonical
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.errors import ColumnsChangedError, EntryDecodeError
-from canalbridge.sync.model.changes import BeforeImages, RawChange
+from canalbridge.sync.model.changes import BeforeImages
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.schema.rows import RowMapper, rows_count
+from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, register
 from spark_sink.sink import make_writer
@@ -157,8 +157,7 @@ def test_a_writer_fails_a_row_change_of_other_columns_as_such(spark, spark_setti
     mapper = RowMapper(TWO_KEYS.qualified, None, before_images=writer.before_images())
     mapper.map(entry_pb.RowChange.FromString(fits.storeValue), EntryPosition.of(fits))
     writer.begin()
-    writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, rows_count(e.header))
-                                      for e in (fits, altered)]))
+    writer.send_raw(mapper.raw_batch(row_run([fits, altered])))
     with pytest.raises(ColumnsChangedError) as failure:
         writer.commit(EntryPosition.of(altered), "t1")
     assert failure.value.position.same_place(EntryPosition.of(altered))

@@ -10,12 +10,12 @@ from decimal import Decimal as D
 
 import pytest
 
-from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef
+from canalbridge.devkit.entries import BinlogWriter, ColumnDef, TableDef, row_run
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.source_db.chunks import KeyRange
-from canalbridge.sync.model.changes import RawChange, SourceColumn
+from canalbridge.sync.model.changes import SourceColumn
 from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.schema.rows import RowMapper, rows_count
+from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.chunk_window import SnapshotChunk
 from canalbridge.sync.snapshot.progress import TableProgress
@@ -57,8 +57,7 @@ def test_a_chunk_lands_between_the_changes_around_it_without_the_keys_its_window
     def send(entries: list[entry_pb.Entry]) -> None:
         if undecoded:
             mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
-            writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, rows_count(e.header))
-                                              for e in entries]))
+            writer.send_raw(mapper.raw_batch(row_run(entries)))
         else:
             changed = [row for e in entries
                        for row in mapper.map(entry_pb.RowChange.FromString(e.storeValue), EntryPosition.of(e))]

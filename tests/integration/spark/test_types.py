@@ -12,10 +12,9 @@ import pytest
 
 from canalbridge.devkit.canal_values import ZERO_DATE
 from canalbridge.devkit.catalog import ALL_TYPES_COLUMNS
-from canalbridge.devkit.entries import BinlogWriter, TableDef
+from canalbridge.devkit.entries import BinlogWriter, TableDef, row_run
 from canalbridge.devkit.verify import expected_typed, read_typed
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.model.changes import RawChange
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.schema.rows import RowMapper
 from canalbridge.sync.settings import ChannelSettings
@@ -61,7 +60,7 @@ def write_rows(spark, spark_settings, target: str, rows: list[dict], label: str 
         assert writer.decodes_row_changes()
         entries = [binlog.rows(TABLE, entry_pb.EventType.INSERT, [(None, row)]) for row in rows]
         mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
-        writer.send_raw(mapper.raw_batch([RawChange(EntryPosition.of(e), e.storeValue, 1) for e in entries]))
+        writer.send_raw(mapper.raw_batch(row_run(entries)))
     else:
         entries = [binlog.rows(TABLE, entry_pb.EventType.INSERT, [(None, row) for row in rows])]
         mapped = mapper.map(entry_pb.RowChange.FromString(entries[0].storeValue), EntryPosition.of(entries[0]))
