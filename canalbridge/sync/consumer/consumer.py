@@ -220,9 +220,11 @@ class Consumer(Worker):
         index, count = 0, len(entries)
         while index < count:
             if lane is not None:
-                index = self._lanes.stretch(lane, index, work, taken, self._commits.in_flight)
-                if lane.last is not None:
+                stop = self._lanes.stretch(lane, index, work, taken, self._commits.in_flight)
+                if stop > index:
+                    assert lane.last is not None
                     self._last_position = counts_through = lane.last
+                    index = stop
                 if index == count:
                     break
             at, entry = index, entries[index]
