@@ -131,10 +131,10 @@ class Lane:
     def route(self, start: int, journal: str, after: int, rows_since_end: bool, in_txn: bool, watch: CutWatch
               ) -> int:
         """Route the plain entries from ``start`` on: those in binlog file ``journal`` past offset ``after``.
+
         ``rows_since_end``: a row change was routed since the last transaction end; ``in_txn``: a source
-        transaction is open. Returns where the stretch
-        stopped (the length of the batch if it ran to the end); what it routed is described by the fields,
-        and :meth:`hand_over` gives its runs to their channels."""
+        transaction is open. Returns where the stretch stopped (the length of the batch if it ran to the end);
+        the fields describe what it routed, and :meth:`hand_over` gives its runs to their channels."""
         entries = self.entries
         count = len(entries)
         tables = self._tables
