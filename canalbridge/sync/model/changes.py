@@ -9,9 +9,10 @@ needs, and the mapper reads no more than that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from canalbridge.source_db.chunks import KeyRange
 from canalbridge.sync.model.position import EntryPosition, Position
@@ -119,23 +120,21 @@ class RowRun:
         """The entries from ``start`` up to ``stop``: the run itself if that is all of it."""
         if start == 0 and stop >= len(self):
             return self
-        run = RowRun(self.table, keeps_positions=self.positions is not None)
-        run.journals, run.offsets = self.journals[start:stop], self.offsets[start:stop]
-        run.execute_times, run.gtids = self.execute_times[start:stop], self.gtids[start:stop]
-        run.row_changes, run.rows = self.row_changes[start:stop], self.rows[start:stop]
-        if self.positions is not None:
-            run.positions = self.positions[start:stop]
-        return run
+        return self._taking(lambda values: values[start:stop])
 
     def without(self, skipped: list[int]) -> RowRun:
         """The run less the entries at the indexes ``skipped``."""
         drop = set(skipped)
         keep = [index for index in range(len(self)) if index not in drop]
+        return self._taking(lambda values: [values[index] for index in keep])
+
+    def _taking(self, take: Callable[[list[Any]], list[Any]]) -> RowRun:
+        """A run of the same table with ``take`` of each column (and of the positions it keeps)."""
         run = RowRun(self.table, keeps_positions=self.positions is not None)
-        for name in ("journals", "offsets", "execute_times", "gtids", "row_changes", "rows", "positions"):
+        for name in self.__slots__:
             values = getattr(self, name)
-            if values is not None:
-                setattr(run, name, [values[index] for index in keep])
+            if name != "table" and values is not None:
+                setattr(run, name, take(values))
         return run
 
     @property
