@@ -20,11 +20,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
-from bench.common import cpu_seconds, in_child
+from bench.common import Sampling, cpu_seconds, in_child
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import CommitSettings
 from spark_sink.settings import SparkSettings
@@ -86,35 +85,25 @@ def _run_on_cluster(name: str, path: Path, last: Position, rows: int, settings: 
     return run(name, path, last, rows, settings, commit)
 
 
-class _ExecutorCpu:
+class _ExecutorCpu(Sampling):
     """The CPU time of the cluster's executors, sampled while they live (an executor's ends with its app)."""
 
     def __init__(self, cluster: SparkStandaloneCluster) -> None:
+        super().__init__("executor-cpu")
         self._cluster = cluster
         self._last: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="executor-cpu", daemon=True)
-
-    def __enter__(self) -> _ExecutorCpu:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
     def seconds(self) -> float:
         """Every executor's CPU over its life (start-up included: each starts with the run's application)."""
         return sum(self._last.values())
 
-    def _sample(self) -> None:
+    def note(self) -> None:
         # (An executor's last half second before it exits is not counted: a small undercount.)
-        while not self._stop.wait(0.5):
-            for pid in self._cluster.executor_pids():
-                try:
-                    self._last[pid] = cpu_seconds(pid)
-                except OSError:  # exited between the listing and the read
-                    continue
+        for pid in self._cluster.executor_pids():
+            try:
+                self._last[pid] = cpu_seconds(pid)
+            except OSError:  # exited between the listing and the read
+                continue
 
 
 def _statements(catalog_db: MariaDBServer) -> int:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.devkit.catalog import narrow_table
@@ -261,6 +261,7 @@ class Drained:
     peak_rss_mb: float
     lags: Counter  # lag (ms) -> rows committed with it
     recorders: dict[str, LagRecorder]  # by target
+    peak_jvm_rss_mb: float  # the Spark JVM's
 
 
 def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[TableDef],
@@ -292,11 +293,12 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
         source_started = cpu_seconds(source.pid)
         job.start()
-        peak_rss = drain(job, name, last, lags, started, timeout_s, samples)
+        with RssPeaks({"spark_jvm": jvm}) as peaks:
+            peak_rss = drain(job, name, last, lags, started, timeout_s, samples)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         jvm_cpu, source_cpu = cpu_seconds(jvm) - jvm_started, cpu_seconds(source.pid) - source_started
         job.pause()
-    return Drained(job, elapsed, cpu, jvm_cpu, source_cpu, peak_rss, lags, recorders)
+    return Drained(job, elapsed, cpu, jvm_cpu, source_cpu, peak_rss, lags, recorders, peaks.mb["spark_jvm"])
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,
@@ -378,6 +380,45 @@ def rss_mb(pid: int | str = "self") -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+class Sampling:
+    """Over a ``with`` block, :meth:`note` twice a second on a thread of its own, and once more at the end."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name=name, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.note()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            self.note()
+
+    def note(self) -> None:
+        """Take one sample."""
+        raise NotImplementedError
+
+
+class RssPeaks(Sampling):
+    """The peak RSS (MB) of other processes over a ``with`` block: ``peaks.mb[name]``."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        super().__init__("rss-peaks")
+        self._pids = dict(pids)
+        self.mb = {name: 0.0 for name in pids}
+
+    def note(self) -> None:
+        for name, pid in self._pids.items():
+            with contextlib.suppress(OSError):  # (a process that ended keeps its peak)
+                self.mb[name] = max(self.mb[name], round(rss_mb(pid)))
 
 
 def percentile(counts: Counter, share: float) -> float:

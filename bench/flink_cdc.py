@@ -9,10 +9,13 @@ the source; the Iceberg tables in a Hadoop catalog, format v2 with
 ``write.upsert.enabled`` (equality deletes, no read of the target), keyed by
 the source's primary key; a checkpoint (and so an Iceberg commit) every
 ``checkpoint_s``. The binlog reader starts at a given file and offset, as
-canalbridge's Canal does.
+canalbridge's Canal does; or, for an initial load, the source starts in mode
+``initial``: its incremental snapshot (chunks of its default 8096 keys read
+by ``parallelism`` readers), then the binlog.
 
 ``deploy/maven/flink/harness/FlinkCdcPeer.java`` runs it in a local
-MiniCluster and says when a sentinel key is visible in every table.
+MiniCluster and says when a sentinel key, or a count of records, is visible
+in every table.
 """
 
 from __future__ import annotations
@@ -51,19 +54,19 @@ PROGRESS_EVERY_S = 5.0
 
 @dataclass(frozen=True)
 class Source:
-    """The MySQL server the job reads, where in its binlog it starts, and the login (its password apart)."""
+    """The MySQL server the job reads, where in its binlog it starts (None: a snapshot of the tables first,
+    startup mode ``initial``), and the login (its password apart)."""
 
     host: str
     port: int
     user: str
     database: str
-    binlog_file: str
-    binlog_offset: int
+    start: tuple[str, int] | None = None  # binlog file and offset
 
 
 @dataclass(frozen=True)
 class FlinkRun:
-    """One run until the sentinel was visible in every table."""
+    """One run until what it waited for was visible in every table."""
 
     seconds: float  # from the job's submission (the MiniCluster starts with it)
     seconds_from_launch: float  # from the JVM's launch (the job's planning included)
@@ -109,19 +112,36 @@ def job_sql(tables: Sequence[TableDef], source: Source, warehouse: Path, *, para
         f"'database-name' = '{source.database}', "
         f"'table-name' = '({'|'.join(table.name for table in tables)})', 'server-time-zone' = 'UTC', "
         f"'server-id' = '{first_server_id}-{first_server_id + parallelism - 1}', "
-        "'scan.startup.mode' = 'specific-offset', "
-        f"'scan.startup.specific-offset.file' = '{source.binlog_file}', "
-        f"'scan.startup.specific-offset.pos' = '{source.binlog_offset}')",
+        f"{_startup(source)})",
         *(f"INSERT INTO {CATALOG}.`{source.database}`.`{table.name}` SELECT {names} FROM cdc_source "
           f"WHERE table_name = '{table.name}'" for table in tables),
     ]
     return "\n;\n".join(statements) + "\n"
 
 
-def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[str], key: str, sentinel: int, *,
+def _startup(source: Source) -> str:
+    if source.start is None:
+        return "'scan.startup.mode' = 'initial'"
+    return ("'scan.startup.mode' = 'specific-offset', "
+            f"'scan.startup.specific-offset.file' = '{source.start[0]}', "
+            f"'scan.startup.specific-offset.pos' = '{source.start[1]}'")
+
+
+def until_sentinel(key: str, value: int) -> str:
+    """The harness's UNTIL for a replayed binlog: a data file holding ``value`` of column ``key``, larger than
+    any other key written."""
+    return f"sentinel:{key}={value}"
+
+
+def until_records(rows: int) -> str:
+    """The harness's UNTIL for an initial load: at least ``rows`` data records in each table."""
+    return f"records:{rows}"
+
+
+def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[str], until: str, *,
         password: str, parallelism: int, checkpoint_s: float, heap: str, timeout_s: float) -> FlinkRun:
-    """Run the job until the value ``sentinel`` of column ``key`` is in every table; its figures. The JVM's log
-    is ``root/flink.log``; what of it reaches an error has the password masked."""
+    """Run the job until ``until`` (:func:`until_sentinel`, :func:`until_records`) holds in every table; its
+    figures. The JVM's log is ``root/flink.log``; what of it reaches an error has the password masked."""
     home = flink_peer_home()
     root.mkdir(parents=True, exist_ok=True)
     job_file = root / "job.sql"
@@ -130,7 +150,7 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
     command = [java_binary(), f"-Xms{heap}", f"-Xmx{heap}", *JAVA_17_OPTIONS, "-Duser.timezone=UTC",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Djava.io.tmpdir={root}",
                "-cp", f"{home / 'lib'}/*:{home / 'harness'}", HARNESS_CLASS,
-               str(job_file), str(warehouse), str(parallelism), str(int(checkpoint_s * 1000)), key, str(sentinel),
+               str(job_file), str(warehouse), str(parallelism), str(int(checkpoint_s * 1000)), until,
                str(int(timeout_s)), *(f"{database}.{table}" for table in tables)]
     launched = time.perf_counter()
     with log_file.open("wb") as log:
@@ -142,6 +162,7 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
     submitted: float | None = None
     visible: float | None = None
     peak_rss = cpu_at_submission = 0.0
+    landed, last_print = 0, launched
     deadline = launched + timeout_s + 120  # the harness gives up at timeout_s; this, if it cannot
     try:
         while visible is None:
@@ -150,20 +171,24 @@ def run(root: Path, sql: str, warehouse: Path, database: str, tables: Sequence[s
             except queue.Empty:
                 line = ""
             if line is None:
-                raise SystemExit(f"Flink ended (exit code {process.wait(timeout=30)}) before the sentinel was "
-                                 f"visible; its log ({log_file}) ends:\n{_masked(tail(log_file), password)}")
+                raise SystemExit(f"Flink ended (exit code {process.wait(timeout=30)}) before {until} held; "
+                                 f"its log ({log_file}) ends:\n{_masked(tail(log_file), password)}")
             peak_rss = max(peak_rss, rss_mb(process.pid))
             now = time.perf_counter()
             if now > deadline:
-                raise SystemExit(f"Flink did not report the sentinel in {timeout_s:g} s; its log ({log_file}) "
+                raise SystemExit(f"Flink did not report {until} in {timeout_s:g} s; its log ({log_file}) "
                                  f"ends:\n{_masked(tail(log_file), password)}")
             if line == "submitting":
                 submitted, cpu_at_submission = now, cpu_seconds(process.pid)
             elif line.startswith("visible "):
                 visible = float(line.split()[1])
-            else:
-                print(f"flink: [{now - launched:5.0f}s] {'running' if submitted else 'starting'}, waiting for the "
-                      f"sentinel in every table; JVM CPU {cpu_seconds(process.pid):.0f} s", flush=True)
+            elif line.startswith("landed "):
+                landed = int(line.split()[1])
+            if visible is None and now - last_print >= PROGRESS_EVERY_S:
+                last_print = now
+                print(f"flink: [{now - launched:5.0f}s] {'running' if submitted else 'starting'}, waiting for "
+                      f"{until} in every table; {landed:,} records landed; JVM CPU "
+                      f"{cpu_seconds(process.pid):.0f} s", flush=True)
         cpu = cpu_seconds(process.pid)  # before it cancels the job
         seconds_from_launch = time.perf_counter() - launched
         assert process.stdin is not None

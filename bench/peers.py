@@ -25,6 +25,17 @@ seconds:
    all of it before the clock starts (``devserver --preload``), into the
    same job settings, in a process of its own. Canal's store no longer
    cuts the commits here, so they are larger.
+4. the initial load (``--load-rows``, 0 for none): a table of that many
+   rows, loaded out of the binlog into a database of its own
+   (:mod:`bench.snapshot`'s), read first by the ``mariadb`` client (the
+   ceiling), then by Flink CDC (the same job, startup mode ``initial``: its
+   incremental snapshot, its default chunk size, parallelism
+   ``--parallelism``) and by canalbridge's snapshot (``[job.snapshot]``'s
+   defaults, a Canal server of its own for the watermarks, in a process of
+   its own, Spark cold), each into the same kind of target as above and
+   committing every ``--load-interval`` seconds; each clock stops when the
+   last row is visible (Flink: every row counted in the table's current
+   snapshot; canalbridge: the snapshot finished, every chunk committed).
 
 ``--upsert-deletes`` picks canalbridge's write path for both of its runs
 (``[spark] upsert_deletes``; default ``auto``, as the daemon's).
@@ -40,7 +51,7 @@ scan of every table (Spark, every column), the same compaction on both
 warehouses (the daemon's maintenance's own), and the scan again, with the
 tables' data and delete files before and after.
 
-    .venv/bin/python -m bench.peers --rows 1000000
+    .venv/bin/python -m bench.peers --rows 1000000 --load-rows 10000000
 """
 
 from __future__ import annotations
@@ -59,8 +70,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import flink_cdc, sql_workload
+from bench import snapshot as load_bench
 from bench.common import (
     LagRecorder,
+    RssPeaks,
     add_commit_arguments,
     bench_row,
     commit_settings,
@@ -81,6 +94,8 @@ from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
+from canalbridge.sync.source.canal.settings import CanalSettings
+from spark_sink.chunk_read import JdbcSource
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
@@ -95,8 +110,15 @@ TABLES = ("events_1", "events_2", "events_3")
 SENTINEL_KEY = 10**15  # above every key the workload writes
 FLINK_CATALOG = "flink"  # Flink's warehouse, as this process's Spark names it
 TIMEOUT_S = 3600.0
-BRIDGE_CPU_TARGET_US = 20.0  # issue 37: the daemon's Python and Spark's JVM together, per row change
-RECORDED_RATE_TARGET = 1.5  # issue 37: the bridge alone, fed Canal's recorded stream, against Flink CDC's rate
+LOAD_TABLE = "events"  # the initial load's, in bench.snapshot's database
+VERIFY_HEAP = "12g"  # the Spark that checks the initial loads' targets
+VERIFY_DELETE_CACHE_BYTES = 4 << 30  # its executors' cache of delete files (Iceberg's default: 128 MB)
+# Targets, each printed beside its figure in the summary:
+BRIDGE_CPU_TARGET_US = 35.0  # the daemon's Python and Spark's JVM together, per row change through Canal
+RATE_VS_FLINK_TARGET = 0.8  # canalbridge through Canal against Flink CDC, on the same binlog
+RECORDED_WARM_RATE_TARGET = 2.0  # the bridge alone, fed Canal's recorded stream, Spark warm, against Flink CDC
+LOAD_VS_FLINK_TARGET = 1.5  # the initial load against Flink CDC's
+LOAD_SHARE_OF_CLIENT_TARGET = 0.4  # the initial load against the mariadb client's read of the same table
 MAINTENANCE_OFF = MaintenanceSettings(enabled=False)
 
 
@@ -131,13 +153,13 @@ def run_flink(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse
     """Flink CDC's replay into ``root/flink-warehouse``: its figures."""
     warehouse = root / "flink-warehouse"
     # The account Canal reads with, and its grants: what a replication client needs.
-    source = flink_cdc.Source(mariadb.host, mariadb.port, mariadb.canal_user, DATABASE, *binlog.start)
+    source = flink_cdc.Source(mariadb.host, mariadb.port, mariadb.canal_user, DATABASE, binlog.start)
     tables = [narrow_table(table, schema=DATABASE) for table in TABLES]
     sql = flink_cdc.job_sql(tables, source, warehouse, parallelism=args.parallelism)
     print(f"flink: replaying {binlog.row_changes:,} row changes from {binlog.start[0]}:{binlog.start[1]} "
           f"(parallelism {args.parallelism}, a checkpoint every {args.interval:g} s)", flush=True)
     (key,) = tables[0].key_names
-    flink = flink_cdc.run(root / "flink", sql, warehouse, DATABASE, TABLES, key, SENTINEL_KEY,
+    flink = flink_cdc.run(root / "flink", sql, warehouse, DATABASE, TABLES, flink_cdc.until_sentinel(key, SENTINEL_KEY),
                           password=mariadb.canal_password, parallelism=args.parallelism, checkpoint_s=args.interval,
                           heap=args.flink_heap, timeout_s=TIMEOUT_S)
     rows = binlog.row_changes
@@ -169,7 +191,8 @@ def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_se
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
         canal_started = cpu_seconds(canal.pid)  # what it spent starting, and reading the binlog before the job came
         job.start()
-        peak_rss = drain(job, "canalbridge", binlog.last, lags, started, TIMEOUT_S)
+        with RssPeaks({"spark_jvm": jvm, "canal_jvm": canal.pid}) as peaks:
+            peak_rss = drain(job, "canalbridge", binlog.last, lags, started, TIMEOUT_S)
         ended = time.perf_counter()
         cpu, jvm_cpu = time.process_time() - cpu_started, cpu_seconds(jvm) - jvm_started
         canal_cpu = cpu_seconds(canal.pid)
@@ -184,7 +207,8 @@ def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_se
             "seconds_from_launch": round(ended - launched, 1), "rows_per_s": figures["rows_per_s"],
             "cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
             "pipeline_cpu_us_per_row": round(bridge + per_row["canal_jvm_from_launch"], 2),
-            "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]}
+            "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"],
+            "peak_jvm_rss_mb": peaks.mb}
 
 
 def _canal(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse.Namespace) -> CanalServer:
@@ -264,8 +288,99 @@ def _drain_recorded(path: Path, last: EntryPosition, rows: int, spark_settings: 
         bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
         runs.append({"seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"], "cpu_us_per_row": per_row,
                      "bridge_cpu_us_per_row": bridge, "pipeline_cpu_us_per_row": round(bridge + per_row["source"], 2),
-                     "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"]})
+                     "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"],
+                     "peak_jvm_rss_mb": {"spark_jvm": drained.peak_jvm_rss_mb}})
     return {"pipeline": "recorded", "rows": rows, **runs[0], **({"warm": runs[1]} if warm else {})}
+
+
+def run_load(root: Path, mariadb: MariaDBServer, spark_settings: SparkSettings,
+             args: argparse.Namespace) -> dict[str, Any]:
+    """The initial load of one table of ``--load-rows`` rows: the ``mariadb`` client's read, Flink CDC's snapshot
+    and canalbridge's, one after the other; their figures."""
+    rows = args.load_rows
+    print(f"load: {rows:,} rows into {load_bench.DB}.{LOAD_TABLE}, out of the binlog", flush=True)
+    login = load_bench.prepare(mariadb, [LOAD_TABLE], rows)
+    client = round(load_bench.client_limit(mariadb, LOAD_TABLE, rows))
+    print(f"load: the mariadb client reads {client:,} rows/s", flush=True)
+
+    warehouse = root / "flink-warehouse"
+    table = narrow_table(LOAD_TABLE, schema=load_bench.DB)
+    source = flink_cdc.Source(mariadb.host, mariadb.port, mariadb.canal_user, load_bench.DB)  # no start: initial
+    sql = flink_cdc.job_sql([table], source, warehouse, parallelism=args.parallelism)
+    print(f"flink: the initial load (startup mode initial, parallelism {args.parallelism}, a checkpoint every "
+          f"{args.load_interval:g} s)", flush=True)
+    flink = flink_cdc.run(root / "flink-load", sql, warehouse, load_bench.DB, [LOAD_TABLE],
+                          flink_cdc.until_records(rows), password=mariadb.canal_password,
+                          parallelism=args.parallelism, checkpoint_s=args.load_interval, heap=args.flink_heap,
+                          timeout_s=TIMEOUT_S)
+    flink_jvm = _per_row(flink.cpu_s, rows)
+    flink_figures = {"seconds": round(flink.seconds, 1), "seconds_from_launch": round(flink.seconds_from_launch, 1),
+                     "rows_per_s": round(rows / flink.seconds), "cpu_us_per_row": {"flink_jvm": flink_jvm},
+                     "bridge_cpu_us_per_row": flink_jvm, "pipeline_cpu_us_per_row": flink_jvm,
+                     "peak_jvm_rss_mb": round(flink.peak_rss_mb)}
+
+    print("canalbridge: the initial load (its snapshot's defaults, Spark cold, a commit interval of "
+          f"{args.load_interval:g} s)", flush=True)
+    destination = CanalDestination(load_bench.DB, filter_regex=rf"{load_bench.DB}\..*")
+    with CanalServer(root / "canal-load", mariadb, [destination], password=os.urandom(8).hex(), heap_min="256m",
+                     heap_max="512m") as canal:
+        assert canal.pid is not None
+        canal_started = cpu_seconds(canal.pid)
+        with RssPeaks({"canal_jvm": canal.pid}) as peaks:
+            snapshot = in_child("load", _snapshot, login, mariadb.connect_arguments(load_bench.DB),
+                                canal.canal_settings(load_bench.DB, poll_timeout_ms=100), spark_settings, rows,
+                                args.load_interval)
+        canal_cpu = cpu_seconds(canal.pid) - canal_started
+    per_row = {"daemon_python": _per_row(snapshot["python_cpu_s"], rows),
+               "spark_jvm": _per_row(snapshot["spark_jvm_cpu_s"], rows), "canal_jvm": _per_row(canal_cpu, rows)}
+    bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
+    canalbridge = {"seconds": snapshot["seconds"], "seconds_from_launch": snapshot["seconds_from_launch"],
+                   "rows_per_s": snapshot["rows_per_second"], "warm_rows_per_s": snapshot["warm_rows_per_second"],
+                   "chunk_rows": snapshot["chunk_rows"], "parallelism": snapshot["parallelism"],
+                   "cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
+                   "pipeline_cpu_us_per_row": round(bridge + per_row["canal_jvm"], 2),
+                   "peak_python_rss_mb": snapshot["peak_python_rss_mb"],
+                   "peak_jvm_rss_mb": {"spark_jvm": snapshot["peak_jvm_rss_mb"], **peaks.mb}}
+    return {"pipeline": "load", "rows": rows, "mariadb_client_rows_per_s": client, "flink": flink_figures,
+            "canalbridge": canalbridge}
+
+
+def _snapshot(login: JdbcSource, connect: dict[str, Any], canal: CanalSettings, spark_settings: SparkSettings,
+              rows: int, interval: float) -> dict[str, Any]:
+    return load_bench.snapshot(login, connect, canal, spark_settings, LOAD_TABLE, rows, interval=interval)
+
+
+def verify_load(load: dict[str, Any], mariadb: MariaDBServer, spark_settings: SparkSettings) -> None:
+    """Check each initial load's target against its MariaDB table (rows and two column sums), timing the full
+    scan that takes, into ``load``.
+
+    In a Spark of its own with a large heap: Flink's target holds an equality delete for every row, one
+    file per checkpoint, and a reader merges every later checkpoint's deletes into one set for each data
+    file (a 2 GB heap ran out on 10M rows).
+    """
+    source = sql_workload.table_summary(mariadb.connect_arguments(load_bench.DB), LOAD_TABLE)
+    settings = dataclasses.replace(spark_settings, conf={**spark_settings.conf, "spark.driver.memory": VERIFY_HEAP,
+                                                         "spark.sql.iceberg.executor-cache.max-total-size":
+                                                             str(VERIFY_DELETE_CACHE_BYTES)})
+    targets = {"flink": f"{FLINK_CATALOG}.{load_bench.DB}.{LOAD_TABLE}",
+               "canalbridge": f"{spark_settings.catalog}.{load_bench.DB}.{LOAD_TABLE}"}
+    print(f"load: checking both targets against MariaDB (a Spark of its own, a {VERIFY_HEAP} heap)", flush=True)
+    scans = in_child("verify-load", _scan_targets, settings, targets)
+    for name, target in targets.items():
+        landed, seconds = scans[name]
+        if landed != source:
+            print(f"{target} differs from MariaDB: {landed} against {source}", flush=True)
+        load[name].update({"target_matches_mariadb": landed == source, "full_scan_s": seconds})
+
+
+def _scan_targets(spark_settings: SparkSettings, targets: dict[str, str]) -> dict[str, Any]:
+    """Each target's summary, and the seconds of its second full scan (the first warms the JVM up)."""
+    spark = get_spark(spark_settings)
+    scans = {}
+    for name, target in [*targets.items(), *targets.items()]:
+        started = time.perf_counter()
+        scans[name] = (sql_workload.target_summary(spark, target), round(time.perf_counter() - started, 1))
+    return scans
 
 
 def _per_row(cpu_s: float, rows: int) -> float:
@@ -299,7 +414,12 @@ def main() -> None:
     parser.set_defaults(min_mb=128, max_mb=256)  # bounds a careful user sets for a backlog of this size
     parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
                         help="run the recorded stream a second time with Spark warm")
-    parser.add_argument("--only", choices=("flink", "canalbridge", "recorded"), help="run one pipeline")
+    parser.add_argument("--load-rows", type=int, default=10_000_000,
+                        help="rows of the initial load's table (0: no initial load)")
+    parser.add_argument("--load-interval", type=float, default=1.0,
+                        help="Flink's checkpoint interval and canalbridge's commit interval in the initial load, "
+                             "seconds")
+    parser.add_argument("--only", choices=("flink", "canalbridge", "recorded", "load"), help="run one pipeline")
     parser.add_argument("--workdir", type=Path, help="for MariaDB, Canal, Flink, the warehouses (default: a temp dir)")
     args = parser.parse_args()
     if args.statements <= 0 or args.statements % sql_workload.ROUND_ROW_CHANGES:
@@ -315,21 +435,31 @@ def main() -> None:
         f"spark.sql.catalog.{FLINK_CATALOG}.warehouse": f"file://{flink_warehouse}"})
     print(f"starting MariaDB in {root}", flush=True)
     results: dict[str, dict[str, Any]] = {}
-    runs = [args.only] if args.only else ["flink", "canalbridge", "recorded"]
+    load: dict[str, Any] | None = None
+    runs = [args.only] if args.only else ["flink", "canalbridge", "recorded"] + (["load"] if args.load_rows else [])
+    binlog: Binlog | None = None
     with MariaDBServer(root / "mariadb") as mariadb:
-        binlog = write_workload(mariadb, args)
+        if set(runs) - {"load"}:
+            binlog = write_workload(mariadb, args)
         if "flink" in runs:
+            assert binlog is not None
             results["flink"] = run_flink(root, mariadb, binlog, args)
             print(json.dumps(results["flink"]), flush=True)
         if "canalbridge" in runs:
+            assert binlog is not None
             results["canalbridge"] = run_canalbridge(root, mariadb, binlog, spark_settings, args)
             print(json.dumps(results["canalbridge"]), flush=True)
         if "recorded" in runs:
+            assert binlog is not None
             recording = record_canal_stream(root, mariadb, binlog, args)
             results["recorded"] = run_recorded(recording, binlog, spark_settings, args)
             print(json.dumps(results["recorded"]), flush=True)
             if args.workdir is None:
                 recording.path.unlink()  # hundreds of MB
+        if "load" in runs:
+            load = run_load(root, mariadb, spark_settings, args)
+            verify_load(load, mariadb, spark_settings)
+            print(json.dumps(load), flush=True)
         spark = get_spark(spark_settings)
         namespaces = {"flink": [f"{FLINK_CATALOG}.{DATABASE}"], "canalbridge": [f"{spark_settings.catalog}.{DATABASE}"],
                       "recorded": [f"{spark_settings.catalog}.recorded"] + (
@@ -343,10 +473,22 @@ def main() -> None:
                 results[name]["readers"] = reading_cost(spark, [f"{catalog}.{DATABASE}.{t}" for t in TABLES])
                 print(json.dumps({"pipeline": name, "readers": results[name]["readers"]}), flush=True)
     stop_spark()
+    summary = summarize(results, load, binlog, args)
+    print(json.dumps(summary), flush=True)
+    matches = [result["targets_match_mariadb"] for result in results.values()]
+    if load is not None:
+        matches += [load["flink"]["target_matches_mariadb"], load["canalbridge"]["target_matches_mariadb"]]
+    if not all(matches):
+        raise SystemExit("a target differs from its MariaDB table")
+
+
+def summarize(results: dict[str, dict[str, Any]], load: dict[str, Any] | None, binlog: Binlog | None,
+              args: argparse.Namespace) -> dict[str, Any]:
+    """The last line: each pipeline's figures against Flink CDC's, and the targets."""
     summary: dict[str, Any] = {
-        "benchmark": "peers", "rows": binlog.row_changes, "tables": len(TABLES),
+        "benchmark": "peers", "rows": binlog.row_changes if binlog else 0, "tables": len(TABLES),
         "statements_per_transaction": args.statements, "interval_s": args.interval,
-        "upsert_deletes": args.upsert_deletes, "sql_seconds": binlog.sql_seconds,
+        "upsert_deletes": args.upsert_deletes, "sql_seconds": binlog.sql_seconds if binlog else None,
         **{f"{name}_{key}": result[key] for name, result in results.items()
            for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row", "pipeline_cpu_us_per_row",
                        "targets_match_mariadb")}}
@@ -363,17 +505,29 @@ def main() -> None:
                         for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row")})
         if flink:
             summary["recorded_warm_rate_vs_flink"] = round(warm["rows_per_s"] / flink["rows_per_s"], 2)
-    # Issue 37's targets: the bridge's own CPU per row on the side-by-side run, and the bridge alone against Flink.
-    if "canalbridge" in results:
-        summary["target_bridge_cpu_us_per_row"] = BRIDGE_CPU_TARGET_US
-        summary["target_bridge_cpu_met"] = results["canalbridge"]["bridge_cpu_us_per_row"] <= BRIDGE_CPU_TARGET_US
-    if "recorded_rate_vs_flink" in summary:
-        summary["target_recorded_rate_vs_flink"] = RECORDED_RATE_TARGET
-        summary["target_recorded_rate_met"] = summary["recorded_rate_vs_flink"] >= RECORDED_RATE_TARGET
-    print(json.dumps(summary), flush=True)
-    if not all(result["targets_match_mariadb"] for result in results.values()):
-        raise SystemExit("a target differs from its MariaDB table")
-
+    if load is not None:
+        client = load["mariadb_client_rows_per_s"]
+        summary.update({"load_rows": load["rows"], "load_mariadb_client_rows_per_s": client,
+                        **{f"load_{name}_{key}": load[name][key] for name in ("flink", "canalbridge")
+                           for key in ("seconds", "rows_per_s", "bridge_cpu_us_per_row", "target_matches_mariadb",
+                                       "full_scan_s")},
+                        "load_canalbridge_vs_flink": round(load["canalbridge"]["rows_per_s"]
+                                                           / load["flink"]["rows_per_s"], 2),
+                        "load_flink_share_of_client": round(load["flink"]["rows_per_s"] / client, 3),
+                        "load_canalbridge_share_of_client": round(load["canalbridge"]["rows_per_s"] / client, 3)})
+    targets = (("bridge_cpu_us_per_row", results.get("canalbridge", {}).get("bridge_cpu_us_per_row"),
+                BRIDGE_CPU_TARGET_US, False),
+               ("rate_vs_flink", summary.get("canalbridge_rate_vs_flink"), RATE_VS_FLINK_TARGET, True),
+               ("recorded_warm_rate_vs_flink", summary.get("recorded_warm_rate_vs_flink"), RECORDED_WARM_RATE_TARGET,
+                True),
+               ("load_vs_flink", summary.get("load_canalbridge_vs_flink"), LOAD_VS_FLINK_TARGET, True),
+               ("load_share_of_client", summary.get("load_canalbridge_share_of_client"), LOAD_SHARE_OF_CLIENT_TARGET,
+                True))
+    for name, figure, target, at_least in targets:
+        if figure is not None:
+            summary[f"target_{name}"] = target
+            summary[f"target_{name}_met"] = figure >= target if at_least else figure <= target
+    return summary
 
 if __name__ == "__main__":
     main()

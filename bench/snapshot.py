@@ -29,6 +29,7 @@ progress every few seconds, one JSON line per run, then a summary line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bench import sql_workload
-from bench.common import local_spark_settings, rss_mb
+from bench.common import cpu_seconds, local_spark_settings, rss_mb, spark_pid
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.source_db import ChunkPlanner, SourceDb, table_columns, table_key
 from canalbridge.source_db.chunks import chunk_predicate
@@ -49,8 +50,10 @@ from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, SnapshotSettings
 from canalbridge.sync.snapshot.chunking import groups, source_columns
 from canalbridge.sync.snapshot.source import SnapshotSource
+from canalbridge.sync.source.canal.settings import CanalSettings
 from spark_sink.chunk_read import JdbcSource, SparkChunkReader
 from spark_sink.session import get_spark, stop_spark
+from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
 from spark_sink.types import convert
 from tests.infra.canal_server import CanalDestination, CanalServer
@@ -67,6 +70,18 @@ LOAD_STEP = 1_000_000  # rows per INSERT ... SELECT of the load
 LOAD_SELECT = ("SELECT seq, seq % 100000, CONCAT('name-', seq), (seq % 100000) / 100, "
                "TIMESTAMP('2024-01-01') + INTERVAL seq SECOND, seq * 7, seq % 977, CONCAT('note ', seq % 9973), "
                "(seq % 31337) / 10, TIMESTAMP('2020-06-01') + INTERVAL (seq % 86400) SECOND FROM seq_{low}_to_{high}")
+
+
+def prepare(mariadb: MariaDBServer, tables: list[str], rows: int) -> JdbcSource:
+    """Database ``DB`` with ``tables`` of ``rows`` rows each (out of the binlog), the signal table, and the
+    snapshot's login (what docs/guide/snapshot.md grants it)."""
+    mariadb.create_database(DB)
+    mariadb.execute(*(sql_workload.create_table_sql(DB, table) for table in tables),
+                    SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
+    mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)
+    for table in tables:
+        load(mariadb, table, rows)
+    return JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)
 
 
 def load(mariadb: MariaDBServer, table: str, rows: int) -> float:
@@ -93,26 +108,32 @@ def client_limit(mariadb: MariaDBServer, table: str, rows: int) -> float:
     return rows / (time.perf_counter() - started)
 
 
-def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespace, table: str,
-             rows: int, write_rate: float) -> dict[str, Any]:
-    """One job that snapshots ``table`` (while ``write_rate`` row changes/s go into it, if given)."""
-    spark_settings = local_spark_settings(args.root)
+def snapshot(source: JdbcSource, connect: dict[str, Any], canal: CanalSettings, spark_settings: SparkSettings,
+             table: str, rows: int, *, interval: float, chunk_rows: int | None = None,
+             parallelism: int | None = None, write_rate: float = 0) -> dict[str, Any]:
+    """One job that snapshots ``table`` of ``DB`` through Canal's destination ``canal`` (while ``write_rate`` row
+    changes/s go into it, if given), reading it as ``source``'s user, into ``CATALOG.DB.table``; its figures.
+    ``chunk_rows`` and ``parallelism``: ``[job.snapshot]``'s (None: its defaults). ``connect``: a login that may
+    write, for the writes and the check against the target."""
+    started_launch = time.perf_counter()
     spark = get_spark(spark_settings)
-    settings = JobSettings(
-        f"snap_{table}", canal.canal_settings(DB, poll_timeout_ms=100),
-        (ChannelSettings(f"{DB}.{table}", f"lake.{DB}.{table}"),),
-        CommitSettings(interval_seconds=args.interval, min_events=1, min_bytes=1),
-        snapshot=SnapshotSettings(host=mariadb.host, port=mariadb.port, user=USER, password=PASSWORD,
-                                  signal_table=f"{DB}.{SIGNALS}", chunk_rows=args.chunk_rows,
-                                  parallelism=args.parallelism))
-    source = SnapshotSource(lambda: SourceDb(mariadb.host, mariadb.port, USER, PASSWORD),
-                            SparkChunkReader(lambda: spark, JdbcSource(mariadb.host, mariadb.port, USER, PASSWORD)))
+    target = f"{spark_settings.catalog}.{DB}.{table}"
+    defaults = SnapshotSettings(host=source.host, port=source.port, user=source.user, password=source.password,
+                                signal_table=f"{DB}.{SIGNALS}")
+    snapshot_settings = dataclasses.replace(defaults, chunk_rows=chunk_rows or defaults.chunk_rows,
+                                            parallelism=parallelism or defaults.parallelism)
+    settings = JobSettings(f"snap_{table}", canal, (ChannelSettings(f"{DB}.{table}", target),),
+                           CommitSettings(interval_seconds=interval, min_events=1, min_bytes=1),
+                           snapshot=snapshot_settings)
+    reader = SnapshotSource(lambda: SourceDb(source.host, source.port, source.user, source.password),
+                            SparkChunkReader(lambda: spark, source))
     job = SyncJob(settings, lambda channel: make_sink(spark, channel, settings.name, spark_settings),
-                  snapshot=source)
-    writer = _start_writer(mariadb, table, rows, write_rate) if write_rate else None
-    started = time.perf_counter()
+                  snapshot=reader)
+    writer = _start_writer(connect, table, rows, write_rate) if write_rate else None
+    jvm = spark_pid(spark)
+    started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
     job.start()
-    peak_rss, last_print = rss_mb(), started
+    peak_rss, peak_jvm_rss, last_print = rss_mb(), rss_mb(jvm), started
     first: tuple[float, int] | None = None  # (when, rows) the first chunk was seen landed: Spark warm from there
     try:
         runner = job.snapshot
@@ -120,7 +141,7 @@ def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespac
         while not runner.finished.wait(0.2):
             if job.state.value != "RUNNING":
                 raise SystemExit(f"the job stopped: {job.fail_message}")
-            peak_rss = max(peak_rss, rss_mb())
+            peak_rss, peak_jvm_rss = max(peak_rss, rss_mb()), max(peak_jvm_rss, rss_mb(jvm))
             status = runner.status().get(f"{DB}.{table}")
             done = status.rows if status else 0
             if first is None and done:
@@ -130,6 +151,7 @@ def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespac
                 print(f"snapshot {table}: {done:,} of {rows:,} rows, {done / (last_print - started):,.0f} rows/s, "
                       f"Python RSS {peak_rss:.0f} MB", flush=True)
         ended = time.perf_counter()
+        cpu, jvm_cpu = time.process_time() - cpu_started, cpu_seconds(jvm) - jvm_started
         seconds = ended - started
         warm = (rows - first[1]) / (ended - first[0]) if first and ended > first[0] and rows > first[1] else None
     finally:
@@ -137,14 +159,15 @@ def snapshot(mariadb: MariaDBServer, canal: CanalServer, args: argparse.Namespac
             writer.terminate()
             writer.join(60)
         job.shutdown()
-    count, total = spark.sql(f"SELECT COUNT(*), SUM(c5) FROM lake.{DB}.{table}").collect()[0]
-    source_count, source_total = mariadb.execute(f"SELECT COUNT(*), SUM(c5) FROM {table}", database=DB)[0]
-    matches = (count, int(total or 0)) == (source_count, int(source_total or 0))
+    matches = None if write_rate else \
+        sql_workload.target_summary(spark, target) == sql_workload.table_summary(connect, table)
     return {"run": f"snapshot{'_under_writes' if write_rate else ''}", "rows": rows, "seconds": round(seconds, 1),
-            "rows_per_second": round(rows / seconds),
-            "warm_rows_per_second": round(warm) if warm is not None else None, "chunk_rows": args.chunk_rows,
-            "parallelism": args.parallelism, "write_rate": write_rate, "peak_python_rss_mb": round(peak_rss),
-            "target_matches_mariadb": matches if not write_rate else None}
+            "seconds_from_launch": round(ended - started_launch, 1), "rows_per_second": round(rows / seconds),
+            "warm_rows_per_second": round(warm) if warm is not None else None,
+            "chunk_rows": snapshot_settings.chunk_rows, "parallelism": snapshot_settings.parallelism,
+            "write_rate": write_rate, "python_cpu_s": round(cpu, 1), "spark_jvm_cpu_s": round(jvm_cpu, 1),
+            "peak_python_rss_mb": round(peak_rss), "peak_jvm_rss_mb": round(peak_jvm_rss),
+            "target_matches_mariadb": matches}
 
 
 def spark_copy(mariadb: MariaDBServer, args: argparse.Namespace, table: str, rows: int) -> dict[str, Any]:
@@ -215,9 +238,9 @@ def parts(mariadb: MariaDBServer, args: argparse.Namespace, table: str) -> dict[
             "parts_share_of_copy": round(copy_s / (read_s + insert_s), 3)}
 
 
-def _start_writer(mariadb: MariaDBServer, table: str, rows: int, rate: float) -> Any:
+def _start_writer(connect: dict[str, Any], table: str, rows: int, rate: float) -> Any:
     context = multiprocessing.get_context("spawn")  # never fork a process that runs a JVM bridge
-    process = context.Process(target=_write, args=(mariadb.connect_arguments(DB), table, rows, rate),
+    process = context.Process(target=_write, args=(connect, table, rows, rate),
                               name="sql-writes", daemon=True)
     process.start()
     return process
@@ -261,13 +284,8 @@ def main() -> None:
         root = Path(args.root)
         results = []
         with MariaDBServer(root / "mariadb") as mariadb:
-            mariadb.create_database(DB)
             tables = ["events"] + (["busy"] if args.write_rate else [])
-            mariadb.execute(*(sql_workload.create_table_sql(DB, table) for table in tables),
-                            SIGNAL_TABLE_DDL.format(table=SIGNALS), database=DB)
-            mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)
-            for table in tables:
-                load(mariadb, table, args.rows)
+            source = prepare(mariadb, tables, args.rows)
             limit = client_limit(mariadb, "events", args.rows)
             results.append({"run": "mariadb_client", "rows": args.rows, "rows_per_second": round(limit)})
             print(json.dumps(results[-1]), flush=True)
@@ -275,7 +293,11 @@ def main() -> None:
             with CanalServer(root / "canal", mariadb, [destination], password=os.urandom(8).hex(),
                              heap_min="256m", heap_max="512m") as canal:
                 for table, rate in zip(tables, (0, args.write_rate)):
-                    results.append(snapshot(mariadb, canal, args, table, args.rows, rate))
+                    results.append(snapshot(source, mariadb.connect_arguments(DB),
+                                            canal.canal_settings(DB, poll_timeout_ms=100),
+                                            local_spark_settings(args.root), table, args.rows,
+                                            interval=args.interval, chunk_rows=args.chunk_rows,
+                                            parallelism=args.parallelism, write_rate=rate))
                     print(json.dumps(results[-1]), flush=True)
             results.append(spark_copy(mariadb, args, "events", args.rows))
             print(json.dumps(results[-1]), flush=True)

@@ -9,21 +9,27 @@
  * environment variable PEER_MYSQL_PASSWORD (quoted for a SQL string), so the
  * password is never on a command line or in a file.
  *
- * Then it watches each Iceberg table (a Hadoop catalog under WAREHOUSE) until a
- * data file holding the sentinel value of KEY_COLUMN is committed to all of
- * them: the value is larger than any other ever written, so a file whose column
- * bounds reach it holds it, and nothing deletes it. It prints one line per event
- * on stdout:
+ * Then it watches each Iceberg table (a Hadoop catalog under WAREHOUSE) until
+ * UNTIL holds in all of them:
+ *
+ *   sentinel:COLUMN=VALUE     a data file holding VALUE of COLUMN is committed: the value is
+ *                             larger than any other ever written, so a file whose column bounds
+ *                             reach it holds it, and nothing deletes it (a replayed binlog)
+ *   records:N                 the current snapshot counts at least N data records (an initial
+ *                             load, whose chunks land in no particular key order)
+ *
+ * It prints one line per event on stdout:
  *
  *   submitting                the job is about to be submitted (the MiniCluster starts with it)
- *   visible SECONDS           the sentinel is in every table, SECONDS after "submitting"
+ *   landed RECORDS            the tables' data records, summed, whenever a commit changed them
+ *   visible SECONDS           UNTIL holds in every table, SECONDS after "submitting"
  *
  * then waits for a line on stdin (the benchmark reads this JVM's CPU time
  * first), cancels the job and exits. Any failure ends the JVM with status 1,
  * its stack trace on stderr. Usage:
  *
  *   java [Flink's --add-opens] -Duser.timezone=UTC -cp LIB/*:CLASSES canalbridge.peer.FlinkCdcPeer \
- *       JOB_SQL WAREHOUSE PARALLELISM CHECKPOINT_MS KEY_COLUMN SENTINEL TIMEOUT_S NAMESPACE.TABLE...
+ *       JOB_SQL WAREHOUSE PARALLELISM CHECKPOINT_MS UNTIL TIMEOUT_S NAMESPACE.TABLE...
  */
 package canalbridge.peer;
 
@@ -55,9 +61,9 @@ public final class FlinkCdcPeer {
     }
 
     public static void main(String[] args) {
-        if (args.length < 8) {
-            System.err.println("usage: FlinkCdcPeer JOB_SQL WAREHOUSE PARALLELISM CHECKPOINT_MS KEY_COLUMN SENTINEL"
-                    + " TIMEOUT_S NAMESPACE.TABLE...");
+        if (args.length < 7) {
+            System.err.println("usage: FlinkCdcPeer JOB_SQL WAREHOUSE PARALLELISM CHECKPOINT_MS UNTIL TIMEOUT_S"
+                    + " NAMESPACE.TABLE...");
             System.exit(2);
         }
         try {
@@ -80,9 +86,8 @@ public final class FlinkCdcPeer {
         String warehouse = args[1];
         int parallelism = Integer.parseInt(args[2]);
         long checkpointMs = Long.parseLong(args[3]);
-        String keyColumn = args[4];
-        long sentinel = Long.parseLong(args[5]);
-        long timeoutNs = Long.parseLong(args[6]) * 1_000_000_000L;
+        Until until = Until.parse(args[4]);
+        long timeoutNs = Long.parseLong(args[5]) * 1_000_000_000L;
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(parallelism,
                 new Configuration());
@@ -112,22 +117,30 @@ public final class FlinkCdcPeer {
 
         HadoopCatalog catalog = new HadoopCatalog(new org.apache.hadoop.conf.Configuration(), warehouse);
         Map<TableIdentifier, Table> waiting = new HashMap<>();
-        for (int i = 7; i < args.length; i++) {
+        for (int i = 6; i < args.length; i++) {
             TableIdentifier id = TableIdentifier.parse(args[i]);
             waiting.put(id, catalog.loadTable(id));  // created by the job's SQL above
         }
         Map<TableIdentifier, Long> seen = new HashMap<>();  // the last snapshot looked at
+        Map<TableIdentifier, Long> records = new HashMap<>();  // its data records
+        long landed = 0;
         while (!waiting.isEmpty()) {
             if (System.nanoTime() - submitted > timeoutNs) {
-                throw new IllegalStateException("the sentinel " + sentinel + " is not in " + waiting.keySet()
+                throw new IllegalStateException(until + " does not hold in " + waiting.keySet()
                         + " after " + timeoutNs / 1_000_000_000L + " s; job status " + client.getJobStatus().get());
             }
             if (client.getJobStatus().get().isGloballyTerminalState()) {
                 client.getJobExecutionResult().get();  // throws the job's failure
-                throw new IllegalStateException("the job ended before the sentinel was visible");
+                throw new IllegalStateException("the job ended before " + until + " held");
             }
             Thread.sleep(POLL_MS);
-            waiting.entrySet().removeIf(e -> holdsSentinel(e.getValue(), e.getKey(), keyColumn, sentinel, seen));
+            waiting.entrySet().removeIf(e -> until.holds(e.getValue(), e.getKey(), seen, records));
+            long sum = records.values().stream().mapToLong(Long::longValue).sum();
+            if (sum != landed) {
+                landed = sum;
+                System.out.println("landed " + landed);
+                System.out.flush();
+            }
         }
         double seconds = (System.nanoTime() - submitted) / 1e9;
         System.out.printf("visible %.3f%n", seconds);
@@ -136,20 +149,52 @@ public final class FlinkCdcPeer {
         client.cancel().get();
     }
 
-    /** Whether a data file of the table's current snapshot reaches the sentinel (read once per snapshot). */
-    private static boolean holdsSentinel(Table table, TableIdentifier id, String keyColumn, long sentinel,
-                                         Map<TableIdentifier, Long> seen) {
-        table.refresh();
-        Snapshot current = table.currentSnapshot();
-        if (current == null || Long.valueOf(current.snapshotId()).equals(seen.get(id))) {
-            return false;
+    /** What must hold in every table before the harness reports it visible (UNTIL). */
+    private static final class Until {
+        private final String keyColumn;  // null: a count of records
+        private final long value;
+
+        private Until(String keyColumn, long value) {
+            this.keyColumn = keyColumn;
+            this.value = value;
         }
-        seen.put(id, current.snapshotId());
-        try (CloseableIterable<FileScanTask> tasks = table.newScan()
-                .filter(Expressions.equal(keyColumn, sentinel)).planFiles()) {
-            return tasks.iterator().hasNext();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+
+        static Until parse(String text) {
+            if (text.startsWith("sentinel:") && text.contains("=")) {
+                String[] pair = text.substring("sentinel:".length()).split("=", 2);
+                return new Until(pair[0], Long.parseLong(pair[1]));
+            }
+            if (text.startsWith("records:")) {
+                return new Until(null, Long.parseLong(text.substring("records:".length())));
+            }
+            throw new IllegalArgumentException("UNTIL is sentinel:COLUMN=VALUE or records:N, not " + text);
+        }
+
+        /** Whether it holds in the table's current snapshot (each snapshot read once); notes its records. */
+        boolean holds(Table table, TableIdentifier id, Map<TableIdentifier, Long> seen,
+                      Map<TableIdentifier, Long> records) {
+            table.refresh();
+            Snapshot current = table.currentSnapshot();
+            if (current == null || Long.valueOf(current.snapshotId()).equals(seen.get(id))) {
+                return false;
+            }
+            seen.put(id, current.snapshotId());
+            long total = Long.parseLong(current.summary().getOrDefault("total-records", "0"));
+            records.put(id, total);
+            if (keyColumn == null) {
+                return total >= value;
+            }
+            try (CloseableIterable<FileScanTask> tasks = table.newScan()
+                    .filter(Expressions.equal(keyColumn, value)).planFiles()) {
+                return tasks.iterator().hasNext();
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+
+        @Override
+        public String toString() {
+            return keyColumn == null ? value + " data records" : "the sentinel " + keyColumn + " = " + value;
         }
     }
 
