@@ -162,10 +162,14 @@ def run_flink(root: Path, mariadb: MariaDBServer, binlog: Binlog, args: argparse
     flink = flink_cdc.run(root / "flink", sql, warehouse, DATABASE, TABLES, flink_cdc.until_sentinel(key, SENTINEL_KEY),
                           password=mariadb.canal_password, parallelism=args.parallelism, checkpoint_s=args.interval,
                           heap=args.flink_heap, timeout_s=TIMEOUT_S)
-    rows = binlog.row_changes
+    return {"pipeline": "flink", "rows": binlog.row_changes, **_flink_figures(flink, binlog.row_changes)}
+
+
+def _flink_figures(flink: flink_cdc.FlinkRun, rows: int) -> dict[str, Any]:
+    """A Flink run's figures: its one JVM is the bridge and the source."""
     jvm = _per_row(flink.cpu_s, rows)
-    return {"pipeline": "flink", "rows": rows, "seconds": round(flink.seconds, 1),
-            "seconds_from_launch": round(flink.seconds_from_launch, 1), "rows_per_s": round(rows / flink.seconds),
+    return {"seconds": round(flink.seconds, 1), "seconds_from_launch": round(flink.seconds_from_launch, 1),
+            "rows_per_s": round(rows / flink.seconds),
             "cpu_us_per_row": {"flink_jvm": jvm, "flink_jvm_from_launch": _per_row(flink.cpu_from_launch_s, rows)},
             "bridge_cpu_us_per_row": jvm, "pipeline_cpu_us_per_row": jvm, "peak_jvm_rss_mb": round(flink.peak_rss_mb)}
 
@@ -199,14 +203,10 @@ def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_se
         job.pause()
     rows = binlog.row_changes
     figures = run_result("canalbridge", rows, ended - started, job, lags, peak_rss, cpu_s=cpu)
-    per_row = {"daemon_python": _per_row(cpu, rows), "spark_jvm": _per_row(jvm_cpu, rows),
-               "canal_jvm": _per_row(canal_cpu - canal_started, rows),
-               "canal_jvm_from_launch": _per_row(canal_cpu, rows)}
-    bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
+    cpu_figures = _bridge_cpu(cpu, jvm_cpu, rows, canal_jvm=canal_cpu - canal_started,
+                              canal_jvm_from_launch=canal_cpu)
     return {"pipeline": "canalbridge", "rows": rows, "seconds": figures["seconds"],
-            "seconds_from_launch": round(ended - launched, 1), "rows_per_s": figures["rows_per_s"],
-            "cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
-            "pipeline_cpu_us_per_row": round(bridge + per_row["canal_jvm_from_launch"], 2),
+            "seconds_from_launch": round(ended - launched, 1), "rows_per_s": figures["rows_per_s"], **cpu_figures,
             "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"],
             "peak_jvm_rss_mb": peaks.mb}
 
@@ -283,11 +283,8 @@ def _drain_recorded(path: Path, last: EntryPosition, rows: int, spark_settings: 
                                      preload=True, batch_size=batch_size)
         figures = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb,
                              cpu_s=drained.cpu_s)
-        per_row = {"daemon_python": _per_row(drained.cpu_s, rows), "spark_jvm": _per_row(drained.jvm_cpu_s, rows),
-                   "source": _per_row(drained.source_cpu_s, rows)}
-        bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
-        runs.append({"seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"], "cpu_us_per_row": per_row,
-                     "bridge_cpu_us_per_row": bridge, "pipeline_cpu_us_per_row": round(bridge + per_row["source"], 2),
+        runs.append({"seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"],
+                     **_bridge_cpu(drained.cpu_s, drained.jvm_cpu_s, rows, source=drained.source_cpu_s),
                      "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"],
                      "peak_jvm_rss_mb": {"spark_jvm": drained.peak_jvm_rss_mb}})
     return {"pipeline": "recorded", "rows": rows, **runs[0], **({"warm": runs[1]} if warm else {})}
@@ -313,11 +310,6 @@ def run_load(root: Path, mariadb: MariaDBServer, spark_settings: SparkSettings,
                           flink_cdc.until_records(rows), password=mariadb.canal_password,
                           parallelism=args.parallelism, checkpoint_s=args.load_interval, heap=args.flink_heap,
                           timeout_s=TIMEOUT_S)
-    flink_jvm = _per_row(flink.cpu_s, rows)
-    flink_figures = {"seconds": round(flink.seconds, 1), "seconds_from_launch": round(flink.seconds_from_launch, 1),
-                     "rows_per_s": round(rows / flink.seconds), "cpu_us_per_row": {"flink_jvm": flink_jvm},
-                     "bridge_cpu_us_per_row": flink_jvm, "pipeline_cpu_us_per_row": flink_jvm,
-                     "peak_jvm_rss_mb": round(flink.peak_rss_mb)}
 
     print("canalbridge: the initial load (its snapshot's defaults, Spark cold, a commit interval of "
           f"{args.load_interval:g} s)", flush=True)
@@ -330,24 +322,24 @@ def run_load(root: Path, mariadb: MariaDBServer, spark_settings: SparkSettings,
             snapshot = in_child("load", _snapshot, login, mariadb.connect_arguments(load_bench.DB),
                                 canal.canal_settings(load_bench.DB, poll_timeout_ms=100), spark_settings, rows,
                                 args.load_interval)
-        canal_cpu = cpu_seconds(canal.pid) - canal_started
-    per_row = {"daemon_python": _per_row(snapshot["python_cpu_s"], rows),
-               "spark_jvm": _per_row(snapshot["spark_jvm_cpu_s"], rows), "canal_jvm": _per_row(canal_cpu, rows)}
-    bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
+        canal_cpu = cpu_seconds(canal.pid)
     canalbridge = {"seconds": snapshot["seconds"], "seconds_from_launch": snapshot["seconds_from_launch"],
                    "rows_per_s": snapshot["rows_per_second"], "warm_rows_per_s": snapshot["warm_rows_per_second"],
                    "chunk_rows": snapshot["chunk_rows"], "parallelism": snapshot["parallelism"],
-                   "cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
-                   "pipeline_cpu_us_per_row": round(bridge + per_row["canal_jvm"], 2),
+                   **_bridge_cpu(snapshot["python_cpu_s"], snapshot["spark_jvm_cpu_s"], rows,
+                                 canal_jvm=canal_cpu - canal_started, canal_jvm_from_launch=canal_cpu),
                    "peak_python_rss_mb": snapshot["peak_python_rss_mb"],
                    "peak_jvm_rss_mb": {"spark_jvm": snapshot["peak_jvm_rss_mb"], **peaks.mb}}
-    return {"pipeline": "load", "rows": rows, "mariadb_client_rows_per_s": client, "flink": flink_figures,
+    return {"pipeline": "load", "rows": rows, "mariadb_client_rows_per_s": client,
+            "flink": _flink_figures(flink, rows),
             "canalbridge": canalbridge}
 
 
 def _snapshot(login: JdbcSource, connect: dict[str, Any], canal: CanalSettings, spark_settings: SparkSettings,
               rows: int, interval: float) -> dict[str, Any]:
-    return load_bench.snapshot(login, connect, canal, spark_settings, LOAD_TABLE, rows, interval=interval)
+    # (verify_load checks the target, with the heap Flink's needs.)
+    return load_bench.snapshot(login, connect, canal, spark_settings, LOAD_TABLE, rows, interval=interval, check=False,
+                               timeout_s=TIMEOUT_S)
 
 
 def verify_load(load: dict[str, Any], mariadb: MariaDBServer, spark_settings: SparkSettings) -> None:
@@ -381,6 +373,17 @@ def _scan_targets(spark_settings: SparkSettings, targets: dict[str, str]) -> dic
         started = time.perf_counter()
         scans[name] = (sql_workload.target_summary(spark, target), round(time.perf_counter() - started, 1))
     return scans
+
+
+def _bridge_cpu(python_cpu_s: float, spark_cpu_s: float, rows: int, **source_cpu_s: float) -> dict[str, Any]:
+    """canalbridge's CPU per row: the daemon's Python and Spark's JVM (the bridge's own), then its source's
+    processes (``source_cpu_s``: the last one counts toward the pipeline's, from its launch where there are two)."""
+    per_row = {"daemon_python": _per_row(python_cpu_s, rows), "spark_jvm": _per_row(spark_cpu_s, rows),
+               **{name: _per_row(cpu_s, rows) for name, cpu_s in source_cpu_s.items()}}
+    bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
+    source = per_row[list(source_cpu_s)[-1]]
+    return {"cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
+            "pipeline_cpu_us_per_row": round(bridge + source, 2)}
 
 
 def _per_row(cpu_s: float, rows: int) -> float:
@@ -422,6 +425,8 @@ def main() -> None:
     parser.add_argument("--only", choices=("flink", "canalbridge", "recorded", "load"), help="run one pipeline")
     parser.add_argument("--workdir", type=Path, help="for MariaDB, Canal, Flink, the warehouses (default: a temp dir)")
     args = parser.parse_args()
+    if args.only == "load" and args.load_rows <= 0:
+        parser.error("--only load needs --load-rows above 0")
     if args.statements <= 0 or args.statements % sql_workload.ROUND_ROW_CHANGES:
         parser.error(f"--statements: a multiple of {sql_workload.ROUND_ROW_CHANGES} (a round's statements)")
     configure_logging("warning")
@@ -460,15 +465,17 @@ def main() -> None:
             load = run_load(root, mariadb, spark_settings, args)
             verify_load(load, mariadb, spark_settings)
             print(json.dumps(load), flush=True)
-        spark = get_spark(spark_settings)
+        spark = get_spark(spark_settings) if results else None
         namespaces = {"flink": [f"{FLINK_CATALOG}.{DATABASE}"], "canalbridge": [f"{spark_settings.catalog}.{DATABASE}"],
                       "recorded": [f"{spark_settings.catalog}.recorded"] + (
                           [f"{spark_settings.catalog}.recorded_warm"] if args.warm else [])}
         for name, result in results.items():
+            assert spark is not None
             result["targets_match_mariadb"] = all([verify(spark, mariadb, namespace)
                                                    for namespace in namespaces[name]])
         for name, catalog in (("flink", FLINK_CATALOG), ("canalbridge", spark_settings.catalog)):
             if name in results:
+                assert spark is not None
                 print(f"{name}: reading its tables, compacting them, reading them again", flush=True)
                 results[name]["readers"] = reading_cost(spark, [f"{catalog}.{DATABASE}.{t}" for t in TABLES])
                 print(json.dumps({"pipeline": name, "readers": results[name]["readers"]}), flush=True)
@@ -528,6 +535,7 @@ def summarize(results: dict[str, dict[str, Any]], load: dict[str, Any] | None, b
             summary[f"target_{name}"] = target
             summary[f"target_{name}_met"] = figure >= target if at_least else figure <= target
     return summary
+
 
 if __name__ == "__main__":
     main()

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bench import sql_workload
-from bench.common import cpu_seconds, local_spark_settings, rss_mb, spark_pid
+from bench.common import RssPeaks, cpu_seconds, local_spark_settings, spark_pid
 from canalbridge.daemon.logs import configure_logging
 from canalbridge.source_db import ChunkPlanner, SourceDb, table_columns, table_key
 from canalbridge.source_db.chunks import chunk_predicate
@@ -110,11 +110,15 @@ def client_limit(mariadb: MariaDBServer, table: str, rows: int) -> float:
 
 def snapshot(source: JdbcSource, connect: dict[str, Any], canal: CanalSettings, spark_settings: SparkSettings,
              table: str, rows: int, *, interval: float, chunk_rows: int | None = None,
-             parallelism: int | None = None, write_rate: float = 0) -> dict[str, Any]:
+             parallelism: int | None = None, write_rate: float = 0, check: bool = True,
+             timeout_s: float = 3600.0) -> dict[str, Any]:
     """One job that snapshots ``table`` of ``DB`` through Canal's destination ``canal`` (while ``write_rate`` row
     changes/s go into it, if given), reading it as ``source``'s user, into ``CATALOG.DB.table``; its figures.
+
     ``chunk_rows`` and ``parallelism``: ``[job.snapshot]``'s (None: its defaults). ``connect``: a login that may
-    write, for the writes and the check against the target."""
+    write, for the writes and (``check``, on an idle stream) the check of the target against MariaDB.
+    ``seconds_from_launch`` counts from before this process's Spark is started (already running for a second
+    snapshot: then it is the job's time). Gives up after ``timeout_s``."""
     started_launch = time.perf_counter()
     spark = get_spark(spark_settings)
     target = f"{spark_settings.catalog}.{DB}.{table}"
@@ -133,23 +137,26 @@ def snapshot(source: JdbcSource, connect: dict[str, Any], canal: CanalSettings, 
     jvm = spark_pid(spark)
     started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
     job.start()
-    peak_rss, peak_jvm_rss, last_print = rss_mb(), rss_mb(jvm), started
+    last_print = started
     first: tuple[float, int] | None = None  # (when, rows) the first chunk was seen landed: Spark warm from there
     try:
         runner = job.snapshot
         assert runner is not None
-        while not runner.finished.wait(0.2):
-            if job.state.value != "RUNNING":
-                raise SystemExit(f"the job stopped: {job.fail_message}")
-            peak_rss, peak_jvm_rss = max(peak_rss, rss_mb()), max(peak_jvm_rss, rss_mb(jvm))
-            status = runner.status().get(f"{DB}.{table}")
-            done = status.rows if status else 0
-            if first is None and done:
-                first = (time.perf_counter(), done)
-            if time.perf_counter() - last_print >= 5:
-                last_print = time.perf_counter()
-                print(f"snapshot {table}: {done:,} of {rows:,} rows, {done / (last_print - started):,.0f} rows/s, "
-                      f"Python RSS {peak_rss:.0f} MB", flush=True)
+        with RssPeaks({"python": os.getpid(), "spark_jvm": jvm}) as peaks:
+            while not runner.finished.wait(0.2):
+                now = time.perf_counter()
+                if job.state.value != "RUNNING":
+                    raise SystemExit(f"the job stopped: {job.fail_message}")
+                if now - started > timeout_s:
+                    raise SystemExit(f"the snapshot of {table} did not finish in {timeout_s:g} s")
+                status = runner.status().get(f"{DB}.{table}")
+                done = status.rows if status else 0
+                if first is None and done:
+                    first = (now, done)
+                if now - last_print >= 5:
+                    last_print = now
+                    print(f"snapshot {table}: {done:,} of {rows:,} rows, {done / (now - started):,.0f} rows/s, "
+                          f"Python RSS {peaks.mb['python']:.0f} MB", flush=True)
         ended = time.perf_counter()
         cpu, jvm_cpu = time.process_time() - cpu_started, cpu_seconds(jvm) - jvm_started
         seconds = ended - started
@@ -159,14 +166,14 @@ def snapshot(source: JdbcSource, connect: dict[str, Any], canal: CanalSettings, 
             writer.terminate()
             writer.join(60)
         job.shutdown()
-    matches = None if write_rate else \
+    matches = None if write_rate or not check else \
         sql_workload.target_summary(spark, target) == sql_workload.table_summary(connect, table)
     return {"run": f"snapshot{'_under_writes' if write_rate else ''}", "rows": rows, "seconds": round(seconds, 1),
             "seconds_from_launch": round(ended - started_launch, 1), "rows_per_second": round(rows / seconds),
             "warm_rows_per_second": round(warm) if warm is not None else None,
             "chunk_rows": snapshot_settings.chunk_rows, "parallelism": snapshot_settings.parallelism,
             "write_rate": write_rate, "python_cpu_s": round(cpu, 1), "spark_jvm_cpu_s": round(jvm_cpu, 1),
-            "peak_python_rss_mb": round(peak_rss), "peak_jvm_rss_mb": round(peak_jvm_rss),
+            "peak_python_rss_mb": peaks.mb["python"], "peak_jvm_rss_mb": peaks.mb["spark_jvm"],
             "target_matches_mariadb": matches}
 
 
