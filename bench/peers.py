@@ -203,8 +203,8 @@ def run_canalbridge(root: Path, mariadb: MariaDBServer, binlog: Binlog, spark_se
         job.pause()
     rows = binlog.row_changes
     figures = run_result("canalbridge", rows, ended - started, job, lags, peak_rss, cpu_s=cpu)
-    cpu_figures = _bridge_cpu(cpu, jvm_cpu, rows, canal_jvm=canal_cpu - canal_started,
-                              canal_jvm_from_launch=canal_cpu)
+    cpu_figures = _bridge_cpu(cpu, jvm_cpu, rows, {"canal_jvm": canal_cpu - canal_started,
+                                                   "canal_jvm_from_launch": canal_cpu}, "canal_jvm_from_launch")
     return {"pipeline": "canalbridge", "rows": rows, "seconds": figures["seconds"],
             "seconds_from_launch": round(ended - launched, 1), "rows_per_s": figures["rows_per_s"], **cpu_figures,
             "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"],
@@ -284,7 +284,7 @@ def _drain_recorded(path: Path, last: EntryPosition, rows: int, spark_settings: 
         figures = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb,
                              cpu_s=drained.cpu_s)
         runs.append({"seconds": figures["seconds"], "rows_per_s": figures["rows_per_s"],
-                     **_bridge_cpu(drained.cpu_s, drained.jvm_cpu_s, rows, source=drained.source_cpu_s),
+                     **_bridge_cpu(drained.cpu_s, drained.jvm_cpu_s, rows, {"source": drained.source_cpu_s}, "source"),
                      "commits": figures["commits"], "peak_python_rss_mb": figures["peak_python_rss_mb"],
                      "peak_jvm_rss_mb": {"spark_jvm": drained.peak_jvm_rss_mb}})
     return {"pipeline": "recorded", "rows": rows, **runs[0], **({"warm": runs[1]} if warm else {})}
@@ -327,7 +327,8 @@ def run_load(root: Path, mariadb: MariaDBServer, spark_settings: SparkSettings,
                    "rows_per_s": snapshot["rows_per_second"], "warm_rows_per_s": snapshot["warm_rows_per_second"],
                    "chunk_rows": snapshot["chunk_rows"], "parallelism": snapshot["parallelism"],
                    **_bridge_cpu(snapshot["python_cpu_s"], snapshot["spark_jvm_cpu_s"], rows,
-                                 canal_jvm=canal_cpu - canal_started, canal_jvm_from_launch=canal_cpu),
+                                 {"canal_jvm": canal_cpu - canal_started, "canal_jvm_from_launch": canal_cpu},
+                                 "canal_jvm_from_launch"),
                    "peak_python_rss_mb": snapshot["peak_python_rss_mb"],
                    "peak_jvm_rss_mb": {"spark_jvm": snapshot["peak_jvm_rss_mb"], **peaks.mb}}
     return {"pipeline": "load", "rows": rows, "mariadb_client_rows_per_s": client,
@@ -375,15 +376,15 @@ def _scan_targets(spark_settings: SparkSettings, targets: dict[str, str]) -> dic
     return scans
 
 
-def _bridge_cpu(python_cpu_s: float, spark_cpu_s: float, rows: int, **source_cpu_s: float) -> dict[str, Any]:
-    """canalbridge's CPU per row: the daemon's Python and Spark's JVM (the bridge's own), then its source's
-    processes (``source_cpu_s``: the last one counts toward the pipeline's, from its launch where there are two)."""
+def _bridge_cpu(python_cpu_s: float, spark_cpu_s: float, rows: int, sources: dict[str, float],
+                pipeline: str) -> dict[str, Any]:
+    """canalbridge's CPU per row: the daemon's Python and Spark's JVM (the bridge's own), and its source's
+    (``sources``, CPU seconds by name); the pipeline's adds the bridge's and ``sources[pipeline]``."""
     per_row = {"daemon_python": _per_row(python_cpu_s, rows), "spark_jvm": _per_row(spark_cpu_s, rows),
-               **{name: _per_row(cpu_s, rows) for name, cpu_s in source_cpu_s.items()}}
+               **{name: _per_row(cpu_s, rows) for name, cpu_s in sources.items()}}
     bridge = round(per_row["daemon_python"] + per_row["spark_jvm"], 2)
-    source = per_row[list(source_cpu_s)[-1]]
     return {"cpu_us_per_row": per_row, "bridge_cpu_us_per_row": bridge,
-            "pipeline_cpu_us_per_row": round(bridge + source, 2)}
+            "pipeline_cpu_us_per_row": round(bridge + per_row[pipeline], 2)}
 
 
 def _per_row(cpu_s: float, rows: int) -> float:
