@@ -50,6 +50,11 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         # Keep a local Spark on loopback rather than the host's first interface.
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         conf["spark.driver.host"] = "127.0.0.1"
+    if settings.stages_through_driver:
+        # Staged Arrow batches become tasks' partitions, turned into rows by the executors. Under Spark's 48 MB
+        # threshold they would be a local relation instead: the driver converts every row, and every plan
+        # over it walks them all again.
+        conf["spark.sql.execution.arrow.localRelationThreshold"] = "0"
     user = {**settings.conf, **settings.secret_conf}
     prefix = f"spark.sql.catalog.{settings.catalog}"
     if prefix not in user:

@@ -22,7 +22,6 @@ import org.apache.iceberg.ManifestReader;
 import org.apache.iceberg.RewriteFiles;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Schema;
-import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableUtil;
@@ -35,6 +34,7 @@ import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.spark.Spark3Util;
 import org.apache.iceberg.spark.SparkSchemaUtil;
 import org.apache.iceberg.spark.data.SparkParquetWriters;
+import org.apache.iceberg.spark.source.SerializableTableWithSize;
 import org.apache.iceberg.types.Types;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
@@ -141,7 +141,9 @@ public final class EqualityDeltaWriter {
     }
 
     JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    Broadcast<Table> shipped = context.broadcast(SerializableTable.copyOf(table));
+    // With its size known, as Iceberg's own writes ship it: Spark would otherwise walk the copy's whole object
+    // graph (an S3 FileIO's clients among it) to estimate it, on every commit.
+    Broadcast<Table> shipped = context.broadcast(SerializableTableWithSize.copyOf(table));
     int[] requiredOrdinals =
         IntStream.range(0, schema.columns().size()).filter(i -> schema.columns().get(i).isRequired()).toArray();
     TaskWrite write = new TaskWrite(
