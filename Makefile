@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv lint config-reference docs prose check test proto demo dist demo-real bench bench-decode bench-e2e bench-scaling bench-commit bench-target-size bench-sustained bench-real bench-kafka bench-snapshot bench-cluster bench-peers \
 	check-java clean \
-	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog flink-peer decoder-jar mariadb-server prometheus real-stack \
+	check-maven canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog nessie flink-peer decoder-jar mariadb-server prometheus real-stack \
 	clean-cache
 
 # Artifacts fetched at set-up time into a git-ignored cache that `make clean`
@@ -34,6 +34,9 @@ FLINK_PEER_HARNESS := deploy/maven/flink/harness/FlinkCdcPeer.java
 REST_HOME := $(CACHE)/rest-catalog
 REST_STAMP := $(REST_HOME)/.complete
 REST_LAUNCHER := deploy/maven/rest/launcher/CanalBridgeRestCatalog.java
+NESSIE_VERSION := 0.99.0
+NESSIE_HOME := $(CACHE)/nessie-$(NESSIE_VERSION)
+NESSIE_STAMP := $(NESSIE_HOME)/.complete
 DECODER_JAR := $(CACHE)/decoder/canalbridge-decoder.jar
 DECODER_SOURCES := spark_sink/decoder/pom.xml $(wildcard spark_sink/decoder/src/main/java/canalbridge/spark/*.java) \
 	proto/EntryProtocol.proto
@@ -156,6 +159,18 @@ $(REST_STAMP): deploy/maven/rest/pom.xml deploy/maven/settings.xml $(REST_LAUNCH
 
 rest-catalog: $(REST_STAMP)
 
+# Project Nessie's server, whose Iceberg REST catalog commits several tables at once; the tests run it with a
+# Java 21 or newer (tests/infra/artifacts.py finds one).
+$(NESSIE_STAMP): deploy/maven/nessie/pom.xml deploy/maven/settings.xml
+	@$(MAKE) --no-print-directory check-maven
+	@echo "fetching the Nessie $(NESSIE_VERSION) catalog server from Maven Central into $(NESSIE_HOME) (239 MB)"
+	rm -rf $(NESSIE_HOME).tmp
+	$(MVN) -f deploy/maven/nessie/pom.xml -Dnessie.version=$(NESSIE_VERSION) -Dnessie.lib.dir=$(abspath $(NESSIE_HOME).tmp) validate
+	rm -rf $(NESSIE_HOME) && mv $(NESSIE_HOME).tmp $(NESSIE_HOME)
+	touch $@
+
+nessie: $(NESSIE_STAMP)
+
 # The JVM decoder of Canal's RowChange (spark_sink/decode.py): protoc from Maven Central
 # turns proto/ into Java, and Maven builds it with RowChangeDecoder into one shaded jar.
 $(DECODER_JAR): $(DECODER_SOURCES) deploy/maven/settings.xml $(STAMP)
@@ -190,7 +205,7 @@ prometheus:
 	@sh deploy/dev/install-debian.sh "prometheus promtool" "prometheus" \
 	  "the tests of deploy/prometheus and deploy/grafana run them"
 
-real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog mariadb-server prometheus
+real-stack: canal-jars kafka-jars iceberg-jar jdbc-driver cluster-jars rest-catalog nessie mariadb-server prometheus
 
 # Style and types, on the product and on the tests and benchmarks that drive it.
 lint: venv

@@ -7,6 +7,8 @@ that fetches it. ``CANALBRIDGE_CACHE`` overrides the cache directory.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 from spark_sink.classpath import cache_dir
@@ -15,6 +17,9 @@ from tests.infra.processes import find_binary
 CANAL_VERSION = "1.1.7"  # see deploy/maven/canal/pom.xml: no 1.1.8 server modules on Maven Central
 LAUNCHER_CLASS = "canalbridge.devkit.CanalBridgeDevLauncher"
 KAFKA_VERSION = "3.9.1"  # see deploy/maven/kafka/pom.xml
+NESSIE_VERSION = "0.99.0"  # see the Makefile
+NESSIE_JAVA = 21  # the oldest Java its classes run on
+JVM_DIRS = Path("/usr/lib/jvm")  # where Debian's and Temurin's packages install their JDKs
 
 
 class MissingArtifact(RuntimeError):
@@ -103,3 +108,36 @@ def cluster_jar(prefix: str) -> Path:
 def s3proxy_jar() -> Path:
     """S3Proxy with its dependencies, the S3-compatible store of the cluster tests."""
     return cluster_jar("s3proxy")
+
+
+def nessie_jar() -> Path:
+    """Project Nessie's server, one runner jar."""
+    jar = cache_dir() / f"nessie-{NESSIE_VERSION}" / "nessie-quarkus-runner.jar"
+    if not (jar.parent / ".complete").is_file() or not jar.is_file():
+        raise MissingArtifact(f"Nessie {NESSIE_VERSION} is not at {jar}: run `make nessie` "
+                              "(fetches it from Maven Central with mvn)")
+    return jar
+
+
+def newer_java_binary(oldest: int = NESSIE_JAVA) -> str:
+    """A ``java`` of version ``oldest`` or newer: ``CANALBRIDGE_JAVA_HOME``'s, else the newest JDK under
+    /usr/lib/jvm that is new enough (its ``release`` file says which version it is)."""
+    override = os.environ.get("CANALBRIDGE_JAVA_HOME")
+    homes = [Path(override)] if override else sorted(JVM_DIRS.glob("*"), key=_java_version, reverse=True)
+    for home in homes:
+        java = home / "bin" / "java"
+        if _java_version(home) >= oldest and os.access(java, os.X_OK):
+            return str(java)
+    where = f"CANALBRIDGE_JAVA_HOME ({override})" if override else str(JVM_DIRS)
+    raise MissingArtifact(f"no Java {oldest} or newer in {where}: Nessie's server needs one "
+                          f"(install a JDK {oldest}+, or set CANALBRIDGE_JAVA_HOME to one)")
+
+
+def _java_version(home: Path) -> int:
+    """The feature version a JDK's ``release`` file names (0: none, or unreadable)."""
+    try:
+        text = (home / "release").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return 0
+    found = re.search(r'^JAVA_VERSION="(\d+)', text, re.MULTILINE)
+    return int(found.group(1)) if found else 0

@@ -1,0 +1,84 @@
+"""Nessie's Iceberg REST catalog commits the tables of a multi-table commit as one: every table or none, in one
+Nessie commit whose hash a reader can pin. The server a job whose targets move together would publish through;
+the commits here are the REST protocol's own (``POST /v1/{prefix}/transactions/commit``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.infra.nessie import NessieServer, RestError
+from tests.infra.s3proxy import S3ProxyServer
+
+pytestmark = [pytest.mark.real]
+
+NAMESPACE = "ledger"
+TABLES = ("acct", "entries")
+SCHEMA = {"type": "struct", "schema-id": 0,
+          "fields": [{"id": 1, "name": "id", "required": True, "type": "long"}]}
+
+
+@pytest.fixture(scope="module")
+def nessie(tmp_path_factory) -> Iterator[NessieServer]:
+    root = tmp_path_factory.mktemp("nessie")
+    with S3ProxyServer(root / "s3") as store, NessieServer(root / "nessie", store) as server:
+        server.iceberg("POST", "namespaces", {"namespace": [NAMESPACE]})
+        for name in TABLES:
+            server.iceberg("POST", f"namespaces/{NAMESPACE}/tables",
+                           {"name": name, "schema": SCHEMA, "stage-create": False})
+        yield server
+
+
+def uuids(nessie: NessieServer) -> dict[str, str]:
+    return {name: nessie.table(NAMESPACE, name)["table-uuid"] for name in TABLES}
+
+
+def rounds(nessie: NessieServer, at: str | None = None) -> dict[str, str | None]:
+    """Each table's ``round`` property, on main now or at the commit ``at``."""
+    return {name: nessie.table(NAMESPACE, name, at=at)["properties"].get("round") for name in TABLES}
+
+
+def set_round(name: str, uuid: str, value: int) -> dict[str, Any]:
+    """One table's change of a multi-table commit: its ``round`` set, if the table is still ``uuid``."""
+    return {"identifier": {"namespace": [NAMESPACE], "name": name},
+            "requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
+            "updates": [{"action": "set-properties", "updates": {"round": str(value)}}]}
+
+
+def commit(nessie: NessieServer, *changes: dict[str, Any]) -> None:
+    nessie.iceberg("POST", "transactions/commit", {"table-changes": list(changes)})
+
+
+def test_a_multi_table_commit_lands_every_table_in_one_nessie_commit_or_none(nessie):
+    ids = uuids(nessie)
+    before, earlier = nessie.head(), rounds(nessie)
+    assert earlier["acct"] != "1"
+    commit(nessie, *[set_round(name, ids[name], 1) for name in TABLES])
+    after = nessie.head()
+    assert rounds(nessie, at=after) == {"acct": "1", "entries": "1"}
+    assert rounds(nessie, at=before) == earlier
+    history = nessie.history(2)
+    assert [entry["commitMeta"]["hash"] for entry in history] == [after, before], "one Nessie commit for both"
+
+    # The second table's requirement fails: the first table's change is not applied either.
+    with pytest.raises(RestError) as refused:
+        commit(nessie, set_round("acct", ids["acct"], 2), set_round("entries", ids["acct"], 2))
+    assert refused.value.status == 409
+    assert nessie.head() == after
+    assert rounds(nessie) == {"acct": "1", "entries": "1"}
+
+
+def test_a_reader_pinned_to_one_commit_reads_every_table_as_it_left_them_while_main_moves(nessie):
+    ids = uuids(nessie)
+    commit(nessie, *[set_round(name, ids[name], 10) for name in TABLES])
+    pinned = nessie.head()
+    first = nessie.table(NAMESPACE, "acct", at=pinned)["properties"]["round"]
+
+    # A commit lands between the reader's two loads.
+    commit(nessie, *[set_round(name, ids[name], 11) for name in TABLES])
+
+    assert nessie.table(NAMESPACE, "entries", at=pinned)["properties"]["round"] == first == "10"
+    # Loaded from main instead, the second table is already past the first one the reader loaded.
+    assert nessie.table(NAMESPACE, "entries")["properties"]["round"] == "11"
