@@ -1,6 +1,8 @@
 """Nessie's Iceberg REST catalog commits the tables of a multi-table commit as one: every table or none, in one
 Nessie commit whose hash a reader can pin. The server a job whose targets move together would publish through;
-the commits here are the REST protocol's own (``POST /v1/{prefix}/transactions/commit``)."""
+the commits here are the REST protocol's own (``POST /v1/{prefix}/transactions/commit``). Nessie ignores
+Iceberg's table branches, which canalbridge holds writes on: a target there stops at the first held write,
+saying so."""
 
 from __future__ import annotations
 
@@ -9,8 +11,14 @@ from typing import Any
 
 import pytest
 
+from canalbridge.sync.settings import ChannelSettings
+from spark_sink.errors import TargetTableError
+from spark_sink.sink import make_sink
 from tests.infra.nessie import NessieServer, RestError
-from tests.infra.s3proxy import S3ProxyServer
+from tests.infra.s3proxy import S3ProxyServer, store_client_in
+from tests.integration.spark.test_held_steps import staged
+from tests.integration.spark.test_position_readback import JOB, position
+from tests.integration.spark.test_position_readback import commit as commit_rows
 
 pytestmark = [pytest.mark.real]
 
@@ -82,3 +90,24 @@ def test_a_reader_pinned_to_one_commit_reads_every_table_as_it_left_them_while_m
     assert nessie.table(NAMESPACE, "entries", at=pinned)["properties"]["round"] == first == "10"
     # Loaded from main instead, the second table is already past the first one the reader loaded.
     assert nessie.table(NAMESPACE, "entries")["properties"]["round"] == "11"
+
+
+@pytest.mark.spark
+def test_a_target_in_nessie_stops_at_its_first_held_write_naming_the_branch_nessie_ignores(
+        nessie, spark, spark_settings):
+    store_client_in(spark)
+    catalog = "spark.sql.catalog.nessie"
+    for key, value in {catalog: "org.apache.iceberg.spark.SparkCatalog", f"{catalog}.type": "rest",
+                       f"{catalog}.uri": nessie.uri, f"{catalog}.s3.access-key-id": nessie.store.access_key,
+                       f"{catalog}.s3.secret-access-key": nessie.store.secret_key}.items():
+        spark.conf.set(key, value)
+    sink = make_sink(spark, ChannelSettings("db.t", f"nessie.{NAMESPACE}.held"), JOB, spark_settings)
+    commit_rows(sink, "c1", position(100), (1, "a"))  # one commit straight onto main: Nessie takes it
+
+    with pytest.raises(TargetTableError, match=r"the branch canalbridge-staging-job-readback that canalbridge just "
+                                               r"made on it is not in the table its catalog returns: the catalog "
+                                               r"does not keep Iceberg's table branches") as stopped:
+        staged(sink, ("2", "b")).apply(position(200), "c2~1", publish=False)
+    assert f"nessie.{NAMESPACE}.held" in str(stopped.value)
+    assert not stopped.value.transient  # the job pauses at once: a person changes the catalog
+    assert spark.sql(f"SELECT count(*) FROM nessie.{NAMESPACE}.held").first()[0] == 1  # the held row is not on main
