@@ -161,8 +161,13 @@ rest-catalog: $(REST_STAMP)
 
 # Project Nessie's server, whose Iceberg REST catalog commits several tables at once; the tests run it with a
 # Java 21 or newer (tests/infra/artifacts.py finds one).
-$(NESSIE_STAMP): deploy/maven/nessie/pom.xml deploy/maven/settings.xml
+$(NESSIE_STAMP): deploy/maven/nessie/pom.xml deploy/maven/settings.xml | $(STAMP)
 	@$(MAKE) --no-print-directory check-maven
+	@PYTHONPATH=. $(PY) -c 'from tests.infra.artifacts import newer_java_binary; newer_java_binary()' 2>/dev/null || { \
+	  echo "error: Nessie's server (the tests' multi-table REST catalog) needs a JDK 21 or newer, beside Java 17:"; \
+	  echo "  install one under /usr/lib/jvm (Eclipse Temurin's packages; openjdk-21-jdk-headless where the distribution has it),"; \
+	  echo "  or set CANALBRIDGE_JAVA_HOME to one"; \
+	  exit 1; }
 	@echo "fetching the Nessie $(NESSIE_VERSION) catalog server from Maven Central into $(NESSIE_HOME) (239 MB)"
 	rm -rf $(NESSIE_HOME).tmp
 	$(MVN) -f deploy/maven/nessie/pom.xml -Dnessie.version=$(NESSIE_VERSION) -Dnessie.lib.dir=$(abspath $(NESSIE_HOME).tmp) validate

@@ -178,7 +178,7 @@ class TargetTable:
                 raise
             self.drop_branch(name)
             self.spark.sql(statement)
-        if not self._has_ref(name):
+        if not self._has_branch(name):
             raise TargetTableError(
                 f"target {self.target}: the branch {name} that canalbridge just made on it is not in the table its "
                 f"catalog returns: the catalog does not keep Iceberg's table branches (Nessie's Iceberg REST catalog "
@@ -186,12 +186,13 @@ class TargetTable:
                 f"of the position path on that branch until they land, so the target needs a catalog that keeps "
                 f"branches")
 
-    def _has_ref(self, name: str) -> bool:
-        """Whether the table, as its catalog last returned it, has the branch or tag ``name``."""
+    def _has_branch(self, name: str) -> bool:
+        """Whether the table, as its catalog last returned it, has the branch ``name``."""
         jvm = self.spark._jvm
         assert jvm is not None, "the SparkSession has no JVM"
         table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
-        return bool(table.refs().containsKey(name))
+        ref = table.refs().get(name)
+        return ref is not None and bool(ref.isBranch())
 
     def drop_branch(self, name: str) -> None:
         """Drop branch ``name`` if it exists (a table made anew has no main snapshot to point an old one at)."""

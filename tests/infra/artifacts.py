@@ -120,10 +120,12 @@ def nessie_jar() -> Path:
 
 
 def newer_java_binary(oldest: int = NESSIE_JAVA) -> str:
-    """A ``java`` of version ``oldest`` or newer: ``CANALBRIDGE_JAVA_HOME``'s, else the newest JDK under
-    /usr/lib/jvm that is new enough (its ``release`` file says which version it is)."""
+    """A ``java`` of version ``oldest`` or newer: ``CANALBRIDGE_JAVA_HOME``'s, else ``JAVA_HOME``'s or the
+    newest JDK under /usr/lib/jvm, whichever is new enough (a JDK's ``release`` file says its version)."""
     override = os.environ.get("CANALBRIDGE_JAVA_HOME")
-    homes = [Path(override)] if override else sorted(JVM_DIRS.glob("*"), key=_java_version, reverse=True)
+    installed = sorted(JVM_DIRS.glob("*"), key=_java_version, reverse=True)
+    java_home = os.environ.get("JAVA_HOME")
+    homes = [Path(override)] if override else [*([Path(java_home)] if java_home else []), *installed]
     for home in homes:
         java = home / "bin" / "java"
         if _java_version(home) >= oldest and os.access(java, os.X_OK):

@@ -109,5 +109,4 @@ def test_a_target_in_nessie_stops_at_its_first_held_write_naming_the_branch_ness
                                                r"does not keep Iceberg's table branches") as stopped:
         staged(sink, ("2", "b")).apply(position(200), "c2~1", publish=False)
     assert f"nessie.{NAMESPACE}.held" in str(stopped.value)
-    assert not stopped.value.transient  # the job pauses at once: a person changes the catalog
     assert spark.sql(f"SELECT count(*) FROM nessie.{NAMESPACE}.held").first()[0] == 1  # the held row is not on main

@@ -39,6 +39,7 @@ def test_the_versions_agree_between_makefile_poms_and_dev_kit():
     assert pom_property("cluster", "iceberg.version") == classpath.ICEBERG_VERSION
     assert pom_property("rest", "iceberg.version") == classpath.ICEBERG_VERSION
     assert makefile_value("DECODER_JAR") == f"$(CACHE)/decoder/{classpath.DECODER_JAR}"
+    assert makefile_value("NESSIE_VERSION") == pom_property("nessie", "nessie.version") == artifacts.NESSIE_VERSION
 
 
 def test_the_cached_jdbc_driver_joins_the_sessions_jars(tmp_path, monkeypatch):

@@ -142,7 +142,8 @@ public final class EqualityDeltaWriter {
 
     JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
     // With its size known, as Iceberg's own writes ship it: Spark would otherwise walk the copy's whole object
-    // graph (an S3 FileIO's clients among it) to estimate it, on every commit.
+    // graph (an S3 FileIO's clients among it) to estimate it, on every commit. It closes the executors' copies
+    // of the FileIO when the broadcast is destroyed below (the driver's copy, the catalog's own, stays open).
     Broadcast<Table> shipped = context.broadcast(SerializableTableWithSize.copyOf(table));
     int[] requiredOrdinals =
         IntStream.range(0, schema.columns().size()).filter(i -> schema.columns().get(i).isRequired()).toArray();
