@@ -100,11 +100,8 @@ class TargetTable:
         """Carry ``operations`` out, set ``properties`` (and ``identifier_fields``, when given) and (with a
         ``summary``) add a snapshot of no files whose summary it is, all in one Iceberg transaction: the
         schema change and the position it carries land together or not at all."""
-        spark = self.spark
-        jvm = spark._jvm
-        assert jvm is not None, "the SparkSession has no JVM"
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.target)
-        transaction = table.newTransaction()
+        jvm = self._jvm()
+        transaction = self._iceberg_table().newTransaction()
         if identifier_fields is not None:  # cleared first: the operations may drop or rename an old key column
             update = transaction.updateSchema()
             update.setIdentifierFields(jvm.java.util.ArrayList())
@@ -145,11 +142,10 @@ class TargetTable:
                 append.set(key, value)
             append.commit()
         transaction.commitTransaction()
-        spark.sql(f"REFRESH TABLE {self.identifier}")
+        self.spark.sql(f"REFRESH TABLE {self.identifier}")
 
     def _iceberg_type(self, spark_type: str) -> Any:
-        jvm = self.spark._jvm
-        assert jvm is not None
+        jvm = self._jvm()
         return jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(
             jvm.org.apache.spark.sql.types.DataType.fromDDL(spark_type))
 
@@ -188,11 +184,17 @@ class TargetTable:
 
     def _has_branch(self, name: str) -> bool:
         """Whether the table, as its catalog last returned it, has the branch ``name``."""
+        ref = self._iceberg_table().refs().get(name)
+        return ref is not None and bool(ref.isBranch())
+
+    def _jvm(self) -> Any:
         jvm = self.spark._jvm
         assert jvm is not None, "the SparkSession has no JVM"
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
-        ref = table.refs().get(name)
-        return ref is not None and bool(ref.isBranch())
+        return jvm
+
+    def _iceberg_table(self) -> Any:
+        """The Iceberg table itself, through the session's catalog (cached there: no request where it is)."""
+        return self._jvm().org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
 
     def drop_branch(self, name: str) -> None:
         """Drop branch ``name`` if it exists (a table made anew has no main snapshot to point an old one at)."""

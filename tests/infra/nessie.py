@@ -26,7 +26,7 @@ from typing import Any
 
 from canalbridge.devkit.progress import die_with_parent
 from tests.infra.artifacts import nessie_jar, newer_java_binary
-from tests.infra.processes import LOOPBACK, ServiceError, ServiceProcess, free_port, tail, wait_for
+from tests.infra.processes import LOOPBACK, ServiceError, ServiceProcess, free_port, http_ok, tail, wait_for
 from tests.infra.s3proxy import CLIENT_ENV, S3ProxyServer
 
 BRANCH = "main"
@@ -109,18 +109,11 @@ class NessieServer(ServiceProcess):
             self._process = subprocess.Popen(command, cwd=self.root_dir, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              env={**os.environ, **CLIENT_ENV}, preexec_fn=die_with_parent)
-        if not wait_for(self._answers, self.start_timeout_s, alive=lambda: self.running):
+        if not wait_for(lambda: http_ok(self.uri + "v1/config"), self.start_timeout_s, alive=lambda: self.running):
             how = "exited" if not self.running else f"did not answer within {self.start_timeout_s} s"
             self.kill()
             raise ServiceError(f"Nessie on {self.uri} {how}; its log ends with:\n{tail(self.log_file)}")
         return self
-
-    def _answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.uri + "v1/config", timeout=5) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
 
     # -- the Iceberg REST catalog and Nessie's own API, as a test uses them --------------------------------
 

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Self
@@ -81,6 +82,15 @@ def port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
         with socket.create_connection((host, port), timeout=timeout_s):
             return True
     except OSError:
+        return False
+
+
+def http_ok(url: str, timeout_s: float = 5.0) -> bool:
+    """True when a GET of ``url`` answers 200 (a server that is not listening yet, or errs, is not)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            return bool(answer.status == 200)
+    except OSError:  # (urllib's URLError and HTTPError among them)
         return False
 
 

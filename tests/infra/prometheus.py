@@ -19,6 +19,7 @@ from tests.infra.processes import (
     ServiceProcess,
     find_binary,
     free_port,
+    http_ok,
     port_open,
     tail,
     wait_for,
@@ -69,19 +70,12 @@ class PrometheusServer(ServiceProcess):
             self._process = subprocess.Popen(command, cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              preexec_fn=die_with_parent)
-        if not wait_for(lambda: port_open(LOOPBACK, self.port) and self._ready(), self.start_timeout_s,
+        if not wait_for(lambda: port_open(LOOPBACK, self.port) and http_ok(f"{self.url}/-/ready"), self.start_timeout_s,
                         alive=lambda: self.running):
             how = "exited" if not self.running else f"was not ready within {self.start_timeout_s} s"
             self.kill()
             raise ServiceError(f"Prometheus on {self.url} {how}; its log ends with:\n{tail(self.log_file)}")
         return self
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
 
     def api(self, path: str, **parameters: str) -> Any:
         """The ``data`` of an HTTP API answer; a failed one raises, with Prometheus' error."""

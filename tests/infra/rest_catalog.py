@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 from canalbridge.devkit.progress import die_with_parent
 from tests.infra.artifacts import cluster_jar, java_binary, rest_catalog_home
-from tests.infra.processes import LOOPBACK, ServiceError, ServiceProcess, free_port, tail, wait_for
+from tests.infra.processes import LOOPBACK, ServiceError, ServiceProcess, free_port, http_ok, tail, wait_for
 
 LAUNCHER_CLASS = "CanalBridgeRestCatalog"
 
@@ -80,18 +78,11 @@ class RestCatalogServer(ServiceProcess):
                                              stderr=subprocess.STDOUT, start_new_session=True,
                                              env={**os.environ, **self.env},
                                              preexec_fn=die_with_parent)
-        if not wait_for(self._answers, self.start_timeout_s, alive=lambda: self.running):
+        if not wait_for(lambda: http_ok(self.uri + "v1/config"), self.start_timeout_s, alive=lambda: self.running):
             how = "exited" if not self.running else f"did not answer within {self.start_timeout_s} s"
             self.kill()
             raise ServiceError(f"the REST catalog on {self.uri} {how}; its log ends with:\n{tail(self.log_file)}")
         return self
-
-    def _answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.uri + "v1/config", timeout=5) as response:
-                return response.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
 
 
 def _escaped(value: str) -> str:
