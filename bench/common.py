@@ -29,11 +29,14 @@ from canalbridge.devkit.progress import die_with_parent, lag_text
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.channel.maintenance import MaintenanceReport
 from canalbridge.sync.channel.sink import ChannelSink, SealedTransaction
+from canalbridge.sync.job.cuts import CutLog
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
+from canalbridge.sync.model.cuts import Cut, PublishedCut
 from canalbridge.sync.model.position import EntryPosition, Position
-from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings, MaintenanceSettings
+from canalbridge.sync.settings import ChannelSettings, CommitSettings, CutSettings, JobSettings, MaintenanceSettings
 from canalbridge.sync.source.canal.settings import CanalSettings
+from spark_sink.cuts import IcebergCutLog
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 from spark_sink.sink import make_sink
@@ -262,18 +265,37 @@ class Drained:
     lags: Counter  # lag (ms) -> rows committed with it
     recorders: dict[str, LagRecorder]  # by target
     peak_jvm_rss_mb: float  # the Spark JVM's
+    cut_publishes: list[float] = dataclasses.field(default_factory=list)  # seconds of each cut published
+
+
+class TimedCutLog:
+    """A cut log that records how long each publish took."""
+
+    def __init__(self, inner: CutLog) -> None:
+        self._inner = inner
+        self.seconds: list[float] = []
+
+    def latest(self) -> PublishedCut | None:
+        return self._inner.latest()
+
+    def publish(self, cut: Cut) -> PublishedCut:
+        started = time.perf_counter()
+        published = self._inner.publish(cut)
+        self.seconds.append(time.perf_counter() - started)
+        return published
 
 
 def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[TableDef],
                        spark_settings: SparkSettings, commit: CommitSettings, *, rate: float = 0,
                        maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
-                       timeout_s: float = 3600.0, preload: bool = False, batch_size: int = 4096) -> Drained:
+                       timeout_s: float = 3600.0, preload: bool = False, batch_size: int = 4096,
+                       cuts: CutSettings | None = None) -> Drained:
     """One job, named ``name``, from a dev server feeding ``path`` (at ``rate`` row changes/s, or all
     at once) into fresh tables ``CATALOG.NAME.*`` (the settings' catalog), until ``last`` is acked; then paused.
 
     The dev server's store is the commit settings' (capacity and batch mode); ``preload`` has it read the whole
     file into the store before the job starts (:func:`dev_server`). ``batch_size`` is a get's (entries, or KB in
-    ``MEMSIZE`` mode)."""
+    ``MEMSIZE`` mode). ``cuts``: publish consistent cuts into ``CATALOG.NAME.cut_log`` (none without it)."""
     spark = get_spark(spark_settings)
     lags: Counter = Counter()
     lock = threading.Lock()
@@ -287,8 +309,11 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
                     preload=preload) as source:
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
         channels = tuple(ChannelSettings(t.qualified, f"{spark_settings.catalog}.{name}.{t.name}") for t in tables)
-        settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings())
-        job = SyncJob(settings, sink)
+        settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings(),
+                               cuts=cuts or CutSettings(enabled=False))
+        cut_log = None if cuts is None else TimedCutLog(
+            IcebergCutLog(lambda: spark, name, cuts, f"{spark_settings.catalog}.{name}.cut_log"))
+        job = SyncJob(settings, sink, cut_log=cut_log)
         jvm = spark_pid(spark)
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
         source_started = cpu_seconds(source.pid)
@@ -297,8 +322,13 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
             peak_rss = drain(job, name, last, lags, started, timeout_s, samples)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         jvm_cpu, source_cpu = cpu_seconds(jvm) - jvm_started, cpu_seconds(source.pid) - source_started
+        if cuts is not None:  # (the last cut published before the job pauses, or the count would race the pause)
+            deadline = time.monotonic() + timeout_s
+            while ((cut := job.record().cut) is None or cut.position != str(last)) and time.monotonic() < deadline:
+                time.sleep(0.1)
         job.pause()
-    return Drained(job, elapsed, cpu, jvm_cpu, source_cpu, peak_rss, lags, recorders, peaks.mb["spark_jvm"])
+    return Drained(job, elapsed, cpu, jvm_cpu, source_cpu, peak_rss, lags, recorders, peaks.mb["spark_jvm"],
+                   cut_log.seconds if cut_log is not None else [])
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,

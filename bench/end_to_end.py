@@ -19,10 +19,14 @@ at ``--max-mb`` (64). Prints one JSON line per run, then a summary line.
 
 With ``--cluster``, the backlog run goes once more, on a two-worker Spark
 standalone cluster into S3 through a JDBC catalog, and the summary says
-what the cluster adds to each commit (:mod:`bench.cluster`).
+what the cluster adds to each commit (:mod:`bench.cluster`). With ``--cuts SECONDS``, it goes twice more
+on the warm JVM, without cuts and then publishing a consistent cut at most every SECONDS (every commit when
+below the commit's time), and the summary says what the cuts cost: the rows/s against the warm run without,
+each table's commit, and the seconds of each publish.
 
     .venv/bin/python -m bench.end_to_end --rows 2000000
     .venv/bin/python -m bench.end_to_end --rows 500000 --cluster
+    .venv/bin/python -m bench.end_to_end --rows 500000 --cuts 10
 """
 
 from __future__ import annotations
@@ -43,24 +47,29 @@ from bench.common import (
     workload_file,
 )
 from canalbridge.daemon.logs import configure_logging
-from canalbridge.sync.model.position import EntryPosition
-from canalbridge.sync.settings import CommitSettings
+from canalbridge.sync.model.position import Position
+from canalbridge.sync.settings import CommitSettings, CutSettings
 from spark_sink.session import get_spark, stop_spark
 from spark_sink.settings import SparkSettings
 
 
-def run(name: str, path: Path, last: EntryPosition, rows: int, spark_settings: SparkSettings,
-        commit: CommitSettings, rate: float = 0) -> dict:
-    """One job over the whole file into fresh tables ``CATALOG.NAME.*``; its throughput, lag, memory, and the
-    seconds of its tables' commits (each table's apply)."""
+def run(name: str, path: Path, last: Position, rows: int, spark_settings: SparkSettings,
+        commit: CommitSettings, rate: float = 0, cuts: CutSettings | None = None) -> dict:
+    """One job over the whole file into fresh tables ``CATALOG.NAME.*``; its throughput, lag, memory, the
+    seconds of its tables' commits (each table's apply), and with ``cuts`` those of each cut published."""
     tables = bench_tables(3)
-    drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate)
+    drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate, cuts=cuts)
     result = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb, rate,
                         cpu_s=drained.cpu_s, jvm_cpu_s=drained.jvm_cpu_s, source_cpu_s=drained.source_cpu_s)
     applies = sorted(seconds for recorder in drained.recorders.values() for seconds in recorder.applies)
     result["table_commits"] = len(applies)
     result["table_commit_s_p50"] = round(applies[len(applies) // 2], 2) if applies else None
     result["table_commit_s_mean"] = round(sum(applies) / len(applies), 2) if applies else None
+    if cuts is not None:
+        publishes = sorted(drained.cut_publishes)
+        result["cuts_published"] = len(publishes)
+        result["cut_publish_s_p50"] = round(publishes[len(publishes) // 2], 2) if publishes else None
+        result["cut_publish_s_max"] = round(publishes[-1], 2) if publishes else None
     spark = get_spark(spark_settings)
     result["table_rows"] = {t.name: spark.table(f"{spark_settings.catalog}.{name}.{t.name}").count() for t in tables}
     return result
@@ -72,6 +81,9 @@ def main() -> None:
     parser.add_argument("--rows-per-event", type=int, default=10)
     parser.add_argument("--canal-store", type=int, default=65536,
                         help="Canal's canal.instance.memory.buffer.size, entries (a power of two)")
+    parser.add_argument("--cuts", type=float, default=0.0, metavar="SECONDS",
+                        help="the backlog run twice more, warm: without cuts, then publishing a consistent cut at "
+                             "most every SECONDS (0: not)")
     parser.add_argument("--cluster", action="store_true",
                         help="the backlog run once more, on a Spark standalone cluster into S3 through a JDBC catalog")
     add_commit_arguments(parser)
@@ -87,6 +99,20 @@ def main() -> None:
     rate = args.rate or 0.8 * backlog["rows_per_s"]
     live = run("live", path, last, rows, spark_settings, commit, rate=rate)
     print(json.dumps(live), flush=True)
+    with_cuts: dict = {}
+    if args.cuts:  # two more backlog runs, both on a warm JVM: without cuts, then with them
+        warm = run("backlog_warm", path, last, rows, spark_settings, commit)
+        print(json.dumps(warm), flush=True)
+        cut_run = run("backlog_cuts", path, last, rows, spark_settings, commit,
+                      cuts=CutSettings(interval_seconds=args.cuts))
+        print(json.dumps(cut_run), flush=True)
+        with_cuts = {"cut_interval_s": args.cuts, "warm_rows_per_s": warm["rows_per_s"],
+                     "cuts_rows_per_s": cut_run["rows_per_s"],
+                     "cuts_share_of_warm": round(cut_run["rows_per_s"] / warm["rows_per_s"], 3),
+                     "cuts_published": cut_run["cuts_published"], "cut_publish_s_p50": cut_run["cut_publish_s_p50"],
+                     "cut_publish_s_max": cut_run["cut_publish_s_max"],
+                     "warm_table_commit_s_p50": warm["table_commit_s_p50"],
+                     "cuts_table_commit_s_p50": cut_run["table_commit_s_p50"]}
     stop_spark()
     on_cluster = cluster.compare(backlog, Path(root) / "warehouse" / "backlog", path, rows, last, commit,
                                  args.decoder) if args.cluster else {}
@@ -100,7 +126,8 @@ def main() -> None:
                       "lag_p99_in_intervals": round(live["lag_p99_s"] / args.interval, 2),
                       "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"],
                       "backlog_jvm_cpu_us_per_row": backlog["jvm_cpu_us_per_row"],
-                      "backlog_devserver_cpu_us_per_row": backlog["devserver_cpu_us_per_row"], **on_cluster}))
+                      "backlog_devserver_cpu_us_per_row": backlog["devserver_cpu_us_per_row"], **with_cuts,
+                      **on_cluster}))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ maintenance, :mod:`spark_sink.maintainer`."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,22 @@ PROP_PRIMARY_KEY = "canalbridge.primary-key"
 PROP_SOURCE_TABLE = "canalbridge.source-table"
 # A shared target's renamed columns: {old source name (lower case): target column}, for shards not yet renamed.
 PROP_COLUMN_ALIASES = "canalbridge.column-aliases"
+
+
+_ref_locks: dict[str, threading.Lock] = {}
+_ref_locks_guard = threading.Lock()
+
+
+def ref_lock(target: str) -> threading.Lock:
+    """The lock this process holds while it moves a ref of ``target`` (a branch, main's fast-forward, a tag).
+
+    Iceberg cannot retry such a change when another commit lands between
+    its read of the table and its own commit (the change keeps the
+    metadata it read), so the channel's branch moves and the cut log's
+    tags on one target are made one at a time.
+    """
+    with _ref_locks_guard:
+        return _ref_locks.setdefault(target, threading.Lock())
 
 
 @dataclass(frozen=True)
@@ -101,7 +118,7 @@ class TargetTable:
         ``summary``) add a snapshot of no files whose summary it is, all in one Iceberg transaction: the
         schema change and the position it carries land together or not at all."""
         jvm = self._jvm()
-        transaction = self._iceberg_table().newTransaction()
+        transaction = self.iceberg_table().newTransaction()
         if identifier_fields is not None:  # cleared first: the operations may drop or rename an old key column
             update = transaction.updateSchema()
             update.setIdentifierFields(jvm.java.util.ArrayList())
@@ -166,14 +183,16 @@ class TargetTable:
         """Point branch ``name`` at main's current snapshot (Iceberg makes an empty one when main has none)."""
         statement = f"ALTER TABLE {self.identifier} CREATE OR REPLACE BRANCH {quote(name)}"
         try:
-            self.spark.sql(statement)
+            with ref_lock(self.target):
+                self.spark.sql(statement)
         except Exception as exc:
             # A new table's first commit that failed after it made the branch: main has no snapshot still, and
             # Iceberg replaces a branch only with one. Made anew instead.
             if "main has no snapshot" not in str(exc):
                 raise
             self.drop_branch(name)
-            self.spark.sql(statement)
+            with ref_lock(self.target):
+                self.spark.sql(statement)
         if not self._has_branch(name):
             raise TargetTableError(
                 f"target {self.target}: the branch {name} that canalbridge just made on it is not in the table its "
@@ -184,7 +203,7 @@ class TargetTable:
 
     def _has_branch(self, name: str) -> bool:
         """Whether the table, as its catalog last returned it, has the branch ``name``."""
-        ref = self._iceberg_table().refs().get(name)
+        ref = self.iceberg_table().refs().get(name)
         return ref is not None and bool(ref.isBranch())
 
     def _jvm(self) -> Any:
@@ -192,19 +211,21 @@ class TargetTable:
         assert jvm is not None, "the SparkSession has no JVM"
         return jvm
 
-    def _iceberg_table(self) -> Any:
+    def iceberg_table(self) -> Any:
         """The Iceberg table itself, through the session's catalog (cached there: no request where it is)."""
         return self._jvm().org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.target)
 
     def drop_branch(self, name: str) -> None:
         """Drop branch ``name`` if it exists (a table made anew has no main snapshot to point an old one at)."""
-        self.spark.sql(f"ALTER TABLE {self.identifier} DROP BRANCH IF EXISTS {quote(name)}")
+        with ref_lock(self.target):
+            self.spark.sql(f"ALTER TABLE {self.identifier} DROP BRANCH IF EXISTS {quote(name)}")
 
     def fast_forward_main(self, name: str) -> None:
         """Move main to branch ``name`` in one metadata commit; fails unless main is the branch's ancestor."""
         catalog, table = self.procedure_names()
-        self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {table}, branch => 'main', "
-                       f"to => {sql_string(name)})").collect()
+        with ref_lock(self.target):
+            self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {table}, branch => 'main', "
+                           f"to => {sql_string(name)})").collect()
 
     def properties(self) -> dict[str, str]:
         """The table's properties (format-version among them)."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from canalbridge import __version__
-from canalbridge.daemon import commands, exit_codes, snapshot_command, verify_command
+from canalbridge.daemon import commands, cuts_command, exit_codes, snapshot_command, verify_command
 from canalbridge.daemon.logs import configure_logging
 
 CONFIG_VARIABLE = "CANALBRIDGE_CONFIG"
@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify_command.add_arguments(command(
         "verify", "compare a running job's targets with their source, chunk by chunk, and print the chunks that "
                   "differ", verify_command.run))
+
+    cuts_command.add_arguments(command(
+        "cuts", "show a running job's newest consistent cut: the tag every target carries at the same source "
+                "position, and each target's snapshot there", cuts_command.run))
 
     from canalbridge.devkit import demo
     from canalbridge.devkit import main as devserver_main

@@ -34,6 +34,7 @@ from canalbridge.sync.settings import (
     MB,
     ChannelSettings,
     CommitSettings,
+    CutSettings,
     JobSettings,
     MaintenanceSettings,
     SchemaSettings,
@@ -96,7 +97,7 @@ class Config:
 # -- the declarations, by TOML table --------------------------------------------------------------
 
 SETTINGS_CLASSES = (DaemonSettings, SparkSettings, JobSettings, CanalSettings, KafkaSettings, CommitSettings,
-                    MaintenanceSettings, SchemaSettings, SnapshotSettings, ChannelSettings)
+                    MaintenanceSettings, SchemaSettings, CutSettings, SnapshotSettings, ChannelSettings)
 LOADER_OPTIONS = (*JOB_SOURCES, CHANNEL_SOURCE_REGEX, *KAFKA_SECURITY)
 
 
@@ -256,6 +257,7 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
     commit = _walk(values.get("commit", {}), "job.commit", f"{where}.commit", problems)
     maintenance = _walk(values.get("maintenance", {}), "job.maintenance", f"{where}.maintenance", problems)
     schema = _walk(values.get("schema", {}), "job.schema", f"{where}.schema", problems)
+    cuts = _walk(values.get("cuts", {}), "job.cuts", f"{where}.cuts", problems)
     channels = []
     for position, raw_channel in enumerate(values.get("channel", [])):
         channel_where = f"{where}.channel[{position}]"
@@ -323,6 +325,7 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
         commit=commit_settings,
         maintenance=MaintenanceSettings(**_attributes(MaintenanceSettings, {"job.maintenance": maintenance})),
         schema=SchemaSettings(**_attributes(SchemaSettings, {"job.schema": schema})),
+        cuts=CutSettings(**_attributes(CutSettings, {"job.cuts": cuts})),
         snapshot=None if snapshot is None else SnapshotSettings(**_attributes(SnapshotSettings,
                                                                               {"job.snapshot": snapshot})),
     )

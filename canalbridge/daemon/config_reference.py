@@ -35,6 +35,8 @@ TABLES = {
     "job.maintenance": "Compaction and snapshot expiry of each target, between its commits. See "
                        "[Operations](../guide/operations.md).",
     "job.schema": "How a job follows the source's DDL. See [Schema changes](../guide/schema-changes.md).",
+    "job.cuts": "Consistent cuts: a tag in every target at the same source cut, and the cut log that names the "
+                "newest. See [Reading the tables](../guide/reading.md#cuts).",
     "job.snapshot": "Bring the rows the tables held before the stream began: read by key ranges from the source "
                     "database while the stream runs. See [The snapshot](../guide/snapshot.md).",
     "job.channel": "One `[[job.channel]]` per source table, or per pattern of tables (see "

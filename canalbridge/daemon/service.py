@@ -23,6 +23,7 @@ from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore, StoredFilters
 from canalbridge.daemon.status import job_json
 from canalbridge.sync.errors import JobStateError
+from canalbridge.sync.job.cuts import CutLog
 from canalbridge.sync.job.job import FailKind, JobState, SyncJob
 from canalbridge.sync.model.record import ChannelRecord
 from canalbridge.sync.settings import ChannelSettings, JobSettings
@@ -119,7 +120,8 @@ class Daemon:
         get_spark(self.config.spark)  # start Spark before any job, so that a setup error stops the daemon
         for settings in self.config.jobs:
             job = SyncJob(settings, self._sink_factory(settings), self._on_job_change,
-                          snapshot=self._snapshot_source(settings), retry_starts=True)
+                          snapshot=self._snapshot_source(settings), retry_starts=True,
+                          cut_log=self._cut_log(settings))
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
@@ -152,6 +154,17 @@ class Daemon:
             return make_sink(get_spark(self.config.spark), channel, settings.name, self.config.spark)
 
         return factory
+
+    def _cut_log(self, settings: JobSettings) -> CutLog | None:
+        """Where the job's consistent cuts are tagged and logged (``[job.cuts]``), unless they are off."""
+        from spark_sink.cuts import IcebergCutLog, default_log_table
+        from spark_sink.session import get_spark
+
+        cuts = settings.cuts
+        table = cuts.table or default_log_table(settings.channels[0].target)
+        if not cuts.enabled or table is None:  # (None: a malformed target, which its channel names when it opens)
+            return None
+        return IcebergCutLog(functools.partial(get_spark, self.config.spark), settings.name, cuts, table)
 
     def _snapshot_source(self, settings: JobSettings) -> SnapshotSource | None:
         """Where the job's snapshot and verify read, if it has one: its source database, and chunks through

@@ -14,7 +14,9 @@ commit hanging in the target), the four timestamps, ``recorded_time_ms``
 the password masked. A position is ``{"journal", "offset", "gtid",
 "execute_time_ms"}``, a Kafka source's with ``lane`` and ``kafka`` (every
 partition's mark). A Kafka job adds ``source_transactions`` and, live,
-``partitions`` (offsets, lag, last committed entry).
+``partitions`` (offsets, lag, last committed entry). Live, ``cut`` is the newest consistent
+cut the job's log holds (``seq``, ``tag``, ``label``, ``position``, ``snapshots``: each target's snapshot id
+at the cut, ``published_ms``, ``log_table``) or null, and ``cut_error`` why the last cut was not logged.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def job_json(record: JobRecord, settings: JobSettings | None) -> dict[str, Any]:
         "stuck": list(record.stuck),
         "start_retry": None if record.start_retry is None else {
             "attempts": record.start_retry.attempts, "next_try": utc_text(record.start_retry.next_try_ms)},
+        "cut": None if record.cut is None else record.cut.to_dict(),
+        "cut_error": record.cut_error,
         "source_transactions": source_transactions(settings) if settings else None,
         "partitions": [{"partition": p.partition, "committed_offset": p.committed_offset,
                         "end_offset": p.end_offset, "lag": p.lag, "binlog_position": p.binlog_position,
@@ -117,6 +121,12 @@ def render_text(document: dict[str, Any], config_path: str | None = None) -> str
             lines.append(f"  stuck (a commit hangs in the target): {', '.join(job['stuck'])}")
         if job.get("source_transactions"):
             lines.append(f"  source transactions: {job['source_transactions']}")
+        if job.get("cut"):
+            cut = job["cut"]
+            lines.append(f"  consistent cut: {cut['tag']} at {cut['position']}, {len(cut['snapshots'])} targets, "
+                         f"logged {utc_text(cut['published_ms'])} (`canalbridge cuts {job['name']}`)")
+        if job.get("cut_error"):
+            lines.append(f"  last cut not logged: {job['cut_error']}")
         for partition in job.get("partitions") or ():
             lines.append(f"  partition {partition['partition']}: committed offset {partition['committed_offset']}, "
                          f"end {partition['end_offset']}, lag {partition['lag']} messages"

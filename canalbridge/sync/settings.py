@@ -327,6 +327,37 @@ class MaintenanceSettings:
                                      doc="a run that takes longer pauses the job, naming the channel")
 
 
+def _catalog_table(value: str) -> str | None:
+    if "`" not in value and (value.count(".") < 2 or any(not part for part in value.split("."))):
+        return "must be catalog.namespace.table"
+    return non_empty(value)
+
+
+@dataclass(frozen=True)
+class CutSettings:
+    """Consistent cuts across a job's targets (``[job.cuts]``, docs/guide/reading.md#cuts).
+
+    On a schedule, once every target of the job holds the same source cut,
+    each gets an Iceberg tag at its snapshot of that cut and the cut log
+    table gets a row naming the tag: readers who join the job's tables read
+    them all at the newest cut the log names.
+    """
+
+    SECTION: ClassVar[str] = "job.cuts"
+
+    enabled: bool = setting(True, doc="tag every target at the same source cut on a schedule, and log each such "
+                                      "cut; false turns both off")
+    interval_seconds: float = setting(60.0, check=positive,
+                                      doc="the least time between two tagged cuts (the first comes this long "
+                                          "after the job starts); each costs one metadata commit per target")
+    keep: int = setting(10, check=positive,
+                        doc="tagged cuts kept per target, the newest; older tags are dropped, and maintenance may "
+                            "then expire their snapshots")
+    table: str | None = setting(None, check=_catalog_table,
+                                default_text="`canalbridge.cuts` in the catalog of the job's first channel",
+                                doc="`catalog.namespace.table` of the cut log, made when missing; jobs may share it")
+
+
 @dataclass(frozen=True)
 class SchemaSettings:
     """How a job follows the source's DDL (docs/guide/schema-changes.md)."""
@@ -375,6 +406,8 @@ class JobSettings:
                                                doc="the `[job.maintenance]` table")
     schema: SchemaSettings = setting(SchemaSettings(), kinds=(dict,), default_text="(defaults)",
                                      doc="the `[job.schema]` table")
+    cuts: CutSettings = setting(CutSettings(), kinds=(dict,), default_text="(defaults)",
+                                doc="the `[job.cuts]` table")
     snapshot: SnapshotSettings | None = setting(None, kinds=(dict,), default_text="(no snapshot)",
                                                 doc="the `[job.snapshot]` table: bring the rows the tables held "
                                                     "before the stream began")

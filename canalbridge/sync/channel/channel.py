@@ -124,7 +124,7 @@ class Channel:
         target = TargetSchema(self.settings, self.schema, self.sink.writer.before_images(), self._log)
         target.reset(state.columns, state.aliases)
         self._committer = Committer(self.source, self.sink, self._stop, self.maintenance, self._stall_timeout_s,
-                                    committed, self._log)
+                                    committed, state.label, self._log)
         # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
         raw = self.sink.writer.decodes_row_changes() and not self.settings.origin_columns
         stager = Stager(self.source, self.sink, target, self._committer, raw=raw, debug=self.debug, log=self._log)
@@ -153,6 +153,12 @@ class Channel:
     def committed_position(self) -> Position | None:
         """What the target holds: read at start, then as the committer thread commits."""
         return None if self._committer is None else self._committer.committed_position
+
+    @property
+    def committed_label(self) -> str | None:
+        """The label of the newest commit of the job the target holds (None: none): read at start, then as the
+        committer thread commits."""
+        return None if self._committer is None else self._committer.committed_label
 
     @property
     def rows_written(self) -> int:

@@ -40,12 +40,14 @@ class Committer:
     """The thread that applies a channel's sealed transactions. Its fields are written by that thread only."""
 
     def __init__(self, source: str, sink: ChannelSink, stop: threading.Event, maintenance: MaintenanceSettings,
-                 stall_timeout_s: float, committed_position: Position | None,
+                 stall_timeout_s: float, committed_position: Position | None, committed_label: str | None,
                  log: structlog.typing.FilteringBoundLogger) -> None:
         self.source = source
         self._sink = sink
         self.maintenance = maintenance
         self.committed_position = committed_position
+        # The label the target's newest snapshot of the job carries (a consistent cut tags that snapshot).
+        self.committed_label = committed_label
         self.last_maintenance: MaintenanceRun | None = None  # for status
         self.rows_written = 0
         self.last_commit_time_ms: int | None = None  # for metrics: when a commit last landed in the target
@@ -123,6 +125,8 @@ class Committer:
             stamped = position
             if published:
                 self.committed_position = position
+        if labelled is not None:
+            self.committed_label = item.label
         self.rows_written += item.rows
         self.last_commit_time_ms = int(time.time() * 1000)
         self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(self.committed_position))

@@ -92,12 +92,15 @@ class Consumer(Worker):
         open_channel: Callable[[ChannelSettings], Channel] | None = None,
         windows: Windows | None = None,
         heartbeat: Callable[[], None] | None = None,
+        on_whole_cut: Callable[[str, Position], None] | None = None,
     ) -> None:
         """``heartbeat`` asks for a heartbeat row (:mod:`canalbridge.sync.consumer.heartbeat`), if the job
-        writes them."""
+        writes them. ``on_whole_cut(label, cut)``: every channel committed through ``cut``, which splits no
+        source transaction, so every target holds the source as it stood there (until the next commit)."""
         super().__init__(f"consumer-{settings.name}", stop)
         self.settings = settings
         self._on_commit = on_commit
+        self._on_whole_cut = on_whole_cut
         self._heartbeat = heartbeat
         self.job = settings.name
         self.link = link
@@ -321,14 +324,14 @@ class Consumer(Worker):
             self._log.warning(
                 "consumer.splitting_source_txn", reason=split, label=label, position=str(self._last_position)
             )
-        self._commit(self._last_position, label, reason)
+        self._commit(self._last_position, label, reason, whole=not work.in_source_txn)
         return True
 
     # -- commit, ack, recover -------------------------------------------------------------
 
-    def _commit(self, cut: Position, label: str, reason: str) -> None:
+    def _commit(self, cut: Position, label: str, reason: str, *, whole: bool) -> None:
         """Hand the transaction to the channels; with ``commit.overlap`` off, also wait for it to land."""
-        self._commits.hand_over(cut, label, reason, self.link.outstanding)
+        self._commits.hand_over(cut, label, reason, self.link.outstanding, whole=whole)
         self.stats.handed_over()
         if not self.settings.commit.overlap:
             self._land()
@@ -355,6 +358,9 @@ class Consumer(Worker):
         self.stats.landed(outcome.seconds)
         if self._on_commit is not None:
             self._on_commit()
+        # (Not while a table refills what a first pass missed: it lacks changes behind the cut.)
+        if commit.whole and not self._second.refilling and self._on_whole_cut is not None:
+            self._on_whole_cut(commit.label, commit.cut)
         self._log.info(
             "consumer.committed", label=commit.label, reason=commit.reason, position=str(commit.cut),
             channels=list(outcome.written), batches_to_ack=acked, seconds=round(outcome.seconds, 3),

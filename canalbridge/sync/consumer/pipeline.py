@@ -34,6 +34,7 @@ class InFlight:
     started: float  # time.monotonic()
     futures: dict[str, Future[bool]]  # by channel source
     outstanding: Outstanding  # what the source held for this client at the cut: acked once it lands
+    whole: bool = True  # cut between source transactions
 
     def done(self) -> bool:
         return all(future.done() for future in self.futures.values())
@@ -80,11 +81,13 @@ class CommitPipeline:
         """The channels whose last commit reported failure and has not been read back."""
         return set(self._unsettled)
 
-    def hand_over(self, cut: Position, label: str, reason: str, outstanding: Outstanding) -> None:
-        """Commit every channel's open transaction through ``cut``; the next may begin at once."""
+    def hand_over(self, cut: Position, label: str, reason: str, outstanding: Outstanding, *,
+                  whole: bool = True) -> None:
+        """Commit every channel's open transaction through ``cut``; the next may begin at once. ``whole``: the
+        cut splits no source transaction (see :class:`InFlight`)."""
         assert self._in_flight is None, "one commit at a time: land the one in flight first"
         futures = {source: channel.commit(cut) for source, channel in self._channels.items()}
-        self._in_flight = InFlight(cut, label, reason, time.monotonic(), futures, outstanding)
+        self._in_flight = InFlight(cut, label, reason, time.monotonic(), futures, outstanding, whole)
 
     def ready(self) -> bool:
         """Whether the commit in flight has an outcome to take in, or has run past the commit timeout (then

@@ -173,6 +173,12 @@ class SecondPass:
         return self._superseded is None
 
     @property
+    def refilling(self) -> bool:
+        """Whether a channel is applying again what a first pass missed: until it is done, its target lacks
+        changes that others may hold already."""
+        return bool(self._refilling or self._resumed)
+
+    @property
     def routed(self) -> RoutedSinceEnd:
         """What was routed since the last transaction end (a fast lane notes its stretches there)."""
         return self._routed

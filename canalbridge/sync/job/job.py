@@ -29,10 +29,12 @@ from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.channel.maintenance import MaintenanceRun
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.errors import JobStateError, ReceiverGaveUp, SyncError
+from canalbridge.sync.job.cuts import CutLog
 from canalbridge.sync.job.on_demand import OnDemand
 from canalbridge.sync.job.rebuild import channel_to_rebuild, mark_for_rebuild
 from canalbridge.sync.job.run import JobRun, RunContext
 from canalbridge.sync.job.start_retry import StartRetry
+from canalbridge.sync.model.cuts import PublishedCut
 from canalbridge.sync.model.record import ChannelRecord, FailKind, FailMessage, JobRecord, JobState, PartitionRecord
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.model.tracking import AckState, CommittedPositions
@@ -58,10 +60,13 @@ class SyncJob:
 
     def __init__(
         self, settings: JobSettings, sink_factory: SinkFactory, listener: JobListener | None = None,
-        snapshot: SnapshotSource | None = None, *, retry_starts: bool = False,
+        snapshot: SnapshotSource | None = None, *, retry_starts: bool = False, cut_log: CutLog | None = None,
     ) -> None:
-        """``retry_starts``: start again, with back-off, after a pause for an outage (the daemon's jobs do)."""
+        """``retry_starts``: start again, with back-off, after a pause for an outage (the daemon's jobs do).
+        ``cut_log``: where the job's consistent cuts are tagged and logged (``[job.cuts]``)."""
         self.settings = settings
+        self._cut_log = cut_log
+        self._last_cut: PublishedCut | None = None  # the newest the log holds, as the publishers last saw it
         # A snapshot's chunk windows, which a run's snapshot runner registers and every run's Consumer moves on.
         self.windows = (Windows(settings.snapshot.signal) if settings.snapshot is not None and settings.snapshot.active
                         else None)
@@ -110,7 +115,8 @@ class SyncJob:
                 self.settings, self._sink_for, self.committed, self.acks, self.stats, self.receiver_stats, self._fail,
                 on_commit=lambda: self._notify(transition=False), windows=self.windows, snapshot=self._snapshot,
                 source_db=self._source_db,
-                on_snapshot_finished=self._snapshot_finished if self.snapshot_only else None))
+                on_snapshot_finished=self._snapshot_finished if self.snapshot_only else None,
+                cut_log=self._cut_log, on_cut_published=self._cut_published))
             try:
                 run.start()
             except Exception as exc:  # a target that cannot be opened: paused, and started again if it may pass
@@ -350,7 +356,15 @@ class SyncJob:
             stuck=self.stuck,
             partitions=self._partitions(),
             start_retry=self._start_retry.status(),
+            cut=self._last_cut,
+            cut_error=run.cuts.error if (run := self._run) is not None and run.cuts is not None else None,
         )
+
+    def _cut_published(self, published: PublishedCut) -> None:
+        """A run's publisher logged a cut, or read the newest the log holds (its thread)."""
+        last = self._last_cut
+        if last is None or published.seq >= last.seq:
+            self._last_cut = published
 
     def _partitions(self) -> tuple[PartitionRecord, ...]:
         run = self._run

@@ -21,6 +21,8 @@ from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.consumer.consumer import Consumer
 from canalbridge.sync.consumer.heartbeat import Heartbeat
 from canalbridge.sync.errors import ChannelOpenError, SnapshotError, Stopping, SyncError, TargetSourceMismatchError
+from canalbridge.sync.job.cuts import CutLog, CutPublisher
+from canalbridge.sync.model.cuts import Cut, PublishedCut
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.stats import ConsumerStats, ReceiverStats
 from canalbridge.sync.model.tables import TableId
@@ -68,6 +70,8 @@ class RunContext:
     # Connections to the source database, whatever the snapshot's mode (heartbeats write with them).
     source_db: Callable[[], SourceDb] | None = None
     on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None  # (a job in `mode = "only"`)
+    cut_log: CutLog | None = None  # where consistent cuts are tagged and logged (none: they are not)
+    on_cut_published: Callable[[PublishedCut], None] = lambda published: None
 
 
 class JobRun:
@@ -81,6 +85,9 @@ class JobRun:
         self._on_snapshot_finished = context.on_snapshot_finished
         self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
         self.heartbeat: Heartbeat | None = None  # this run's heartbeat writer, if the job writes them
+        self.cuts: CutPublisher | None = None  # this run's publisher of consistent cuts, if the job has them
+        self._cut_log = context.cut_log if settings.cuts.enabled else None
+        self._on_cut_published = context.on_cut_published
         self._source_db = context.source_db
         self.verify: VerifyRunner | None = None  # this run's last verify, if one was asked for
         self.channels: list[Channel] = []
@@ -121,12 +128,15 @@ class JobRun:
         snapshot = settings.snapshot
         if snapshot is not None and snapshot.heartbeat and self._source_db is not None:
             self.heartbeat = Heartbeat(settings.name, self._source_db, snapshot.signal, self._stop)
+        if self._cut_log is not None:
+            self.cuts = CutPublisher(settings.name, self._cut_log, settings.cuts, self._stop, self._on_cut_published)
         self._workers = [
             Receiver(settings.name, self._link, settings.commit.reconnect_retry, self._stop, self._on_failure,
                      debug=settings.debug, stats=self._receiver_stats),
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
                      on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
-                     windows=self._windows, heartbeat=self.heartbeat.request if self.heartbeat else None),
+                     windows=self._windows, heartbeat=self.heartbeat.request if self.heartbeat else None,
+                     on_whole_cut=self._whole_cut if self.cuts is not None else None),
         ]
         tables = self._snapshot_tables()
         discover = self._rule_discovery()
@@ -141,6 +151,8 @@ class JobRun:
             worker.start()
         if self.heartbeat is not None:
             self.heartbeat.start()
+        if self.cuts is not None:
+            self.cuts.start()
 
     def start_snapshot(self, tables: Sequence[SnapshotTable]) -> SnapshotRunner:
         """Start a new snapshot of ``tables`` while the stream runs (a re-sync, a back-fill); the job checked
@@ -199,6 +211,22 @@ class JobRun:
                 return f"the verify of {tables} is being cancelled; it ends once the read in flight returns"
             return f"the verify of {tables} is running; wait for it, or cancel it (canalbridge verify --cancel)"
         return None
+
+    def _whole_cut(self, label: str, position: Position) -> None:
+        """Every channel committed through ``position`` (Consumer thread): offer it as a consistent cut, unless a
+        target lacks rows of its table that the source held there (its snapshot or rebuild is not done)."""
+        assert self.cuts is not None
+        snapshot = self.snapshot
+        channels = list(self.channels)
+        if (snapshot is not None and (snapshot.running or snapshot.parked())) or any(
+                channel.rebuild_pending for channel in channels):
+            return
+        targets: dict[str, set[str]] = {}
+        for channel in channels:
+            if channel.committed_label is not None:  # (a target the job never wrote holds nothing of it)
+                targets.setdefault(channel.settings.target, set()).add(channel.committed_label)
+        if targets:
+            self.cuts.offer(Cut(label, position, {target: frozenset(labels) for target, labels in targets.items()}))
 
     def snapshot_refusal(self) -> str | None:
         """Why a new snapshot cannot start in this run (None: it can): the stream's own reason, if any."""
@@ -314,6 +342,10 @@ class JobRun:
         if heartbeat is not None and not heartbeat.join(max(deadline - time.monotonic(), 0.0)):
             self._log.warning("heartbeat.left_writing")  # (not stuck: nothing of the job waits for it)
             self.heartbeat = None  # (said once: a later join of this run does not wait for it again)
+        cuts = self.cuts
+        if cuts is not None and not cuts.join(max(deadline - time.monotonic(), 0.0)):
+            self._log.warning("cuts.left_publishing")  # (the cut log serialises it with the next run's)
+            self.cuts = None
         return self.still_running()
 
     def still_running(self) -> tuple[str, ...]:

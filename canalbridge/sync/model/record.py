@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from canalbridge.sync.model.cuts import PublishedCut
 from canalbridge.sync.model.position import Ack, Position
 from canalbridge.sync.snapshot.progress import SnapshotStatus
 from canalbridge.sync.snapshot.verify import TableCheck
@@ -108,3 +109,6 @@ class JobRecord:
     partitions: tuple[PartitionRecord, ...] = ()
     #: live only: the starts that failed in a row for an outage, and the next one, while one is scheduled
     start_retry: StartRetryStatus | None = None
+    #: live only: the newest consistent cut the job's log holds, and why the last one taken was not logged
+    cut: PublishedCut | None = None
+    cut_error: str | None = None

@@ -39,11 +39,16 @@ def test_decode_bench_drains_exactly_and_compares_with_both_references():
 @pytest.mark.real
 @pytest.mark.cluster
 @pytest.mark.timeout(900)  # the local runs, then a cluster, S3Proxy, a MariaDB and a second driver
-def test_end_to_end_bench_reports_throughput_lag_and_what_a_cluster_adds_to_each_commit():
-    backlog, live, remote, summary = run_bench("bench.end_to_end", "--rows", "3000", "--interval", "1",
-                                               "--rate", "3000", "--cluster")
-    assert backlog["rows_committed"] == live["rows_committed"] == remote["rows_committed"] > 0
-    assert backlog["table_rows"] == live["table_rows"] == remote["table_rows"]
+def test_end_to_end_bench_reports_throughput_lag_what_cuts_cost_and_what_a_cluster_adds_to_each_commit():
+    backlog, live, warm, with_cuts, remote, summary = run_bench(
+        "bench.end_to_end", "--rows", "3000", "--interval", "1", "--rate", "3000", "--cuts", "0.5", "--cluster")
+    runs = (backlog, live, warm, with_cuts, remote)
+    assert len({each["rows_committed"] for each in runs}) == 1 and backlog["rows_committed"] > 0
+    assert all(each["table_rows"] == backlog["table_rows"] for each in runs)
+    # The run with cuts published some, and the summary holds their cost beside the warm run without.
+    assert (warm["run"], with_cuts["run"]) == ("backlog_warm", "backlog_cuts") and with_cuts["cuts_published"] >= 1
+    assert summary["cuts_published"] == with_cuts["cuts_published"] and summary["cut_publish_s_p50"] > 0
+    assert summary["cuts_rows_per_s"] == with_cuts["rows_per_s"] > 0 and summary["warm_rows_per_s"] > 0
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
     assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
     assert summary["backlog_jvm_cpu_us_per_row"] == backlog["jvm_cpu_us_per_row"] > 0

@@ -58,6 +58,7 @@ def test_a_file_that_sets_nothing_runs_with_the_declared_defaults(tmp_path):
     job, kafka_job, snapshot_job = config.jobs
     owners = {"daemon": config.daemon, "spark": config.spark, "job": job, "job.canal": job.source,
               "job.commit": job.commit, "job.maintenance": job.maintenance, "job.schema": job.schema,
+              "job.cuts": job.cuts,
               "job.channel": job.channels[0], "job.kafka": kafka_job.source, "job.snapshot": snapshot_job.snapshot}
     checked = 0
     for table, options in OPTIONS.items():

@@ -84,7 +84,7 @@ class CutRecorder(Consumer):
 
     cuts: list[tuple[Position, str]]
 
-    def _commit(self, cut: Position, label: str, reason: str) -> None:
+    def _commit(self, cut: Position, label: str, reason: str, *, whole: bool) -> None:
         self.cuts.append((cut, reason))
 
 
