@@ -5,10 +5,15 @@ holds the source as it stood at the cut: the newest in main's lineage that a
 label the cut names for that target stamped (a commit of the cut or, for a
 target the cut did not change, an earlier one; later commits and
 compactions leave it as it is). A tag keeps its snapshot, and the files it
-reads, from expiry. The job keeps its newest ``keep`` tags per target and
-drops the older ones in the metadata commit that adds a tag. Only once every
-target carries the cut's tag does the log table get the cut's row: the
-newest row of a job names a cut every target can be read at.
+reads, from expiry. Only once every target carries the cut's tag does the
+log table get the cut's row: the newest row of a job names a cut every
+target it lists can be read at.
+
+A cut's ``seq`` is the time it is published, in milliseconds (past the
+newest logged), so a seq is never used twice: a publish that failed half-way
+leaves tags that no row names and that no later cut reuses. The log keeps
+the job's newest ``keep`` rows; each tag commit drops, in its target, the
+job's tags that none of the rows kept names (those tags too).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
+from canalbridge.sync.errors import first_line
 from canalbridge.sync.model.cuts import Cut, PublishedCut
 from canalbridge.sync.settings import CutSettings
 from spark_sink.errors import TargetTableError
@@ -31,10 +39,12 @@ from spark_sink.table import TargetTable, ref_lock
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = structlog.get_logger("canalbridge.cuts")
+
 # The log table's columns, in order.
 LOG_COLUMNS = (
     ("job", "STRING NOT NULL"),
-    ("seq", "BIGINT NOT NULL"),  # the cut's number in the job's log: the newest has the highest
+    ("seq", "BIGINT NOT NULL"),  # when the cut was published, in ms: the newest has the highest
     ("tag", "STRING NOT NULL"),  # the tag every target of the cut carries at its snapshot of the cut
     ("label", "STRING NOT NULL"),  # the transaction whose commit made the cut
     ("position", "STRING NOT NULL"),  # the source position of the cut, as status shows positions
@@ -44,8 +54,9 @@ LOG_COLUMNS = (
 )
 # Snapshots a lineage walk looks at before it gives up on finding a cut's.
 MAX_WALK = 100_000
-# Tries at a tag, each after a commit of the target's channel landed in between.
+# Tries at a tag, each after a commit of the target's channel landed in between, and the pause before the next.
 TAG_ATTEMPTS = 5
+TAG_RETRY_S = 0.05
 # The log table's own old snapshots are expired once in this many cuts.
 EXPIRE_EVERY = 20
 
@@ -77,25 +88,29 @@ class IcebergCutLog:
         self.keep = settings.keep
         self.table = table
         self._lock = threading.Lock()
-        self._next_seq: int | None = None
+        self._rows: list[int] | None = None  # the seqs of the job's rows in the log, ascending: read once
+        self._published = 0
         self._tag = re.compile(re.escape(f"cut-{job}-") + r"(\d+)")
+        self._log = log.bind(job=job)
 
     def latest(self) -> PublishedCut | None:
         with self._lock:
-            log = TargetTable(self._session(), self.table)
-            if log.columns() is None:
+            table = TargetTable(self._session(), self.table)
+            if table.columns() is None:
                 return None
-            rows = log.spark.sql(f"SELECT * FROM {log.identifier} WHERE job = :job ORDER BY seq DESC LIMIT 1",
-                                 args={"job": self.job}).collect()
-            return None if not rows else self._published(rows[0].asDict())
+            rows = table.spark.sql(f"SELECT * FROM {table.identifier} WHERE job = :job ORDER BY seq DESC LIMIT 1",
+                                   args={"job": self.job}).collect()
+            return None if not rows else self._row_cut(rows[0].asDict())
 
     def publish(self, cut: Cut) -> PublishedCut:
         with self._lock:
             spark = self._session()
-            log = self._log_table(spark)
-            seq = self._seq(log)
+            table = self._log_table(spark)
+            rows = self._logged(table)
+            seq = max(int(time.time() * 1000), rows[-1] + 1 if rows else 0)
             tag = tag_name(self.job, seq)
-            snapshots = {target: self._tag_target(spark, target, labels, tag, seq)
+            kept = {*rows[-(self.keep - 1):], seq}  # (keep >= 2: the newest row's tags stay while this one is made)
+            snapshots = {target: self._tag_target(spark, target, labels, tag, kept)
                          for target, labels in sorted(cut.targets.items())}
             published_ms = int(time.time() * 1000)
             execute_ms = cut.position.to_dict().get("execute_time_ms")
@@ -103,16 +118,10 @@ class IcebergCutLog:
                    None if not isinstance(execute_ms, int) else _timestamp(execute_ms), _timestamp(published_ms),
                    snapshots)
             schema = ", ".join(f"{name} {kind.replace(' NOT NULL', '')}" for name, kind in LOG_COLUMNS)
-            # The row, and the job's rows whose tags are gone dropped, in one commit. (Each row is a file of its
-            # own, with full column metrics: the condition takes whole files.)
-            from pyspark.sql import functions as F
-
-            gone = (F.col("job") == self.job) & (F.col("seq") <= seq - self.keep)
-            spark.createDataFrame([row], schema).writeTo(log.identifier).overwrite(gone)
-            self._next_seq = seq + 1
-            if seq % EXPIRE_EVERY == 0:
-                log.iceberg_table().expireSnapshots().expireOlderThan(int(time.time() * 1000)).retainLast(
-                    self.keep).commit()
+            spark.createDataFrame([row], schema).writeTo(table.identifier).append()
+            rows.append(seq)
+            self._published += 1
+            self._tidy(table, rows)
             return PublishedCut(seq, tag, cut.label, str(cut.position), snapshots, published_ms, self.table)
 
     def _session(self) -> SparkSession:
@@ -121,39 +130,40 @@ class IcebergCutLog:
         return spark
 
     def _log_table(self, spark: SparkSession) -> TargetTable:
-        log = TargetTable(spark, self.table)
-        if log.columns() is None:
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {'.'.join(quote(part) for part in log.parts[:-1])}")
+        table = TargetTable(spark, self.table)
+        if table.columns() is None:
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {'.'.join(quote(part) for part in table.parts[:-1])}")
             columns = ", ".join(f"{name} {kind}" for name, kind in LOG_COLUMNS)
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {log.identifier} ({columns}) USING iceberg TBLPROPERTIES "
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {table.identifier} ({columns}) USING iceberg TBLPROPERTIES "
                       f"('format-version'='2', 'write.metadata.delete-after-commit.enabled'='true', "
-                      f"'write.metadata.previous-versions-max'='10', 'write.metadata.metrics.default'='full')")
-        return log
+                      f"'write.metadata.previous-versions-max'='10')")
+        return table
 
-    def _seq(self, log: TargetTable) -> int:
-        if self._next_seq is None:
-            rows = log.spark.sql(f"SELECT max(seq) AS seq FROM {log.identifier} WHERE job = :job",
-                                 args={"job": self.job}).collect()
-            self._next_seq = (rows[0]["seq"] or 0) + 1
-        return self._next_seq
+    def _logged(self, table: TargetTable) -> list[int]:
+        if self._rows is None:
+            found = table.spark.sql(f"SELECT seq FROM {table.identifier} WHERE job = :job ORDER BY seq",
+                                    args={"job": self.job}).collect()
+            self._rows = [int(row["seq"]) for row in found]
+        return self._rows
 
-    def _tag_target(self, spark: SparkSession, target: str, labels: frozenset[str], tag: str, seq: int) -> int:
-        """Tag ``target``'s snapshot of the cut, dropping the job's tags that fall out of the newest ``keep``, in
-        one metadata commit; the snapshot's id."""
+    def _tag_target(self, spark: SparkSession, target: str, labels: frozenset[str], tag: str, kept: set[int]) -> int:
+        """Tag ``target``'s snapshot of the cut, dropping the job's tags whose seq is not ``kept``, in one metadata
+        commit; the snapshot's id."""
         table = TargetTable(spark, target).iceberg_table()
+        table.refresh()  # (the catalog's cache may not have the cut's commit yet)
+        snapshot_id = self._snapshot_at(table, target, labels)  # (an ancestor of main: it stays what it is)
         for attempt in range(1, TAG_ATTEMPTS + 1):
             with ref_lock(target):
-                table.refresh()  # (the catalog's cache may not have the cut's commit yet)
-                snapshot_id = self._snapshot_at(table, target, labels)
-                manage = table.manageSnapshots()
+                table.refresh()
                 refs = table.refs()
-                if refs.containsKey(tag):  # (a publish that failed before its row left it: the log never named it)
+                manage = table.manageSnapshots()
+                if refs.containsKey(tag):  # (the same millisecond as a failed publish's tag: made again)
                     manage = manage.replaceTag(tag, snapshot_id)
                 else:
                     manage = manage.createTag(tag, snapshot_id)
                 for name in list(refs.keySet()):
                     match = self._tag.fullmatch(str(name))
-                    if match is not None and int(match.group(1)) <= seq - self.keep:
+                    if match is not None and int(match.group(1)) not in kept:
                         manage = manage.removeTag(name)
                 try:
                     manage.commit()
@@ -162,29 +172,50 @@ class IcebergCutLog:
                     # A commit of the channel's landed meanwhile, and Iceberg does not retry a change of refs.
                     if attempt == TAG_ATTEMPTS or "CommitFailedException" not in str(exc):
                         raise
+            self._wait_before_retry(attempt)
         ref = table.refs().get(tag)
         if ref is None or not ref.isTag() or ref.snapshotId() != snapshot_id:
             raise TargetTableError(f"target {target}: the tag {tag} canalbridge just made is not in the table its "
                                    f"catalog returns: the catalog does not keep Iceberg's tags")
         return snapshot_id
 
+    @staticmethod
+    def _wait_before_retry(attempt: int) -> None:
+        time.sleep(TAG_RETRY_S * attempt)  # (a back-off between tries, outside the lock)
+
     def _snapshot_at(self, table: Any, target: str, labels: frozenset[str]) -> int:
-        """The newest snapshot in main's lineage that one of ``labels`` stamped (a commit in steps stamps its
-        earlier ones ``label~n``)."""
+        """The newest snapshot in main's lineage that one of ``labels`` stamped. A commit in steps stamps its
+        earlier steps ``label~n``, and a label read back after a failed commit may be one of those: the
+        transaction is what counts."""
+        wanted = {label.split("~")[0] for label in labels}
         snapshot = table.currentSnapshot()
         for _ in range(MAX_WALK):
             if snapshot is None:
                 break
             summary = snapshot.summary()
             label = summary.get(PROP_LABEL)
-            if summary.get(PROP_JOB) == self.job and label is not None and str(label).split("~")[0] in labels:
+            if summary.get(PROP_JOB) == self.job and label is not None and str(label).split("~")[0] in wanted:
                 return int(snapshot.snapshotId())
             parent = snapshot.parentId()
             snapshot = table.snapshot(parent) if parent is not None else None
         raise TargetTableError(f"target {target}: no snapshot in main's lineage carries the commit "
-                               f"{' or '.join(sorted(labels))} of job {self.job} (expired, or main was rolled back)")
+                               f"{' or '.join(sorted(wanted))} of job {self.job} (expired, or main was rolled back)")
 
-    def _published(self, row: Mapping[str, Any]) -> PublishedCut:
+    def _tidy(self, table: TargetTable, rows: list[int]) -> None:
+        """Drop the job's rows past the newest ``keep`` (their tags went with this cut's), and now and then the log
+        table's old snapshots. The cut is logged already: a failure here is said and tried again next time."""
+        try:
+            if len(rows) > self.keep:
+                table.spark.sql(f"DELETE FROM {table.identifier} WHERE job = :job AND seq < :oldest",
+                                args={"job": self.job, "oldest": rows[-self.keep]}).collect()
+                del rows[:-self.keep]
+            if self._published % EXPIRE_EVERY == 0:
+                table.iceberg_table().expireSnapshots().expireOlderThan(int(time.time() * 1000)).retainLast(
+                    self.keep).commit()
+        except Exception as exc:
+            self._log.warning("cuts.log_not_tidied", table=self.table, error=first_line(exc))
+
+    def _row_cut(self, row: Mapping[str, Any]) -> PublishedCut:
         return PublishedCut(int(row["seq"]), str(row["tag"]), str(row["label"]), str(row["position"]),
                             {str(k): int(v) for k, v in (row["snapshots"] or {}).items()},
                             int(row["published_at"].timestamp() * 1000), self.table)

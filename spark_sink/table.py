@@ -4,9 +4,10 @@ maintenance, :mod:`spark_sink.maintainer`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,18 +31,29 @@ PROP_COLUMN_ALIASES = "canalbridge.column-aliases"
 
 _ref_locks: dict[str, threading.Lock] = {}
 _ref_locks_guard = threading.Lock()
+# How long a change of refs waits for another on the same target (its commit is one metadata write).
+REF_LOCK_TIMEOUT_S = 600.0
 
 
-def ref_lock(target: str) -> threading.Lock:
-    """The lock this process holds while it moves a ref of ``target`` (a branch, main's fast-forward, a tag).
+@contextlib.contextmanager
+def ref_lock(target: str) -> Iterator[None]:
+    """Held while this process moves a ref of ``target`` (a branch, main's fast-forward, a tag).
 
     Iceberg cannot retry such a change when another commit lands between
     its read of the table and its own commit (the change keeps the
     metadata it read), so the channel's branch moves and the cut log's
-    tags on one target are made one at a time.
+    tags on one target are made one at a time. A wait past
+    :data:`REF_LOCK_TIMEOUT_S` raises, naming the target.
     """
     with _ref_locks_guard:
-        return _ref_locks.setdefault(target, threading.Lock())
+        lock = _ref_locks.setdefault(target, threading.Lock())
+    if not lock.acquire(timeout=REF_LOCK_TIMEOUT_S):
+        raise TargetTableError(f"target {target}: another change of its branches or tags in this process has not "
+                               f"ended in {REF_LOCK_TIMEOUT_S:.0f} s: its catalog does not answer")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,7 @@ def run(args: argparse.Namespace) -> int:
         if status.get("cut_error"):
             print(f"  the last one was not logged: {status['cut_error']}", file=sys.stderr)
         return FAILED
-    print(f"job {args.job}: consistent cut {cut['tag']} (seq {cut['seq']} in {cut['log_table']}), logged "
-          f"{utc_text(cut['published_ms'])}")
+    print(f"job {args.job}: consistent cut {cut['tag']} in {cut['log_table']}, logged {utc_text(cut['published_ms'])}")
     print(f"  source position {cut['position']}, transaction {cut['label']}")
     width = max(len(target) for target in cut["snapshots"])
     for target, snapshot in sorted(cut["snapshots"].items()):

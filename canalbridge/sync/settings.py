@@ -327,6 +327,10 @@ class MaintenanceSettings:
                                      doc="a run that takes longer pauses the job, naming the channel")
 
 
+def _at_least_two(value: int) -> str | None:
+    return None if value >= 2 else "must be at least 2"
+
+
 def _catalog_table(value: str) -> str | None:
     if "`" not in value and (value.count(".") < 2 or any(not part for part in value.split("."))):
         return "must be catalog.namespace.table"
@@ -350,9 +354,10 @@ class CutSettings:
     interval_seconds: float = setting(60.0, check=positive,
                                       doc="the least time between two tagged cuts (the first comes this long "
                                           "after the job starts); each costs one metadata commit per target")
-    keep: int = setting(10, check=positive,
-                        doc="tagged cuts kept per target, the newest; older tags are dropped, and maintenance may "
-                            "then expire their snapshots")
+    keep: int = setting(10, check=_at_least_two,
+                        doc="tagged cuts kept per target and rows in the log, the newest (at least 2: the newest "
+                            "logged cut keeps its tags while the next is tagged); older tags are dropped, and "
+                            "maintenance may then expire their snapshots")
     table: str | None = setting(None, check=_catalog_table,
                                 default_text="`canalbridge.cuts` in the catalog of the job's first channel",
                                 doc="`catalog.namespace.table` of the cut log, made when missing; jobs may share it")

@@ -164,6 +164,8 @@ class Committer:
         if position is not None and (self.committed_position is None or position > self.committed_position):
             self._log.warning("channel.commit_landed_despite_error", position=str(position))
             self.committed_position = position
+        if label is not None:  # (what landed of a failed commit: the target's newest stamp names it)
+            self.committed_label = label
         item.result.set_result(ReadBack(self.committed_position, label))
 
 

@@ -324,7 +324,9 @@ class Consumer(Worker):
             self._log.warning(
                 "consumer.splitting_source_txn", reason=split, label=label, position=str(self._last_position)
             )
-        self._commit(self._last_position, label, reason, whole=not work.in_source_txn)
+        # (A source that marks no transaction ends, Kafka's flat messages, never shows a cut between two.)
+        self._commit(self._last_position, label, reason,
+                     whole=self.link.marks_transactions and not work.in_source_txn)
         return True
 
     # -- commit, ack, recover -------------------------------------------------------------

@@ -80,10 +80,17 @@ class CutReader:
         self._done = threading.Event()
         self.read: list[tuple[int, bool]] = []  # (seq, whether the two tables agreed)
         self.gone = 0  # reads whose tag went before the tables were read (older than `keep` cuts)
+        self.error: BaseException | None = None  # what ended the thread otherwise
         self.thread = threading.Thread(target=self._run, name="cut-reader")
         self.thread.start()
 
     def _run(self) -> None:
+        try:
+            self._read()
+        except BaseException as exc:  # (raised in the test's thread by finish)
+            self.error = exc
+
+    def _read(self) -> None:
         spark = self._spark
         while not self._done.wait(0.2):  # the wait paces the reads; it synchronises nothing
             if not spark.catalog.tableExists(f"{CATALOG}.canalbridge.cuts"):
@@ -96,8 +103,11 @@ class CutReader:
             try:
                 agreed = held_together(spark, tag, tag)
             except Exception as exc:
-                if "Cannot find matching snapshot" not in str(exc) and "does not exist" not in str(exc):
+                if "Cannot find matching snapshot ID or reference name" not in str(exc):
                     raise
+                # Only a tag the log no longer names as its newest may go.
+                newest = spark.sql(f"SELECT max(seq) AS seq FROM {CATALOG}.canalbridge.cuts WHERE job = 'real'").first()
+                assert newest["seq"] > rows[0]["seq"], f"{rows[0]['tag']}, the newest cut logged, has no tag"
                 self.gone += 1
                 continue
             self.read.append((rows[0]["seq"], agreed))
@@ -106,6 +116,8 @@ class CutReader:
         self._done.set()
         self.thread.join(120)
         assert not self.thread.is_alive(), "the cut reader did not finish"
+        if self.error is not None:
+            raise self.error
 
 
 def jdbc_catalog(history_db, warehouse: Path) -> tuple[str, str]:
@@ -196,7 +208,7 @@ def test_a_reader_at_the_logged_cut_never_sees_tables_disagree_while_their_mains
 
     assert reader.read, f"the reader read no cut ({reader.gone} tags gone before it read them)"
     assert all(agreed for _, agreed in reader.read), [seq for seq, agreed in reader.read if not agreed]
-    assert len({seq for seq, _ in reader.read}) >= 5, reader.read  # it read while the cuts moved on
+    assert len({seq for seq, _ in reader.read}) >= 3, reader.read  # it read while the cuts moved on
     assert_target_equals_source(spark, source, ACCT, target(ACCT))
     assert_target_equals_source(spark, source, LEDGER, target(LEDGER))
     rows = spark.sql(f"SELECT seq, tag FROM {CATALOG}.canalbridge.cuts WHERE job = 'real'").collect()

@@ -18,7 +18,7 @@ from canalbridge.sync.model.cuts import PublishedCut
 from canalbridge.sync.model.record import ChannelRecord, JobRecord, JobState
 from canalbridge.sync.settings import CutSettings
 
-CUT = PublishedCut(42, "cut-shop-42", "shop-1f0c9a2e-5170", "mysql-bin.000003:18861",
+CUT = PublishedCut(1_796_650_802_315, "cut-shop-1796650802315", "shop-1f0c9a2e-5170", "mysql-bin.000003:18861",
                    {"lake.shop.ledger": 8810946151225187431, "lake.shop.acct": 4417265730562710128},
                    1_796_650_802_315, "`lake`.canalbridge.cuts")
 
@@ -40,12 +40,12 @@ def run(monkeypatch: pytest.MonkeyPatch, shown: dict[str, Any], *, as_json: bool
 def test_the_cut_is_printed_with_each_targets_snapshot_and_the_query_that_reads_them(monkeypatch, capsys):
     assert run(monkeypatch, status(CUT)) == OK
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ("job shop: consistent cut cut-shop-42 (seq 42 in `lake`.canalbridge.cuts), logged "
+    assert lines[0] == ("job shop: consistent cut cut-shop-1796650802315 in `lake`.canalbridge.cuts, logged "
                         "2026-12-07T13:40:02Z")
     assert lines[1] == "  source position mysql-bin.000003:18861, transaction shop-1f0c9a2e-5170"
     assert lines[2:4] == ["  lake.shop.acct    snapshot 4417265730562710128",
                           "  lake.shop.ledger  snapshot 8810946151225187431"]
-    assert "FROM lake.shop.acct VERSION AS OF 'cut-shop-42'" in lines[4]
+    assert "FROM lake.shop.acct VERSION AS OF 'cut-shop-1796650802315'" in lines[4]
 
 
 def test_json_is_the_cut_as_status_shows_it(monkeypatch, capsys):
@@ -64,6 +64,6 @@ def test_no_cut_yet_fails_saying_when_one_comes_and_why_the_last_was_not_logged(
 
 def test_status_shows_the_cut_in_one_line(monkeypatch):
     lines = render_text({"live": True, "jobs": [status(CUT, "cut x at y: refused")]}).splitlines()
-    assert ("  consistent cut: cut-shop-42 at mysql-bin.000003:18861, 2 targets, logged 2026-12-07T13:40:02Z "
-            "(`canalbridge cuts shop`)") in lines
+    assert ("  consistent cut: cut-shop-1796650802315 at mysql-bin.000003:18861, 2 targets, logged "
+            "2026-12-07T13:40:02Z (`canalbridge cuts shop`)") in lines
     assert "  last cut not logged: cut x at y: refused" in lines
