@@ -4,7 +4,9 @@ directory. Nothing of the machine's Prometheus service is used."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 import subprocess
 import urllib.parse
 import urllib.request
@@ -99,7 +101,22 @@ class PrometheusServer(ServiceProcess):
         """Every rule loaded, with its ``health``, ``lastError`` and ``state``."""
         return [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
 
+    def rules_evaluated_after(self, moment: float) -> bool:
+        """Whether every rule was evaluated after ``moment`` (Unix seconds): its ``state`` reflects the samples
+        scraped since."""
+        evaluated = [rule.get("lastEvaluation") for rule in self.rules()]
+        return bool(evaluated) and all(each is not None and _unix(each) > moment for each in evaluated)
+
     def targets_up(self) -> bool:
         """Whether every target's last scrape worked."""
         active = self.api("targets")["activeTargets"]
         return bool(active) and all(target["health"] == "up" for target in active)
+
+
+def _unix(rfc3339: str) -> float:
+    """Prometheus's time (``2026-12-07T14:10:02.123456789Z``, nanoseconds, any offset) as Unix seconds."""
+    match = re.fullmatch(r"(.+?)(\.\d+)?(Z|[+-]\d\d:\d\d)", rfc3339)
+    assert match is not None, rfc3339
+    whole, fraction, offset = match.groups()
+    moment = datetime.datetime.fromisoformat(whole + ("+00:00" if offset == "Z" else offset))
+    return moment.timestamp() + float(fraction or 0)
