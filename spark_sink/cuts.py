@@ -18,11 +18,12 @@ job's tags that none of the rows kept names (those tags too).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -57,6 +58,8 @@ MAX_WALK = 100_000
 # Tries at a tag, each after a commit of the target's channel landed in between, and the pause before the next.
 TAG_ATTEMPTS = 5
 TAG_RETRY_S = 0.05
+# How long a publish, or a read of the newest cut, waits for the one before it.
+PUBLISH_WAIT_S = 600.0
 # The log table's own old snapshots are expired once in this many cuts.
 EXPIRE_EVERY = 20
 
@@ -94,7 +97,7 @@ class IcebergCutLog:
         self._log = log.bind(job=job)
 
     def latest(self) -> PublishedCut | None:
-        with self._lock:
+        with self._publishing():
             table = TargetTable(self._session(), self.table)
             if table.columns() is None:
                 return None
@@ -103,7 +106,7 @@ class IcebergCutLog:
             return None if not rows else self._row_cut(rows[0].asDict())
 
     def publish(self, cut: Cut) -> PublishedCut:
-        with self._lock:
+        with self._publishing():
             spark = self._session()
             table = self._log_table(spark)
             rows = self._logged(table)
@@ -123,6 +126,18 @@ class IcebergCutLog:
             self._published += 1
             self._tidy(table, rows)
             return PublishedCut(seq, tag, cut.label, str(cut.position), snapshots, published_ms, self.table)
+
+    @contextlib.contextmanager
+    def _publishing(self) -> Iterator[None]:
+        """One publish or read of the log at a time (a run's publisher left busy at a stop, and the next run's),
+        waiting at most :data:`PUBLISH_WAIT_S`."""
+        if not self._lock.acquire(timeout=PUBLISH_WAIT_S):
+            raise TargetTableError(f"job {self.job}: a publish of its cuts has not ended in {PUBLISH_WAIT_S:.0f} s: "
+                                   f"the catalog of {self.table} or of a target does not answer")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _session(self) -> SparkSession:
         spark = self._spark()
