@@ -35,7 +35,7 @@ ACCT = TableDef(DB, "acct", (ColumnDef.of("id", "int(11)", is_key=True), ColumnD
 LEDGER = TableDef(DB, "ledger", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("src", "int(11)"),
                                  ColumnDef.of("dst", "int(11)"), ColumnDef.of("amount", "bigint(20)")))
 ACCOUNTS, START = 8, 1_000
-KILLS = 2
+KILLS = 1
 KEEP = 3
 
 
