@@ -28,7 +28,7 @@ from canalbridge.devkit.feeds import rows_in
 from canalbridge.devkit.progress import die_with_parent, lag_text
 from canalbridge.devkit.workload import Workload, WorkloadSpec
 from canalbridge.sync.channel.maintenance import MaintenanceReport
-from canalbridge.sync.channel.sink import ChannelSink, SealedTransaction
+from canalbridge.sync.channel.sink import CatalogPublisher, ChannelSink, SealedTransaction, StagedWrite
 from canalbridge.sync.job.cuts import CutLog
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.changes import BeforeImages, ChangeKind, ChangeRow, RawBatch, RowBatch
@@ -219,6 +219,14 @@ class _Recorded:
                 self.recorder.record(staged)
             self.recorder.held.clear()
 
+    def stage(self, end_position: Position, label: str, *, behind: Position | None = None) -> StagedWrite | None:
+        """Staged for an atomic publish: timed as an apply, and its rows' lag taken now (a publish later)."""
+        started = time.perf_counter()
+        staged = self.sealed.stage(end_position, label, behind=behind)
+        self.recorder.applies.append(time.perf_counter() - started)
+        self.recorder.record(self.staged)
+        return staged
+
     def discard(self, reason: str) -> None:
         self.sealed.discard(reason)
 
@@ -266,6 +274,20 @@ class Drained:
     recorders: dict[str, LagRecorder]  # by target
     peak_jvm_rss_mb: float  # the Spark JVM's
     cut_publishes: list[float] = dataclasses.field(default_factory=list)  # seconds of each cut published
+    catalog_publishes: list[float] = dataclasses.field(default_factory=list)  # seconds of each atomic publish
+
+
+class TimedPublisher:
+    """A catalog publisher (atomic cuts) that records how long each publish took."""
+
+    def __init__(self, inner: CatalogPublisher) -> None:
+        self._inner = inner
+        self.seconds: list[float] = []
+
+    def publish(self, staged: Sequence[StagedWrite]) -> None:
+        started = time.perf_counter()
+        self._inner.publish(staged)
+        self.seconds.append(time.perf_counter() - started)
 
 
 class TimedCutLog:
@@ -289,9 +311,11 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
                        spark_settings: SparkSettings, commit: CommitSettings, *, rate: float = 0,
                        maintenance: MaintenanceSettings | None = None, samples: list[tuple[float, int]] | None = None,
                        timeout_s: float = 3600.0, preload: bool = False, batch_size: int = 4096,
-                       cuts: CutSettings | None = None) -> Drained:
+                       cuts: CutSettings | None = None, catalog: str | None = None,
+                       publisher: CatalogPublisher | None = None) -> Drained:
     """One job, named ``name``, from a dev server feeding ``path`` (at ``rate`` row changes/s, or all
-    at once) into fresh tables ``CATALOG.NAME.*`` (the settings' catalog), until ``last`` is acked; then paused.
+    at once) into fresh tables ``CATALOG.NAME.*`` (``catalog``, or the settings' catalog), until ``last`` is
+    acked; then paused. ``publisher``: every commit is published atomically through it (``[job.cuts] atomic``).
 
     The dev server's store is the commit settings' (capacity and batch mode); ``preload`` has it read the whole
     file into the store before the job starts (:func:`dev_server`). ``batch_size`` is a get's (entries, or KB in
@@ -308,12 +332,14 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
     with dev_server(path, capacity=commit.store_capacity, rate=rate, batch_mode=commit.store_batch_mode,
                     preload=preload) as source:
         canal = CanalSettings("127.0.0.1", source.port, "bench", batch_size=batch_size, poll_timeout_ms=100)
-        channels = tuple(ChannelSettings(t.qualified, f"{spark_settings.catalog}.{name}.{t.name}") for t in tables)
+        catalog = catalog or spark_settings.catalog
+        channels = tuple(ChannelSettings(t.qualified, f"{catalog}.{name}.{t.name}") for t in tables)
         settings = JobSettings(name, canal, channels, commit, maintenance or MaintenanceSettings(),
-                               cuts=cuts or CutSettings(enabled=False))
+                               cuts=cuts or CutSettings(enabled=False, atomic=publisher is not None))
         cut_log = None if cuts is None else TimedCutLog(
-            IcebergCutLog(lambda: spark, name, cuts, f"{spark_settings.catalog}.{name}.cut_log"))
-        job = SyncJob(settings, sink, cut_log=cut_log)
+            IcebergCutLog(lambda: spark, name, cuts, f"{catalog}.{name}.cut_log"))
+        timed = None if publisher is None else TimedPublisher(publisher)
+        job = SyncJob(settings, sink, cut_log=cut_log, publisher=timed)
         jvm = spark_pid(spark)
         started, cpu_started, jvm_started = time.perf_counter(), time.process_time(), cpu_seconds(jvm)
         source_started = cpu_seconds(source.pid)
@@ -328,7 +354,7 @@ def drain_into_iceberg(name: str, path: Path, last: Position, tables: Sequence[T
                 time.sleep(0.1)
         job.pause()
     return Drained(job, elapsed, cpu, jvm_cpu, source_cpu, peak_rss, lags, recorders, peaks.mb["spark_jvm"],
-                   cut_log.seconds if cut_log is not None else [])
+                   cut_log.seconds if cut_log is not None else [], timed.seconds if timed is not None else [])
 
 
 def run_result(name: str, rows: int, elapsed: float, job: SyncJob, committed: Counter, peak_rss: float,

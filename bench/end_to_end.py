@@ -22,11 +22,14 @@ standalone cluster into S3 through a JDBC catalog, and the summary says
 what the cluster adds to each commit (:mod:`bench.cluster`). With ``--cuts SECONDS``, it goes twice more
 on the warm JVM, without cuts and then publishing a consistent cut at most every SECONDS (every commit when
 below the commit's time), and the summary says what the cuts cost: the rows/s against the warm run without,
-each table's commit, and the seconds of each publish.
+each table's commit, and the seconds of each publish. With ``--atomic``, it goes twice more into a Nessie
+catalog, each table committing on its own and then every commit published in one catalog commit
+(:mod:`bench.atomic`).
 
     .venv/bin/python -m bench.end_to_end --rows 2000000
     .venv/bin/python -m bench.end_to_end --rows 500000 --cluster
     .venv/bin/python -m bench.end_to_end --rows 500000 --cuts 10
+    .venv/bin/python -m bench.end_to_end --rows 500000 --atomic
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from bench import cluster
+from bench import atomic, cluster
 from bench.common import (
     add_commit_arguments,
     bench_tables,
@@ -47,6 +50,7 @@ from bench.common import (
     workload_file,
 )
 from canalbridge.daemon.logs import configure_logging
+from canalbridge.sync.channel.sink import CatalogPublisher
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import CommitSettings, CutSettings
 from spark_sink.session import get_spark, stop_spark
@@ -54,11 +58,15 @@ from spark_sink.settings import SparkSettings
 
 
 def run(name: str, path: Path, last: Position, rows: int, spark_settings: SparkSettings,
-        commit: CommitSettings, rate: float = 0, cuts: CutSettings | None = None) -> dict:
-    """One job over the whole file into fresh tables ``CATALOG.NAME.*``; its throughput, lag, memory, the
-    seconds of its tables' commits (each table's apply), and with ``cuts`` those of each cut published."""
+        commit: CommitSettings, rate: float = 0, cuts: CutSettings | None = None, catalog: str | None = None,
+        publisher: CatalogPublisher | None = None) -> dict:
+    """One job over the whole file into fresh tables ``CATALOG.NAME.*`` (``catalog``, or the settings'); its
+    throughput, lag, memory, the seconds of its tables' commits (each table's apply), with ``cuts`` those of
+    each cut published, and with ``publisher`` (atomic commits) those of each catalog commit."""
     tables = bench_tables(3)
-    drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate, cuts=cuts)
+    catalog = catalog or spark_settings.catalog
+    drained = drain_into_iceberg(name, path, last, tables, spark_settings, commit, rate=rate, cuts=cuts,
+                                 catalog=catalog, publisher=publisher)
     result = run_result(name, rows, drained.elapsed_s, drained.job, drained.lags, drained.peak_rss_mb, rate,
                         cpu_s=drained.cpu_s, jvm_cpu_s=drained.jvm_cpu_s, source_cpu_s=drained.source_cpu_s)
     applies = sorted(seconds for recorder in drained.recorders.values() for seconds in recorder.applies)
@@ -70,8 +78,13 @@ def run(name: str, path: Path, last: Position, rows: int, spark_settings: SparkS
         result["cuts_published"] = len(publishes)
         result["cut_publish_s_p50"] = round(publishes[len(publishes) // 2], 2) if publishes else None
         result["cut_publish_s_max"] = round(publishes[-1], 2) if publishes else None
+    if publisher is not None:
+        publishes = sorted(drained.catalog_publishes)
+        result["catalog_publishes"] = len(publishes)
+        result["catalog_publish_s_p50"] = round(publishes[len(publishes) // 2], 3) if publishes else None
+        result["catalog_publish_s_max"] = round(publishes[-1], 3) if publishes else None
     spark = get_spark(spark_settings)
-    result["table_rows"] = {t.name: spark.table(f"{spark_settings.catalog}.{name}.{t.name}").count() for t in tables}
+    result["table_rows"] = {t.name: spark.table(f"{catalog}.{name}.{t.name}").count() for t in tables}
     return result
 
 
@@ -84,6 +97,9 @@ def main() -> None:
     parser.add_argument("--cuts", type=float, default=0.0, metavar="SECONDS",
                         help="the backlog run twice more, warm: without cuts, then publishing a consistent cut at "
                              "most every SECONDS (0: not)")
+    parser.add_argument("--atomic", action="store_true",
+                        help="the backlog run twice more, warm, into a Nessie catalog: each table committing on its "
+                             "own, then every commit published in one catalog commit ([job.cuts] atomic)")
     parser.add_argument("--cluster", action="store_true",
                         help="the backlog run once more, on a Spark standalone cluster into S3 through a JDBC catalog")
     add_commit_arguments(parser)
@@ -113,6 +129,10 @@ def main() -> None:
                      "cut_publish_s_max": cut_run["cut_publish_s_max"],
                      "warm_table_commit_s_p50": warm["table_commit_s_p50"],
                      "cuts_table_commit_s_p50": cut_run["table_commit_s_p50"]}
+    in_nessie = atomic.compare(
+        lambda name, catalog, publisher: run(name, path, last, rows, spark_settings, commit, catalog=catalog,
+                                             publisher=publisher),
+        spark_settings, commit.commit_timeout_seconds) if args.atomic else {}
     stop_spark()
     on_cluster = cluster.compare(backlog, Path(root) / "warehouse" / "backlog", path, rows, last, commit,
                                  args.decoder) if args.cluster else {}
@@ -127,7 +147,7 @@ def main() -> None:
                       "backlog_python_cpu_us_per_row": backlog["python_cpu_us_per_row"],
                       "backlog_jvm_cpu_us_per_row": backlog["jvm_cpu_us_per_row"],
                       "backlog_devserver_cpu_us_per_row": backlog["devserver_cpu_us_per_row"], **with_cuts,
-                      **on_cluster}))
+                      **in_nessie, **on_cluster}))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.model.position import EntryPosition, Position
+from spark_sink.equality import Staged
 from spark_sink.table import TargetColumn
 from spark_sink.writer import IcebergWriter, Layout, Transaction
 
@@ -127,3 +128,8 @@ class ChangelogMode:
             append(self.writer.table.identifier)  # one snapshot: straight onto main
         else:
             self.writer.held_write(append, publish)
+
+    def stage_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str]) -> Staged | None:
+        self.writer.log.warning("spark.applied_alone", reason="a changelog target's appends are not staged")
+        self.write(frame, txn, properties, True)
+        return None

@@ -17,13 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from spark_sink.classpath import decoder_jar
-from spark_sink.errors import SparkSetupError
+from spark_sink.errors import SparkSetupError, java_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 WRITER_CLASS = "canalbridge.spark.EqualityDeltaWriter"
+log = structlog.get_logger("canalbridge.spark")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,40 @@ def commit(spark: SparkSession, identifier: str, changes: DataFrame, keys: Seque
     main)."""
     summary = _writer(spark).commit(spark._jsparkSession, identifier, changes._jdf, list(keys), branch,
                                     dict(properties))
+    return _summary(summary)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One table's equality-delete commit, written and staged but not committed: main has not moved.
+    :func:`spark_sink.catalog_commit.publish` lands it with other tables' in one catalog commit."""
+
+    target: str
+    written: EqualityCommit
+    handle: Any  # the JVM's canalbridge.spark.StagedDelta
+
+    @property
+    def snapshot_id(self) -> int:
+        """The id of the snapshot the commit adds."""
+        return int(self.handle.snapshotId())
+
+    def discard(self) -> None:
+        """Delete the files staging wrote; only for a commit known not to have landed. Never raises: a file it
+        cannot delete (the JVM that staged it is gone, the store does not answer) stays as an orphan."""
+        try:
+            self.handle.discard()
+        except Exception as exc:
+            log.warning("spark.staged_files_left", target=self.target, error=java_error(exc))
+
+
+def stage(spark: SparkSession, identifier: str, changes: DataFrame, keys: Sequence[str],
+          properties: Mapping[str, str]) -> Staged:
+    """Write ``changes`` as :func:`commit` does, but stage the RowDelta instead of committing it."""
+    handle = _writer(spark).stage(spark._jsparkSession, identifier, changes._jdf, list(keys), dict(properties))
+    return Staged(identifier, _summary(handle.summary()), handle)
+
+
+def _summary(summary: object) -> EqualityCommit:
     data_files, delete_files, rows, changed = (int(part) for part in str(summary).split(","))
     return EqualityCommit(data_files, delete_files, rows, changed)
 

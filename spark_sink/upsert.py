@@ -18,6 +18,7 @@ from canalbridge.sync.model.position import Position
 from spark_sink import equality
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
+from spark_sink.equality import Staged
 from spark_sink.errors import SparkSetupError
 from spark_sink.identifiers import quote
 from spark_sink.session import release_checkpoint
@@ -221,6 +222,22 @@ class UpsertMode:
             # Two or three statements: always on the branch, so that main moves once.
             self.writer.held_write(lambda target: self._delete_and_insert(target, names, keys, broadcast, bound,
                                                                           stale, properties), publish)
+
+    def stage_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str]) -> Staged | None:
+        assert txn.batch is not None
+        reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self.writer.unmapped
+                  else "it holds snapshot chunks" if txn.chunks
+                  else None if self._equality else "the target takes position deletes")
+        if reason is None:
+            staged = equality.stage(self.writer.spark, self.writer.table.identifier, frame, key_names(txn.batch),
+                                    properties)
+            written = staged.written
+            self.writer.log.debug("spark.equality_staged", data_files=written.data_files,
+                                  delete_files=written.delete_files, rows=written.rows, keys=written.keys)
+            return staged
+        self.writer.log.warning("spark.applied_alone", reason=reason)
+        self.write(frame, txn, properties, True)
+        return None
 
     def _equality_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         """The transaction as one RowDelta of equality deletes and new rows (:mod:`spark_sink.equality`): on

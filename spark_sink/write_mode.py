@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.model.position import Position
+from spark_sink.equality import Staged
 from spark_sink.staging import Layout, Transaction
 from spark_sink.table import TargetColumn
 
@@ -70,4 +71,10 @@ class WriteMode(Protocol):
     def write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         """Write ``frame`` stamped with ``properties``: to main at once, or held
         (:meth:`~spark_sink.writer.IcebergWriter.held_write`)."""
+        ...
+
+    def stage_write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str]) -> Staged | None:
+        """Write ``frame`` stamped with ``properties`` as a staged commit that main does not point at yet
+        (:mod:`spark_sink.catalog_commit` publishes it); or, if this write cannot be staged, write it to main
+        at once, say why in the log, and return None."""
         ...

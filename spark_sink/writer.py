@@ -33,6 +33,7 @@ from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
+from spark_sink.equality import Staged
 from spark_sink.errors import ValueConversionError, data_error
 from spark_sink.evolve import Column as TargetSchemaColumn
 from spark_sink.evolve import widening
@@ -55,12 +56,15 @@ _view_ids = itertools.count(1)
 class _Sealed:
     """A sealed transaction of an Iceberg writer, and the writer's apply that takes it."""
 
-    apply_txn: Callable[[Transaction, Position, str, bool, Position | None], None]
+    apply_txn: Callable[[Transaction, Position, str, bool, Position | None, bool], Staged | None]
     txn: Transaction
 
     def apply(self, end_position: Position, label: str, *, publish: bool = True,
               behind: Position | None = None) -> None:
-        self.apply_txn(self.txn, end_position, label, publish, behind)
+        self.apply_txn(self.txn, end_position, label, publish, behind, False)
+
+    def stage(self, end_position: Position, label: str, *, behind: Position | None = None) -> Staged | None:
+        return self.apply_txn(self.txn, end_position, label, True, behind, True)
 
     def discard(self, reason: str) -> None:
         self.txn.clear()
@@ -158,17 +162,24 @@ class IcebergWriter:
         self.seal().apply(end_position, label)
 
     def _apply(self, txn: Transaction, end_position: Position, label: str, publish: bool,
-               behind: Position | None) -> None:
-        """Apply a sealed transaction (on the thread that applies them all, one at a time)."""
+               behind: Position | None, stage: bool) -> Staged | None:
+        """Apply a sealed transaction (on the thread that applies them all, one at a time); or, with ``stage``,
+        stage it for a catalog commit (:meth:`_Sealed.stage`) and return what was staged."""
         batch = txn.batch
+        staged: Staged | None = None
         try:
+            if stage and (batch is None or self._holding or self.rebuild_pending):
+                if batch is not None:
+                    self.log.warning("spark.applied_alone", reason="writes are held" if self._holding
+                                     else "the target waits to be rebuilt")
+                stage = False
             if batch is None:
                 if publish and self._holding:
                     self._publish()
                     if self._held_progress is not None:  # (the held writes' stamps carry it: now main's)
                         self.snapshot_progress, self._held_progress = self._held_progress, None
                     self._rebuilt()
-                return
+                return None
             self.live()  # (and this thread's active session: ANSI casts)
             if self.rebuild_pending or not self._ready or batch.target_columns != self._prepared_for:
                 # Here, not while staging: the table is as the transactions before this one left it
@@ -178,26 +189,30 @@ class IcebergWriter:
                         **{chunk.progress.table: chunk.progress for _, chunk in txn.chunks}}
             properties = position_properties(self.job, label, end_position, behind, progress)
             seq_scale = 1
-            staged: DataFrame | None = None
+            rows: DataFrame | None = None
             if txn.raw_staging.count:
                 register(self.spark)  # again after a lost session
                 keys = batch.key_indexes if self.before_images() is BeforeImages.KEY_CHANGES else None
                 changes = decoded_changes(txn.raw_staging.to_dataframe(self.spark), batch.columns, keys,
                                           source_key=self.channel.key is None)
-                staged = self.mode.from_changes(changes, batch)
+                rows = self.mode.from_changes(changes, batch)
                 seq_scale = 1 << CHANGE_BITS  # (a decoded change's _seq: its entry's, then its place in it)
             elif txn.staging.count:
-                staged = txn.staging.to_dataframe(self.spark)
+                rows = txn.staging.to_dataframe(self.spark)
             if txn.chunks:
-                frame = self.mode.with_chunks(staged, batch, [(seq * seq_scale, chunk) for seq, chunk in txn.chunks])
+                frame = self.mode.with_chunks(rows, batch, [(seq * seq_scale, chunk) for seq, chunk in txn.chunks])
             else:
-                assert staged is not None
-                frame = self.mode.typed(staged, batch)
-            self.mode.write(frame, txn, properties, publish)
-            if publish:
+                assert rows is not None
+                frame = self.mode.typed(rows, batch)
+            if stage:
+                # (The snapshot's progress stays as it was: a job whose cuts are atomic runs no snapshot.)
+                staged = self.mode.stage_write(frame, txn, properties)
+            else:
+                self.mode.write(frame, txn, properties, publish)
+            if staged is None and publish:
                 self.snapshot_progress, self._held_progress = progress, None
                 self._rebuilt()
-            else:
+            elif staged is None:
                 self._held_progress = progress  # (what the held writes stamp lands only with them)
         except Exception as exc:
             # Whatever failed (the table's checks, a lost session, the write): what the branch holds
@@ -216,7 +231,9 @@ class IcebergWriter:
         finally:
             txn.clear()
             self._drop_view()
-        self.log.debug("spark.committed", label=label, position=str(end_position), published=publish)
+        self.log.debug("spark.committed", label=label, position=str(end_position), published=publish,
+                       staged=staged is not None)
+        return staged
 
     def held_write(self, write: Callable[[str], None], publish: bool) -> None:
         """``write(target)`` onto the job's branch, then main fast-forwarded to it if ``publish``.

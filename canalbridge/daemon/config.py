@@ -201,6 +201,9 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
         daemon_values["control_token_env"] = token or None
     jobs = [_job(raw_job, index, path.parent, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
     _check_across_jobs(jobs, problems)
+    for index, job in enumerate(jobs):
+        if job is not None and job.cuts.atomic:
+            _check_atomic(job, f"job[{index}]", spark_values.get("upsert_deletes", "auto"), problems)
     if _has_password(raw) and _world_readable(path):
         warnings.append(f"{path} holds a password and is readable by every user: chmod 600 it or use password_env")
     if problems:
@@ -442,6 +445,26 @@ def _check_across_jobs(jobs: list[JobSettings | None], problems: list[str]) -> N
             if channel.target in targets:
                 problems.append(f"{where}: {channel.target} is already written by {targets[channel.target]}")
             targets.setdefault(channel.target, where)
+
+
+def _check_atomic(job: JobSettings, where: str, upsert_deletes: str, problems: list[str]) -> None:
+    """What a job whose cuts are atomic cannot have: each commit of every target must be one staged RowDelta,
+    all in one catalog."""
+    said = f"{where}.cuts.atomic"
+    if job.snapshot is not None:
+        problems.append(f"{said}: a job with [job.snapshot] cannot publish atomically (its chunks are not staged)")
+    catalogs = sorted({channel.target.split(".", 1)[0].lower() for channel in job.channels})
+    if len(catalogs) > 1:
+        problems.append(f"{said}: every target must be in one catalog, not in {', '.join(catalogs)}")
+    for index, channel in enumerate(job.channels):
+        if channel.mode != "upsert":
+            problems.append(f"{where}.channel[{index}].mode: a job whose cuts are atomic takes upsert targets only")
+        elif channel.upsert_deletes == "position":
+            problems.append(f"{where}.channel[{index}].upsert_deletes: a job whose cuts are atomic writes equality "
+                            f"deletes, not position deletes")
+        elif channel.upsert_deletes is None and upsert_deletes == "position":
+            problems.append(f"{where}.channel[{index}]: takes spark.upsert_deletes = \"position\"; a job whose cuts "
+                            f"are atomic writes equality deletes (set the channel's upsert_deletes)")
 
 
 def _has_password(raw: dict) -> bool:

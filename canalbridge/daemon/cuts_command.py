@@ -30,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
         return OK if cut else FAILED
     if not cut:
         settings = next((job for job in config.jobs if job.name == args.job), None)
+        if settings is not None and settings.cuts.atomic:
+            print(f"job {args.job}: [job.cuts] atomic: every commit moves all of its targets in one catalog commit, "
+                  f"so no cut is logged; read the tables at one commit of the catalog (docs: reading.md#atomic)",
+                  file=sys.stderr)
+            return FAILED
         how = ("[job.cuts] enabled = false" if settings is not None and not settings.cuts.enabled else
                "a cut is logged once every target holds the same source cut, at most every "
                f"{settings.cuts.interval_seconds if settings is not None else '[job.cuts] interval'} s, and never "

@@ -22,6 +22,7 @@ from canalbridge.daemon.exit_codes import STUCK
 from canalbridge.daemon.metrics import Metrics
 from canalbridge.daemon.state import StateStore, StoredFilters
 from canalbridge.daemon.status import job_json
+from canalbridge.sync.channel.sink import CatalogPublisher
 from canalbridge.sync.errors import JobStateError
 from canalbridge.sync.job.cuts import CutLog
 from canalbridge.sync.job.job import FailKind, JobState, SyncJob
@@ -121,7 +122,7 @@ class Daemon:
         for settings in self.config.jobs:
             job = SyncJob(settings, self._sink_factory(settings), self._on_job_change,
                           snapshot=self._snapshot_source(settings), retry_starts=True,
-                          cut_log=self._cut_log(settings))
+                          cut_log=self._cut_log(settings), publisher=self._publisher(settings))
             self.jobs[settings.name] = job
             record = records.get(settings.name)
             if record is not None:
@@ -165,6 +166,23 @@ class Daemon:
         if not cuts.enabled or table is None:  # (None: a malformed target, which its channel names when it opens)
             return None
         return IcebergCutLog(functools.partial(get_spark, self.config.spark), settings.name, cuts, table)
+
+    def _publisher(self, settings: JobSettings) -> CatalogPublisher | None:
+        """The catalog commit of a job whose cuts are atomic (``[job.cuts] atomic``); a catalog that has none
+        stops the daemon at start, naming it."""
+        from spark_sink.catalog_commit import IcebergPublisher, unsupported
+        from spark_sink.errors import SparkSetupError
+        from spark_sink.session import get_spark
+
+        if not settings.cuts.atomic:
+            return None
+        catalog = settings.channels[0].target.split(".", 1)[0]
+        reason = unsupported(get_spark(self.config.spark), catalog)
+        if reason is not None:
+            raise SparkSetupError(f"job {settings.name}: [job.cuts] atomic needs a catalog that commits several "
+                                  f"tables at once, and catalog {catalog} cannot: {reason}")
+        return IcebergPublisher(functools.partial(get_spark, self.config.spark),
+                                settings.commit.commit_timeout_seconds)
 
     def _snapshot_source(self, settings: JobSettings) -> SnapshotSource | None:
         """Where the job's snapshot and verify read, if it has one: its source database, and chunks through

@@ -109,6 +109,16 @@ class ChannelCommitError(SyncError):
         super().__init__(f"channel {channel} transaction {label}: {cause}")
 
 
+class PublishFailed(SyncError):
+    """A job's catalog commit of several targets' staged writes that did not report success (``[job.cuts]
+    atomic``). ``refused``: the catalog applied none of it; otherwise it may have applied all of it."""
+
+    def __init__(self, targets: tuple[str, ...], refused: bool, message: str) -> None:
+        self.targets = targets
+        self.refused = refused
+        super().__init__(message)
+
+
 class ChannelStuckError(SyncError):
     """A channel's thread did not finish its work within the bound: a commit (or maintenance) that hangs."""
 

@@ -344,7 +344,8 @@ class CutSettings:
     On a schedule, once every target of the job holds the same source cut,
     each gets an Iceberg tag at its snapshot of that cut and the cut log
     table gets a row naming the tag: readers who join the job's tables read
-    them all at the newest cut the log names.
+    them all at the newest cut the log names. With ``atomic``, every commit
+    moves all of the job's targets in one catalog commit instead.
     """
 
     SECTION: ClassVar[str] = "job.cuts"
@@ -361,6 +362,10 @@ class CutSettings:
     table: str | None = setting(None, check=_catalog_table,
                                 default_text="`canalbridge.cuts` in the catalog of the job's first channel",
                                 doc="`catalog.namespace.table` of the cut log, made when missing; jobs may share it")
+    atomic: bool = setting(False, doc="publish each commit of every target in one commit of the catalog, which must "
+                                      "be an Iceberg REST catalog that applies a multi-table commit atomically "
+                                      "(Nessie); then no tags or log are written. Upsert targets with equality "
+                                      "deletes only, without `[job.snapshot]`")
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from canalbridge.mysql_types import canonical
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.maintenance import MaintenanceReport
 from canalbridge.sync.channel.sink import TargetState
-from canalbridge.sync.errors import ColumnsChangedError
+from canalbridge.sync.errors import ColumnsChangedError, PublishFailed
 from canalbridge.sync.model.changes import (
     Alteration,
     BeforeImages,
@@ -70,6 +71,8 @@ class InMemoryWriter:
     raises instead) and records each DDL applied in ``alterations``. An
     apply with ``publish=False`` is held: :attr:`rows` and the commits show
     it only once an apply publishes, with it (a failed apply drops it).
+    A sealed transaction's ``stage`` counts as a commit call (and fails as
+    one) but lands only when an :class:`InMemoryPublisher` publishes it.
     """
 
     table: str
@@ -85,6 +88,7 @@ class InMemoryWriter:
     forgotten_commits: int = 0  # commits before a forget_position(): their positions are not read back
     rebuild_marked: bool = False  # mark_rebuild() was called, and no commit landed since
     replaced: int = 0  # times the table was made anew by a rebuild's first commit
+    discarded_writes: int = 0  # staged writes discarded (never published)
     _maintaining: bool = False
     keep_changes: bool = False
     decode_raw: bool = False
@@ -107,7 +111,7 @@ class InMemoryWriter:
     snapshot: dict[str, TableProgress] = field(default_factory=dict)  # as the last commit left it
     # Applied, not published: (sealed, stamp, label, behind).
     _held: list[tuple[SealedInMemory, Position, str, Position | None]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)  # (re-entered by a publish's ``after``)
 
     @property
     def rows(self) -> dict[tuple[str | None, ...], dict[str, str | None]]:
@@ -253,6 +257,24 @@ class InMemoryWriter:
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
 
+    def _stage(self, sealed: SealedInMemory, end_position: Position, label: str,
+               behind: Position | None) -> StagedInMemory:
+        if sealed.raw_failure is not None:
+            self._dropped("commit failed")
+            raise sealed.raw_failure
+        if self.before_commit is not None:
+            self.before_commit(self, end_position)
+        with self._lock:
+            assert not self._held, f"{self.table}: a write staged while rows are held"
+            self.commit_calls += 1
+            if self.commit_calls in self.fail_commit_at:
+                self.aborts.append("commit failed")
+                raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
+            last = self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
+            if last is not None and end_position < last:
+                raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
+            return StagedInMemory(self, sealed, end_position, label, behind)
+
     def _land(self, sealed: SealedInMemory, end_position: Position, label: str, behind: Position | None) -> None:
         """Make one applied transaction visible (the caller holds the lock)."""
         if self.rebuild_marked:  # the first commit since: the table is made anew under it
@@ -345,8 +367,78 @@ class SealedInMemory:
               behind: Position | None = None) -> None:
         self.writer._apply(self, end_position, label, publish, behind)
 
+    def stage(self, end_position: Position, label: str, *, behind: Position | None = None) -> StagedInMemory:
+        return self.writer._stage(self, end_position, label, behind)
+
     def discard(self, reason: str) -> None:
         self.writer._dropped(reason)
+
+
+@dataclass
+class StagedInMemory:
+    """A staged write of an :class:`InMemoryWriter`: lands when an :class:`InMemoryPublisher` publishes it."""
+
+    writer: InMemoryWriter
+    sealed: SealedInMemory
+    end_position: Position
+    label: str
+    behind: Position | None
+    discarded: bool = False
+    landed: bool = False
+
+    @property
+    def target(self) -> str:
+        return self.writer.table
+
+    def discard(self) -> None:
+        assert not self.landed, f"{self.target}: the files of a write that landed deleted"
+        self.discarded = True
+        with self.writer._lock:
+            self.writer.discarded_writes += 1
+
+
+@dataclass
+class InMemoryPublisher:
+    """Publishes in-memory staged writes all at once: every writer's lock is held while they land, so a
+    reader of the writers' rows sees all of a publish or none. ``refuse_at`` names the 1-based publishes that
+    land nothing and say so, ``lose_reply_at`` those that land and then fail as a lost reply would,
+    ``refuse_landed_at`` those that land and then are refused (a 409 answering the HTTP client's retry of the
+    request that landed); ``after`` runs after each publish that landed, still holding the locks (it may read
+    the writers' rows). A staged write discarded after it landed fails the test."""
+
+    refuse_at: set[int] = field(default_factory=set)
+    lose_reply_at: set[int] = field(default_factory=set)
+    refuse_landed_at: set[int] = field(default_factory=set)
+    after: Callable[[], None] | None = None
+    publishes: int = 0
+    published: list[tuple[str, ...]] = field(default_factory=list)  # the labels of each publish that landed
+
+    def publish(self, staged: Sequence[StagedInMemory]) -> None:
+        self.publishes += 1
+        targets = tuple(each.target for each in staged)
+        assert not any(each.discarded for each in staged), "a discarded write published"
+        if self.publishes in self.refuse_at:
+            raise PublishFailed(targets, True, f"injected refusal of publish #{self.publishes}")
+        with self.locked([each.writer for each in staged]):
+            for each in staged:
+                each.writer._land(each.sealed, each.end_position, each.label, each.behind)
+                each.landed = True
+            self.published.append(tuple(each.label for each in staged))
+            if self.after is not None:
+                self.after()
+        if self.publishes in self.lose_reply_at:
+            raise PublishFailed(targets, False, f"injected lost reply of publish #{self.publishes}")
+        if self.publishes in self.refuse_landed_at:
+            raise PublishFailed(targets, True, f"injected refusal of the retry of publish #{self.publishes}")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def locked(writers: Sequence[InMemoryWriter]) -> Iterator[None]:
+        """Hold every writer's lock (in one order, whoever asks)."""
+        with contextlib.ExitStack() as stack:
+            for writer in sorted({each.table: each for each in writers}.values(), key=lambda each: each.table):
+                stack.enter_context(writer._lock)
+            yield
 
 
 def _altered(names: tuple[str, ...], values: tuple[str | None, ...],

@@ -53,7 +53,7 @@ from canalbridge.sync.channel.committer import Committer
 from canalbridge.sync.channel.maintenance import MaintenanceRun
 from canalbridge.sync.channel.sink import ChannelSink
 from canalbridge.sync.channel.stager import Abort, AddChunk, Begin, Commit, Send, Stager, Statement, Work
-from canalbridge.sync.channel.work import ReadBack, ReadPosition
+from canalbridge.sync.channel.work import Committed, Published, ReadBack, ReadPosition, Staged
 from canalbridge.sync.errors import ChannelStuckError, Stopping
 from canalbridge.sync.model.changes import RowRun
 from canalbridge.sync.model.position import Position, Refill
@@ -76,12 +76,15 @@ class Channel:
 
     def __init__(self, job: str, settings: ChannelSettings, sink: ChannelSink, stop: threading.Event,
                  stall_timeout_s: float, *, maintenance: MaintenanceSettings | None = None,
-                 schema: SchemaSettings | None = None, debug: bool = False) -> None:
+                 schema: SchemaSettings | None = None, debug: bool = False, atomic: bool = False) -> None:
+        """``atomic``: the job's cuts are atomic (``[job.cuts] atomic``): commits are staged, and the job's
+        catalog commit makes them current."""
         self.job = job
         self.settings = settings
         self.source = settings.source
         self.sink = sink
         self.debug = debug
+        self._atomic = atomic
         self.refill: Refill | None = None  # read at start: a refill an earlier process stopped in
         # The source table's name as the target recorded it once the channel followed a RENAME TABLE, else None:
         # read at start, for the router (which owns the name of the followed tables of the channels a run
@@ -124,7 +127,7 @@ class Channel:
         target = TargetSchema(self.settings, self.schema, self.sink.writer.before_images(), self._log)
         target.reset(state.columns, state.aliases)
         self._committer = Committer(self.source, self.sink, self._stop, self.maintenance, self._stall_timeout_s,
-                                    committed, state.label, self._log)
+                                    committed, state.label, self._log, atomic=self._atomic)
         # Columns that record a row's source are added in Python: the JVM decoder reads only what Canal sent.
         raw = self.sink.writer.decodes_row_changes() and not self.settings.origin_columns
         stager = Stager(self.source, self.sink, target, self._committer, raw=raw, debug=self.debug, log=self._log)
@@ -235,16 +238,24 @@ class Channel:
         self._flush()
         self._put(AddChunk(position, window.table, window.chunk, window.key_columns, window.keys))
 
-    def commit(self, end_position: Position) -> Future[bool]:
+    def commit(self, end_position: Position) -> Future[Committed]:
         """Flush the tail and commit through ``end_position``; the next transaction may begin at once.
 
         The future resolves to True when rows were written, False when the
-        transaction had none for this table, or raises ChannelCommitError.
+        transaction had none for this table, a :class:`Staged` write when the
+        job's cuts are atomic (current once :meth:`published`), or raises
+        ChannelCommitError.
         """
         self._flush()
-        result: Future[bool] = Future()
+        result: Future[Committed] = Future()
         self._put(Commit(end_position, result))
         return result
+
+    def published(self, staged: Staged) -> None:
+        """The job's catalog commit made ``staged`` (this channel's last commit) current: the committer thread
+        takes it as committed."""
+        assert self._committer is not None, "a channel that staged a write has a committer"
+        self._committer.put(Published(staged))
 
     def abort(self, reason: str) -> Future[None]:
         self._pending, self._pending_entries = [], 0

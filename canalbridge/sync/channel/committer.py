@@ -10,6 +10,13 @@ ALTER) are held by the writer and published together. Only the last step
 that writes carries the commit's label, so a read-back that finds the
 label knows the whole commit landed.
 
+In a job whose cuts are atomic (``[job.cuts] atomic``), a transaction of
+one rows step is staged instead of applied: the future resolves to the
+:class:`Staged` write, and the commit counts as landed only when the
+pipeline's catalog commit published it (:class:`Published`, through this
+thread's queue). A transaction with a DDL, or with rows of two layouts, is
+applied step by step as in any job: those cuts are not atomic across tables.
+
 After a commit, once its schedule says so, the thread runs the target's
 maintenance (:mod:`canalbridge.sync.channel.maintenance`) before it applies the next
 transaction; waits on the channel meanwhile are bounded by the
@@ -27,7 +34,18 @@ import structlog
 
 from canalbridge.sync.channel.maintenance import MaintenanceRun, MaintenanceSchedule
 from canalbridge.sync.channel.sink import ChannelSink
-from canalbridge.sync.channel.work import Apply, ReadBack, ReadPosition, Rows, Step, discard, drop, take
+from canalbridge.sync.channel.work import (
+    Apply,
+    Published,
+    ReadBack,
+    ReadPosition,
+    Rows,
+    Staged,
+    Step,
+    discard,
+    drop,
+    take,
+)
 from canalbridge.sync.errors import ChannelCommitError, ColumnsChangedError, first_line
 from canalbridge.sync.model.changes import Alteration
 from canalbridge.sync.model.position import EntryPosition, Position, later
@@ -41,8 +59,9 @@ class Committer:
 
     def __init__(self, source: str, sink: ChannelSink, stop: threading.Event, maintenance: MaintenanceSettings,
                  stall_timeout_s: float, committed_position: Position | None, committed_label: str | None,
-                 log: structlog.typing.FilteringBoundLogger) -> None:
+                 log: structlog.typing.FilteringBoundLogger, *, atomic: bool = False) -> None:
         self.source = source
+        self._atomic = atomic
         self._sink = sink
         self.maintenance = maintenance
         self.committed_position = committed_position
@@ -58,10 +77,10 @@ class Committer:
         self._stall_timeout_s = stall_timeout_s
         self._log = log
         # From the staging thread; the Consumer's one commit at a time bounds what waits here.
-        self._sealed: queue.Queue[Apply | ReadPosition] = queue.Queue()
+        self._sealed: queue.Queue[Apply | ReadPosition | Published] = queue.Queue()
         self._schedule = MaintenanceSchedule(maintenance, time.monotonic())
 
-    def put(self, item: Apply | ReadPosition) -> None:
+    def put(self, item: Apply | ReadPosition | Published) -> None:
         self._sealed.put(item)
 
     def run(self) -> None:
@@ -69,6 +88,10 @@ class Committer:
         while (item := take(self._sealed, self._stop)) is not None:
             if isinstance(item, Apply):
                 self._apply(item)
+            elif isinstance(item, Published):
+                staged = item.staged
+                self._committed(staged.label, staged.position, staged.rows)
+                self._maintain_if_due()
             else:
                 self._read_position(item)
         while True:  # what was sealed and not applied is consumed again: drop its staged rows
@@ -86,6 +109,12 @@ class Committer:
         # Only the commit's last step that writes carries its label (see Channel.read_committed_position).
         writing = [index for index in range(len(item.steps)) if index not in skipped]
         labelled = writing[-1] if writing else None
+        if self._atomic and self._staged(item, stamped):
+            return
+        if self._atomic:
+            self._log.warning("channel.applied_alone", label=item.label,
+                              reason="a schema change" if any(isinstance(step, Alteration) for step in item.steps)
+                              else "rows of several layouts")
         for index, step in enumerate(item.steps):
             # Each step is stamped with the last position it holds: the transaction's end for the last
             # one. A commit that fills in what Canal's first pass missed can end before the table's
@@ -125,12 +154,45 @@ class Committer:
             stamped = position
             if published:
                 self.committed_position = position
-        if labelled is not None:
-            self.committed_label = item.label
-        self.rows_written += item.rows
-        self.last_commit_time_ms = int(time.time() * 1000)
-        self._log.info("channel.committed", label=item.label, rows=item.rows, position=str(self.committed_position))
+        self._committed(item.label if labelled is not None else None, self.committed_position, item.rows)
         item.result.set_result(True)
+        self._maintain_if_due()
+
+    def _staged(self, item: Apply, stamped: Position | None) -> bool:
+        """Stage a transaction of one rows step for the job's catalog commit (the writer may apply it at once
+        instead); False, having done nothing, if it is not one."""
+        if len(item.steps) != 1 or not isinstance(item.steps[0], Rows):
+            return False
+        position = later(stamped, item.end_position)
+        through = item.end_position
+        behind = through if isinstance(through, EntryPosition) and through != position else None
+        try:
+            written = item.steps[0].sealed.stage(position, item.label, behind=behind)
+        except Exception as exc:
+            if isinstance(exc, ColumnsChangedError):
+                exc = _named(exc, item.histories)
+            self._log.warning("channel.commit_failed", label=item.label, error=first_line(exc))
+            item.result.set_exception(ChannelCommitError(self.source, item.label, exc))
+            return True
+        if written is None:  # applied at once
+            self._committed(item.label, position, item.rows)
+            item.result.set_result(True)
+            self._maintain_if_due()
+        else:
+            self._log.info("channel.staged", label=item.label, rows=item.rows, position=str(position))
+            item.result.set_result(Staged(written, position, item.label, item.rows))
+        return True
+
+    def _committed(self, label: str | None, position: Position | None, rows: int) -> None:
+        """A commit landed in the target (``label`` None: it wrote nothing, its DDLs were applied before)."""
+        self.committed_position = position
+        if label is not None:
+            self.committed_label = label
+        self.rows_written += rows
+        self.last_commit_time_ms = int(time.time() * 1000)
+        self._log.info("channel.committed", label=label, rows=rows, position=str(position))
+
+    def _maintain_if_due(self) -> None:
         if self._schedule.due(time.monotonic()) and not self._stop.is_set():
             self._maintain()
 

@@ -18,6 +18,11 @@ A :class:`ChannelSink` is four parts, each used by the thread that needs it:
   side of an ALTER) is applied in parts: each but the last with
   ``publish=False``, out of readers' sight until the last one lands with
   all of them, in one step;
+- in a job whose cuts are atomic (``[job.cuts] atomic``), a sealed
+  transaction is staged instead (``stage(end_position, label)``): written
+  and stamped like an apply, but left out of main, for the job's
+  :class:`CatalogPublisher` to make current with every other channel's
+  staged write in one catalog commit;
 - a :class:`SchemaApplier`: a DDL's step as the sync core computed it
   (:class:`~canalbridge.sync.model.changes.Alteration`: its column changes, a
   shared target's aliases after it, a followed rename's new name), applied
@@ -31,7 +36,7 @@ once (:meth:`ChannelSink.of`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -99,8 +104,34 @@ class SealedTransaction(Protocol):
         that fills in what Canal's first pass missed, behind the table's position.
         """
 
+    def stage(self, end_position: Position, label: str, *, behind: Position | None = None) -> StagedWrite | None:
+        """Write everything staged as :meth:`apply` would, stamped alike, but leave it out of readers' sight
+        until the job's :class:`CatalogPublisher` publishes it with the other channels' staged writes. None:
+        this transaction cannot be staged (the writer says why in its log), so it was applied at once instead.
+        """
+
     def discard(self, reason: str) -> None:
         """Drop the staged rows without applying them."""
+
+
+class StagedWrite(Protocol):
+    """One target's staged write: written, stamped, not yet current."""
+
+    @property
+    def target(self) -> str:
+        """The target it is for."""
+
+    def discard(self) -> None:
+        """Delete what staging wrote; only for a write known not to have become current. Best effort: it
+        never raises (what it cannot delete stays as orphan files)."""
+
+
+class CatalogPublisher(Protocol):
+    """Makes several targets' staged writes current in one catalog commit: all of them or none."""
+
+    def publish(self, staged: Sequence[StagedWrite]) -> None:
+        """Publish ``staged``; raise :class:`~canalbridge.sync.errors.PublishFailed` if the catalog did not
+        report success (``refused``: it applied none)."""
 
 
 class TransactionWriter(Protocol):

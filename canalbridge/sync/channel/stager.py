@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.committer import Committer
 from canalbridge.sync.channel.sink import ChannelSink
-from canalbridge.sync.channel.work import Apply, ReadPosition, Rows, Step, discard, take
+from canalbridge.sync.channel.work import Apply, Committed, ReadPosition, Rows, Step, discard, take
 from canalbridge.sync.errors import ChannelCommitError, EntryDecodeError
 from canalbridge.sync.model.changes import ChangeRow, RowRun
 from canalbridge.sync.model.position import Position
@@ -70,7 +70,7 @@ class AddChunk:
 @dataclass(frozen=True)
 class Commit:
     end_position: Position
-    result: Future[bool]
+    result: Future[Committed]
 
 
 @dataclass(frozen=True)

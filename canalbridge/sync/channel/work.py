@@ -1,5 +1,5 @@
 """What a channel's two threads hand each other: sealed transactions and read-back requests, and the queue take
-that a stopping job ends."""
+that a stopping job ends; and what a commit ends as, staged writes among them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
 
-from canalbridge.sync.channel.sink import SealedTransaction
+from canalbridge.sync.channel.sink import SealedTransaction, StagedWrite
 from canalbridge.sync.model.changes import Alteration
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.rows import ColumnsHistory
@@ -31,6 +31,28 @@ Step = Rows | Alteration
 
 
 @dataclass(frozen=True)
+class Staged:
+    """A channel's commit written and stamped but not current (``[job.cuts] atomic``): the job's catalog commit
+    publishes it with every other channel's."""
+
+    write: StagedWrite
+    position: Position  # its stamp
+    label: str
+    rows: int
+
+
+# How a channel's commit ended: rows written (True), none (False), or staged for the job's catalog commit.
+Committed = bool | Staged
+
+
+@dataclass(frozen=True)
+class Published:
+    """The job's catalog commit made ``staged`` current."""
+
+    staged: Staged
+
+
+@dataclass(frozen=True)
 class Apply:
     """A sealed transaction: its steps in stream order, and what its tables' rows looked like (to name a row
     that no longer fits)."""
@@ -39,7 +61,7 @@ class Apply:
     label: str
     rows: int
     end_position: Position
-    result: Future[bool]
+    result: Future[Committed]
     histories: tuple[ColumnsHistory, ...]
 
 

@@ -47,6 +47,7 @@ from tenacity import RetryError
 
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
 from canalbridge.sync.channel.channel import Channel
+from canalbridge.sync.channel.sink import CatalogPublisher
 from canalbridge.sync.consumer.delivery import Delivery
 from canalbridge.sync.consumer.lane import Lanes
 from canalbridge.sync.consumer.pipeline import CommitPipeline
@@ -93,10 +94,12 @@ class Consumer(Worker):
         windows: Windows | None = None,
         heartbeat: Callable[[], None] | None = None,
         on_whole_cut: Callable[[str, Position], None] | None = None,
+        publisher: CatalogPublisher | None = None,
     ) -> None:
         """``heartbeat`` asks for a heartbeat row (:mod:`canalbridge.sync.consumer.heartbeat`), if the job
         writes them. ``on_whole_cut(label, cut)``: every channel committed through ``cut``, which splits no
-        source transaction, so every target holds the source as it stood there (until the next commit)."""
+        source transaction, so every target holds the source as it stood there (until the next commit).
+        ``publisher``: the channels stage their commits, and it makes them current in one catalog commit."""
         super().__init__(f"consumer-{settings.name}", stop)
         self.settings = settings
         self._on_commit = on_commit
@@ -121,7 +124,8 @@ class Consumer(Worker):
         self._txns = SourceTransactions(self._order, marks=link.marks_transactions)
         self._lanes = Lanes(self._delivery, self._order, self._second, self.policy, self.stats)
         # The commit applied while the next transaction reads, and what earlier ones left.
-        self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds)
+        self._commits = CommitPipeline(self.channels, committed, settings.commit.commit_timeout_seconds,
+                                       publisher=publisher)
 
     # -- lifecycle ------------------------------------------------------------------
 

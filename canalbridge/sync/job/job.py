@@ -27,7 +27,7 @@ import structlog
 
 from canalbridge.sync.channel.channel import Channel
 from canalbridge.sync.channel.maintenance import MaintenanceRun
-from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.channel.sink import CatalogPublisher, ChannelSink
 from canalbridge.sync.errors import JobStateError, ReceiverGaveUp, SyncError
 from canalbridge.sync.job.cuts import CutLog
 from canalbridge.sync.job.on_demand import OnDemand
@@ -61,11 +61,14 @@ class SyncJob:
     def __init__(
         self, settings: JobSettings, sink_factory: SinkFactory, listener: JobListener | None = None,
         snapshot: SnapshotSource | None = None, *, retry_starts: bool = False, cut_log: CutLog | None = None,
+        publisher: CatalogPublisher | None = None,
     ) -> None:
         """``retry_starts``: start again, with back-off, after a pause for an outage (the daemon's jobs do).
-        ``cut_log``: where the job's consistent cuts are tagged and logged (``[job.cuts]``)."""
+        ``cut_log``: where the job's consistent cuts are tagged and logged (``[job.cuts]``). ``publisher``: the
+        catalog commit of atomic cuts (``[job.cuts] atomic``)."""
         self.settings = settings
         self._cut_log = cut_log
+        self._publisher = publisher
         self._last_cut: PublishedCut | None = None  # the newest the log holds, as the publishers last saw it
         # A snapshot's chunk windows, which a run's snapshot runner registers and every run's Consumer moves on.
         self.windows = (Windows(settings.snapshot.signal) if settings.snapshot is not None and settings.snapshot.active
@@ -116,7 +119,7 @@ class SyncJob:
                 on_commit=lambda: self._notify(transition=False), windows=self.windows, snapshot=self._snapshot,
                 source_db=self._source_db,
                 on_snapshot_finished=self._snapshot_finished if self.snapshot_only else None,
-                cut_log=self._cut_log, on_cut_published=self._cut_published))
+                cut_log=self._cut_log, on_cut_published=self._cut_published, publisher=self._publisher))
             try:
                 run.start()
             except Exception as exc:  # a target that cannot be opened: paused, and started again if it may pass

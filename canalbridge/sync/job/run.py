@@ -17,7 +17,7 @@ import structlog
 
 from canalbridge.source_db import SourceDb
 from canalbridge.sync.channel.channel import Channel
-from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.channel.sink import CatalogPublisher, ChannelSink
 from canalbridge.sync.consumer.consumer import Consumer
 from canalbridge.sync.consumer.heartbeat import Heartbeat
 from canalbridge.sync.errors import ChannelOpenError, SnapshotError, Stopping, SyncError, TargetSourceMismatchError
@@ -72,6 +72,8 @@ class RunContext:
     on_snapshot_finished: Callable[[SnapshotRunner], None] | None = None  # (a job in `mode = "only"`)
     cut_log: CutLog | None = None  # where consistent cuts are tagged and logged (none: they are not)
     on_cut_published: Callable[[PublishedCut], None] = lambda published: None
+    # The catalog commit that makes every channel's staged write current at once (``[job.cuts] atomic``).
+    publisher: CatalogPublisher | None = None
 
 
 class JobRun:
@@ -86,7 +88,11 @@ class JobRun:
         self.snapshot: SnapshotRunner | None = None  # this run's, if a table's snapshot is left to do
         self.heartbeat: Heartbeat | None = None  # this run's heartbeat writer, if the job writes them
         self.cuts: CutPublisher | None = None  # this run's publisher of consistent cuts, if the job has them
-        self._cut_log = context.cut_log if settings.cuts.enabled else None
+        # (Atomic cuts need no tags: every cut is one catalog commit.)
+        self._cut_log = context.cut_log if settings.cuts.enabled and not settings.cuts.atomic else None
+        self._publisher = context.publisher if settings.cuts.atomic else None
+        if settings.cuts.atomic and self._publisher is None:
+            raise ValueError(f"job {settings.name}: atomic cuts need a catalog publisher")
         self._on_cut_published = context.on_cut_published
         self._source_db = context.source_db
         self.verify: VerifyRunner | None = None  # this run's last verify, if one was asked for
@@ -136,7 +142,7 @@ class JobRun:
             Consumer(settings, self._link, self.channels, self._committed, self._acks, self._stop, self._on_failure,
                      on_commit=self._on_commit, stats=self._stats, open_channel=self._open_for_consumer,
                      windows=self._windows, heartbeat=self.heartbeat.request if self.heartbeat else None,
-                     on_whole_cut=self._whole_cut if self.cuts is not None else None),
+                     on_whole_cut=self._whole_cut if self.cuts is not None else None, publisher=self._publisher),
         ]
         tables = self._snapshot_tables()
         discover = self._rule_discovery()
@@ -291,7 +297,7 @@ class JobRun:
         settings = self.settings
         channel = Channel(settings.name, channel_settings, self._sink_for(channel_settings), self._stop,
                           settings.commit.commit_timeout_seconds, maintenance=settings.maintenance,
-                          schema=settings.schema, debug=settings.debug)
+                          schema=settings.schema, debug=settings.debug, atomic=self._publisher is not None)
         channel.start()  # (it starts no thread unless it read its target)
         self.channels.append(channel)  # from here the run's stop joins its threads
         _check_source(settings, channel_settings.target, channel.committed_position)

@@ -38,17 +38,22 @@ def test_decode_bench_drains_exactly_and_compares_with_both_references():
 @pytest.mark.spark
 @pytest.mark.real
 @pytest.mark.cluster
-@pytest.mark.timeout(900)  # the local runs, then a cluster, S3Proxy, a MariaDB and a second driver
-def test_end_to_end_bench_reports_throughput_lag_what_cuts_cost_and_what_a_cluster_adds_to_each_commit():
-    backlog, live, warm, with_cuts, remote, summary = run_bench(
-        "bench.end_to_end", "--rows", "3000", "--interval", "1", "--rate", "3000", "--cuts", "0.5", "--cluster")
-    runs = (backlog, live, warm, with_cuts, remote)
+@pytest.mark.timeout(900)  # the local runs, Nessie's, then a cluster, S3Proxy, a MariaDB and a second driver
+def test_end_to_end_bench_reports_throughput_lag_what_cuts_and_atomic_commits_cost_and_what_a_cluster_adds():
+    backlog, live, warm, with_cuts, plain, atomic, remote, summary = run_bench(
+        "bench.end_to_end", "--rows", "3000", "--interval", "1", "--rate", "3000", "--cuts", "0.5", "--atomic",
+        "--cluster")
+    runs = (backlog, live, warm, with_cuts, plain, atomic, remote)
     assert len({each["rows_committed"] for each in runs}) == 1 and backlog["rows_committed"] > 0
     assert all(each["table_rows"] == backlog["table_rows"] for each in runs)
     # The run with cuts published some, and the summary holds their cost beside the warm run without.
     assert (warm["run"], with_cuts["run"]) == ("backlog_warm", "backlog_cuts") and with_cuts["cuts_published"] >= 1
     assert summary["cuts_published"] == with_cuts["cuts_published"] and summary["cut_publish_s_p50"] > 0
     assert summary["cuts_rows_per_s"] == with_cuts["rows_per_s"] > 0 and summary["warm_rows_per_s"] > 0
+    # Into Nessie, without and with atomic commits: every commit of the atomic run was one catalog commit.
+    assert (plain["run"], atomic["run"]) == ("nessie_plain", "nessie_atomic") and "catalog_publishes" not in plain
+    assert atomic["catalog_publishes"] == atomic["commits"] > 0 and summary["atomic_publish_s_p50"] > 0
+    assert summary["nessie_atomic_rows_per_s"] == atomic["rows_per_s"] > 0
     assert 0 <= summary["lag_p50_s"] <= summary["lag_p99_s"]
     assert summary["backlog_python_cpu_us_per_row"] == backlog["python_cpu_us_per_row"] > 0
     assert summary["backlog_jvm_cpu_us_per_row"] == backlog["jvm_cpu_us_per_row"] > 0

@@ -464,3 +464,23 @@ def test_a_snapshot_only_job_takes_a_rule_and_one_that_merges_tables(tmp_path):
     assert load_config(write(tmp_path, rule), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot.only
     merging = rule.replace('target = "lake.db.{table}"', 'target = "lake.db.t_all"')
     assert load_config(write(tmp_path, merging), {"SNAPSHOT_PASSWORD": "x"}).jobs[0].snapshot.only
+
+
+def test_atomic_cuts_take_upsert_targets_with_equality_deletes_in_one_catalog_and_no_snapshot(tmp_path):
+    atomic = VALID.replace("[[job.channel]]", "[job.cuts]\natomic = true\n[[job.channel]]", 1)
+    assert load_config(write(tmp_path, atomic), {}).jobs[0].cuts.atomic
+    refused = with_snapshot(atomic) + (
+        '[[job.channel]]\nsource = "db.u"\ntarget = "other.db.u"\n'
+        '[[job.channel]]\nsource = "db.v"\ntarget = "lake.db.v"\nmode = "changelog"\n'
+        '[[job.channel]]\nsource = "db.w"\ntarget = "lake.db.w"\nupsert_deletes = "position"\n')
+    found = problems(tmp_path, refused, {"SNAPSHOT_PASSWORD": "x"})
+    assert found == [
+        "job[0].cuts.atomic: a job with [job.snapshot] cannot publish atomically (its chunks are not staged)",
+        "job[0].cuts.atomic: every target must be in one catalog, not in lake, other",
+        "job[0].channel[2].mode: a job whose cuts are atomic takes upsert targets only",
+        "job[0].channel[3].upsert_deletes: a job whose cuts are atomic writes equality deletes, not position deletes",
+    ]
+    inherited = atomic.replace("[daemon]", '[spark]\nupsert_deletes = "position"\n[daemon]', 1)
+    assert problems(tmp_path, inherited) == [
+        'job[0].channel[0]: takes spark.upsert_deletes = "position"; a job whose cuts are atomic writes equality '
+        "deletes (set the channel's upsert_deletes)"]

@@ -62,14 +62,20 @@ class Transfers:
 def held_together(spark, acct_version: str, ledger_version: str) -> bool:
     """Whether the balances at ``acct_version`` are exactly those after the transfers the ledger holds at
     ``ledger_version`` (each a tag or a snapshot id): a state the source held."""
-    balances = {row["id"]: row["balance"] for row in spark.sql(
-        f"SELECT id, balance FROM {target(ACCT)} VERSION AS OF {acct_version}").collect()}
-    ledger = spark.sql(f"SELECT id, src, dst, amount FROM {target(LEDGER)} VERSION AS OF {ledger_version}").collect()
+    return agree(spark.sql(f"SELECT id, balance FROM {target(ACCT)} VERSION AS OF {acct_version}").collect(),
+                 spark.sql(f"SELECT id, src, dst, amount FROM {target(LEDGER)} VERSION AS OF {ledger_version}")
+                 .collect())
+
+
+def agree(acct: list, transfers: list) -> bool:
+    """Whether the balances of the ``acct`` rows (id, balance) are exactly those after the ``transfers`` (rows
+    of the ledger: id, src, dst, amount), numbered 1..n."""
+    balances = {row["id"]: row["balance"] for row in acct}
     expected = dict.fromkeys(range(ACCOUNTS), START)
-    for row in ledger:
+    for row in transfers:
         expected[row["src"]] -= row["amount"]
         expected[row["dst"]] += row["amount"]
-    return sorted(row["id"] for row in ledger) == list(range(1, len(ledger) + 1)) and balances == expected
+    return sorted(row["id"] for row in transfers) == list(range(1, len(transfers) + 1)) and balances == expected
 
 
 class CutReader:

@@ -12,7 +12,7 @@ from canalbridge.devkit.destination import Destination
 from canalbridge.devkit.store import StoredEvent
 from canalbridge.devkit.workload import Workload
 from canalbridge.protocol import EntryProtocol_pb2 as entry_pb
-from canalbridge.sync.channel.sink import ChannelSink
+from canalbridge.sync.channel.sink import CatalogPublisher, ChannelSink
 from canalbridge.sync.job.job import SyncJob
 from canalbridge.sync.model.position import EntryPosition
 from canalbridge.sync.settings import ChannelSettings, CommitSettings, JobSettings
@@ -70,7 +70,10 @@ class AckAudit:
 class Harness:
     """Build writers through the job's factory, audit acks, and compare with the expected tables."""
 
-    def __init__(self, server: DevServer, workload: Workload, settings: JobSettings, **writer_options) -> None:
+    def __init__(self, server: DevServer, workload: Workload, settings: JobSettings, *,
+                 publisher: CatalogPublisher | None = None, **writer_options) -> None:
+        """``publisher``: the catalog commit of a job whose cuts are atomic; ``writer_options`` by channel source:
+        the :class:`InMemoryWriter` options of its writer."""
         self.server = server
         self.workload = workload
         self.writers: dict[str, InMemoryWriter] = {}
@@ -78,7 +81,7 @@ class Harness:
         destination = server.destinations[settings.source.destination]
         self.audit = AckAudit(self.writers, destination)
         destination.store.add_ack_listener(self.audit)
-        self.job = SyncJob(settings, self._make_sink)
+        self.job = SyncJob(settings, self._make_sink, publisher=publisher)
 
     def _make_sink(self, channel: ChannelSettings) -> ChannelSink:
         options = self._writer_options.get(channel.source, {})

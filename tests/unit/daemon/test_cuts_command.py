@@ -60,6 +60,8 @@ def test_no_cut_yet_fails_saying_when_one_comes_and_why_the_last_was_not_logged(
     assert "the last one was not logged: cut shop-a-3 at mysql-bin.000001:9: catalog refused" in err
     assert run(monkeypatch, status(None), cuts=CutSettings(enabled=False)) == FAILED
     assert "[job.cuts] enabled = false" in capsys.readouterr().err
+    assert run(monkeypatch, status(None), cuts=CutSettings(atomic=True)) == FAILED
+    assert "[job.cuts] atomic: every commit moves all of its targets in one catalog commit" in capsys.readouterr().err
 
 
 def test_status_shows_the_cut_in_one_line(monkeypatch):

@@ -12,6 +12,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.UUID;
 import java.util.stream.IntStream;
+import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileContent;
@@ -25,6 +26,8 @@ import org.apache.iceberg.Schema;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableUtil;
+import org.apache.iceberg.BaseTransaction;
+import org.apache.iceberg.Transaction;
 import org.apache.iceberg.exceptions.CleanableFailure;
 import org.apache.iceberg.deletes.EqualityDeleteWriter;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
@@ -107,6 +110,70 @@ public final class EqualityDeltaWriter {
       String branch,
       Map<String, String> properties) {
     Table table = load(spark, identifier);
+    Written written = write(spark, table, identifier, changes, keys);
+    RowDelta delta = written.into(table.newRowDelta(), properties);
+    if (branch != null) {
+      delta.toBranch(branch);
+    }
+    try {
+      delta.commit();
+    } catch (RuntimeException e) {
+      if (e instanceof CleanableFailure) {
+        written.delete(table);
+      }
+      throw e;
+    }
+    return written.summary();
+  }
+
+  /**
+   * Write {@code changes} into {@code identifier} as {@link #commit} does, but stage the RowDelta
+   * in a transaction of the table instead of committing it: its files, manifests and manifest
+   * list are written, the table's main has not moved. {@link CatalogTransaction#publish} lands
+   * it, with other tables' staged deltas, in one commit of the catalog.
+   */
+  public static StagedDelta stage(
+      SparkSession spark,
+      String identifier,
+      Dataset<Row> changes,
+      List<String> keys,
+      Map<String, String> properties) {
+    Table table = load(spark, identifier);
+    Written written = write(spark, table, identifier, changes, keys);
+    Transaction started = table.newTransaction();
+    if (!(started instanceof BaseTransaction)) {
+      written.delete(table);
+      throw new IllegalStateException("canalbridge: " + identifier + "'s transaction cannot be staged ("
+          + started.getClass().getName() + ")");
+    }
+    BaseTransaction transaction = (BaseTransaction) started;
+    try {
+      written.into(transaction.newRowDelta(), properties).commit();  // (into the transaction only)
+    } catch (RuntimeException e) {
+      written.delete(table);
+      throw e;
+    }
+    List<ContentFile<?>> files = new ArrayList<>();
+    for (TaskFiles each : written.files) {
+      if (each.data != null) {
+        files.add(each.data);
+      }
+      if (each.deletes != null) {
+        files.add(each.deletes);
+      }
+    }
+    Spark3Util.CatalogAndIdentifier named;
+    try {
+      named = Spark3Util.catalogAndIdentifier(spark, identifier);
+    } catch (org.apache.spark.sql.catalyst.parser.ParseException e) {
+      throw new IllegalArgumentException("no Iceberg table " + identifier + ": " + e.getMessage(), e);
+    }
+    return new StagedDelta(named.catalog().name(), Spark3Util.identifierToTableIdentifier(named.identifier()),
+        identifier, table, transaction, files, written.summary());
+  }
+
+  private static Written write(
+      SparkSession spark, Table table, String identifier, Dataset<Row> changes, List<String> keys) {
     String unsupported = unsupported(table, keys);
     if (unsupported != null) {
       // (changed since the writer looked: by hand, or by another tool)
@@ -149,45 +216,59 @@ public final class EqualityDeltaWriter {
         IntStream.range(0, schema.columns().size()).filter(i -> schema.columns().get(i).isRequired()).toArray();
     TaskWrite write = new TaskWrite(
         shipped, UUID.randomUUID().toString(), rowType, keyIds, keyOrdinals, requiredOrdinals);
-    List<TaskFiles> written;
     try {
-      written = rows.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(write, false).collect();
+      return new Written(rows.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(write, false).collect());
     } finally {
       shipped.destroy();
     }
+  }
 
-    RowDelta delta = table.newRowDelta();
-    int dataFiles = 0;
-    int deleteFiles = 0;
-    long inserted = 0;
-    long keysChanged = 0;
-    for (TaskFiles files : written) {
-      if (files.data != null) {
-        delta.addRows(files.data);
-        dataFiles++;
-        inserted += files.data.recordCount();
-      }
-      if (files.deletes != null) {
-        delta.addDeletes(files.deletes);
-        deleteFiles++;
-        keysChanged += files.deletes.recordCount();
-      }
+  /** What the tasks of one write wrote. */
+  private static final class Written {
+    final List<TaskFiles> files;
+
+    Written(List<TaskFiles> files) {
+      this.files = files;
     }
-    properties.forEach(delta::set);
-    if (branch != null) {
-      delta.toBranch(branch);
-    }
-    try {
-      delta.commit();
-    } catch (RuntimeException e) {
-      if (e instanceof CleanableFailure) {
-        for (TaskFiles files : written) {
-          files.delete(table);
+
+    /** The files added to {@code delta}, stamped with {@code properties}. */
+    RowDelta into(RowDelta delta, Map<String, String> properties) {
+      for (TaskFiles each : files) {
+        if (each.data != null) {
+          delta.addRows(each.data);
+        }
+        if (each.deletes != null) {
+          delta.addDeletes(each.deletes);
         }
       }
-      throw e;
+      properties.forEach(delta::set);
+      return delta;
     }
-    return dataFiles + "," + deleteFiles + "," + inserted + "," + keysChanged;
+
+    /** "data files, delete files, rows written, keys changed". */
+    String summary() {
+      int dataFiles = 0;
+      int deleteFiles = 0;
+      long inserted = 0;
+      long keysChanged = 0;
+      for (TaskFiles each : files) {
+        if (each.data != null) {
+          dataFiles++;
+          inserted += each.data.recordCount();
+        }
+        if (each.deletes != null) {
+          deleteFiles++;
+          keysChanged += each.deletes.recordCount();
+        }
+      }
+      return dataFiles + "," + deleteFiles + "," + inserted + "," + keysChanged;
+    }
+
+    void delete(Table table) {
+      for (TaskFiles each : files) {
+        each.delete(table);
+      }
+    }
   }
 
   /**
@@ -230,7 +311,7 @@ public final class EqualityDeltaWriter {
     return dangling;
   }
 
-  private static Table load(SparkSession spark, String identifier) {
+  static Table load(SparkSession spark, String identifier) {
     try {
       Table table = Spark3Util.loadIcebergTable(spark, identifier);
       table.refresh();
@@ -262,7 +343,7 @@ public final class EqualityDeltaWriter {
     }
   }
 
-  private static void deleteQuietly(Table table, String location) {
+  static void deleteQuietly(Table table, String location) {
     if (location == null) {
       return;
     }
