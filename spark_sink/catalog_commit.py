@@ -72,8 +72,8 @@ def publish(spark: SparkSession, staged: Sequence[Staged], timeout_s: float = 12
     ``rest.client.*-timeout-ms`` settings say otherwise."""
     if not staged:
         return
-    from py4j.java_gateway import JavaObject
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import CapturedException
 
     gateway = spark.sparkContext._gateway
     assert gateway is not None
@@ -83,9 +83,10 @@ def publish(spark: SparkSession, staged: Sequence[Staged], timeout_s: float = 12
     try:
         _transaction(spark).publish(spark._jsparkSession, spark._jsc.hadoopConfiguration(), handles,
                                     int(timeout_s * 1000))
-    except Py4JJavaError as exc:
-        thrown: JavaObject = exc.java_exception
-        name = thrown.getClass().getName()
+    except (Py4JJavaError, CapturedException) as exc:
+        # (PySpark turns some Java exceptions, IllegalArgumentException among them, into exceptions of its own)
+        thrown = exc.java_exception if isinstance(exc, Py4JJavaError) else exc._origin
+        name = "" if thrown is None else str(thrown.getClass().getName())
         cannot = name in _CANNOT
         raise PublishError([each.target for each in staged], name == _REFUSED or cannot, exc,
                            permanent=cannot) from exc

@@ -10,6 +10,7 @@ import pytest
 
 from canalbridge.sync.model.changes import ChangeKind, ChangeRow, RowBatch, SourceColumn
 from canalbridge.sync.settings import ChannelSettings
+from spark_sink import catalog_commit
 from spark_sink.identifiers import quote_table
 from spark_sink.maintainer import compact
 from spark_sink.sink import make_sink
@@ -106,3 +107,26 @@ def test_compaction_leaves_no_equality_delete_and_the_same_rows(spark, equality_
     assert [tuple(r) for r in spark.table(quote_table(target)).orderBy("id").collect()] == expected
     assert set(files_by_content(spark, target)) == {"data"}
     assert sink.state.read_state().position == position(300)
+
+
+def test_a_staged_commit_leaves_main_as_it_was_and_a_catalog_without_multi_table_commits_never_takes_it(
+        spark, equality_settings):
+    target = f"{equality_settings.catalog}.equality.staged"
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, equality_settings)
+    changes(sink, position(100), (ChangeKind.INSERT, 1, "a"))
+    before = TargetTable(spark, target).iceberg_table().currentSnapshot().snapshotId()
+
+    sink.writer.begin()
+    sink.writer.send(RowBatch("db.t", ("id", "name"), COLUMNS, (0,), (
+        ChangeRow(ChangeKind.INSERT, ("2", "b"), position(200)),)))
+    staged = sink.writer.seal().stage(position(200), "at-200")
+    assert staged is not None and staged.target == quote_table(target) and staged.snapshot_id != before
+    assert TargetTable(spark, target).iceberg_table().currentSnapshot().snapshotId() == before
+
+    # A Hadoop catalog has no multi-table commit: nothing is sent, and trying again cannot help.
+    with pytest.raises(catalog_commit.PublishError, match=rf"{equality_settings.catalog} cannot commit several "
+                                                          r"tables at once: it is not an Iceberg REST catalog") as no:
+        catalog_commit.publish(spark, [staged])
+    assert no.value.refused and not no.value.transient
+    staged.discard()
+    assert [tuple(row) for row in spark.sql(f"SELECT id, name FROM {quote_table(target)}").collect()] == [(1, "a")]
