@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from canalbridge.sync.model.partitions import PartitionField
 from canalbridge.sync.schema.ddl import Place
 from spark_sink.errors import TargetTableError
 from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
@@ -86,12 +87,14 @@ class TargetTable:
             raise
 
     def create(self, columns: Sequence[TargetColumn], primary_key: Sequence[str], *,
-               identifier_fields: Sequence[str] = (), replace: Mapping[str, str] | None = None) -> None:
+               identifier_fields: Sequence[str] = (), replace: Mapping[str, str] | None = None,
+               partition_by: Sequence[PartitionField] = ()) -> None:
         """Create the table (and its namespace) as format v2 with merge-on-read row-level writes,
         keeping only the newest metadata files.
 
         ``identifier_fields`` (NOT NULL columns) become Iceberg's identifier
         fields: what engines that upsert by key (Flink, for one) read.
+        ``partition_by``: the table's partition spec.
         ``replace``: replace the table that exists, in one metadata commit,
         with an empty one of these columns and key, setting these properties
         too. Iceberg keeps the old snapshots in the table's history (time
@@ -114,7 +117,10 @@ class TargetTable:
         }
         rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
         verb = "CREATE OR REPLACE TABLE" if replace is not None else "CREATE TABLE IF NOT EXISTS"
-        self.spark.sql(f"{verb} {self.identifier} ({definitions}) USING iceberg TBLPROPERTIES ({rendered})")
+        partitioned = (f" PARTITIONED BY ({', '.join(partition_sql(field) for field in partition_by)})"
+                       if partition_by else "")
+        self.spark.sql(f"{verb} {self.identifier} ({definitions}) USING iceberg{partitioned} "
+                       f"TBLPROPERTIES ({rendered})")
         if identifier_fields:
             fields = ", ".join(quote(name) for name in identifier_fields)
             self.spark.sql(f"ALTER TABLE {self.identifier} SET IDENTIFIER FIELDS {fields}")
@@ -239,6 +245,24 @@ class TargetTable:
             self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {table}, branch => 'main', "
                            f"to => {sql_string(name)})").collect()
 
+    def partition_fields(self) -> list[PartitionField]:
+        """The fields of the table's current partition spec (void ones, which a dropped field leaves, left out)."""
+        table = self.iceberg_table()
+        schema, found = table.schema(), []
+        for field in table.spec().fields():
+            text = str(field.transform().toString())
+            transform, _, size = text.partition("[")
+            if transform != "void":
+                found.append(PartitionField(transform, str(schema.findColumnName(field.sourceId())),
+                                            int(size.rstrip("]")) if size else None))
+        return found
+
+    def add_partition_fields(self, fields: Sequence[PartitionField]) -> None:
+        """Add ``fields`` to the table's partition spec, one metadata commit each: the data written before keeps
+        its old spec (nothing is rewritten)."""
+        for field in fields:
+            self.spark.sql(f"ALTER TABLE {self.identifier} ADD PARTITION FIELD {partition_sql(field)}")
+
     def properties(self) -> dict[str, str]:
         """The table's properties (format-version among them)."""
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.identifier}").collect()
@@ -290,3 +314,13 @@ def slow_layout_note(properties: dict[str, str], mode_property: str) -> str | No
                 f"key, so commits slow down as the table grows; set TBLPROPERTIES ('{mode_property}'="
                 "'merge-on-read')")
     return None
+
+
+def partition_sql(field: PartitionField) -> str:
+    """A partition field as Spark's Iceberg DDL writes it (``bucket(16, `id`)``, ``days(`ts`)``)."""
+    column = quote(field.column)
+    if field.transform == "identity":
+        return column
+    if field.size is not None:
+        return f"{field.transform}({field.size}, {column})"
+    return f"{field.transform}s({column})"  # years, months, days, hours

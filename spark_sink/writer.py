@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, cast
 import structlog
 
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RawBatch, RowBatch
+from canalbridge.sync.model.partitions import PartitionField
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
 from spark_sink.equality import Staged
-from spark_sink.errors import ValueConversionError, data_error
+from spark_sink.errors import TargetTableError, ValueConversionError, data_error
 from spark_sink.evolve import Column as TargetSchemaColumn
 from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
@@ -301,6 +302,7 @@ class IcebergWriter:
     def _prepare_table(self, batch: Layout) -> None:
         wanted = list(batch.target_columns)
         replacing = self.rebuild_pending
+        partition_by = [PartitionField.parse(text) for text in self.channel.partition_by or ()]
         if replacing or self.table.columns() is None:
             keys = set(key_names(batch))
             columns = [
@@ -308,9 +310,10 @@ class IcebergWriter:
                 for name, source in zip(batch.target_columns, batch.columns)
             ]
             keyed_by = key_names(batch)
+            self._check_partition_columns(partition_by, [c.name for c in columns + self.mode.own_target_columns()])
             self.table.create(columns + self.mode.own_target_columns(), keyed_by,
                               identifier_fields=self.mode.identifier_fields(keyed_by),
-                              replace=rebuild_properties(self.job) if replacing else None)
+                              replace=rebuild_properties(self.job) if replacing else None, partition_by=partition_by)
             if replacing:  # (a replay finds it made anew: a failed apply is replayed into it)
                 self.table.drop_branch(self.branch)  # (Iceberg keeps it, at a snapshot main no longer has)
                 self.rebuild_pending, self._replaced = False, True
@@ -327,12 +330,31 @@ class IcebergWriter:
             self.table.evolve(widen, None)
             self.log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
             schema = {c.name.lower(): c for c in self.table.schema()}
+        if partition_by:
+            self._partition(partition_by, list(schema))
         mapped = {name.lower() for name in wanted} | {name.lower() for name in self.mode.own_columns()}
         # Target columns the rows do not fill: a column a DDL dropped and the target kept, or one the user added.
         self.unmapped = [c for name, c in schema.items() if name not in mapped]
         self._prepared_for = batch.target_columns
         self._ready = True
         self.mode.prepared(batch)
+
+    def _check_partition_columns(self, fields: list[PartitionField], columns: list[str]) -> None:
+        names = {name.lower() for name in columns}
+        unknown = next((field for field in fields if field.column.lower() not in names), None)
+        if unknown is not None:
+            raise TargetTableError(f"target {self.channel.target}: partition_by's {unknown} names {unknown.column}, "
+                                   f"which is not one of its columns")
+
+    def _partition(self, fields: list[PartitionField], columns: list[str]) -> None:
+        """Add the fields of ``partition_by`` the target's spec lacks (a target made before they were set, or by
+        hand); those it has that the setting does not name stay."""
+        self._check_partition_columns(fields, columns)
+        have = {(field.transform, field.column.lower(), field.size) for field in self.table.partition_fields()}
+        missing = [field for field in fields if (field.transform, field.column.lower(), field.size) not in have]
+        if missing:
+            self.table.add_partition_fields(missing)
+            self.log.info("spark.partition_fields_added", fields=[str(field) for field in missing])
 
     def converted(self, batch: Layout) -> list[Column]:
         from pyspark.sql import functions as F

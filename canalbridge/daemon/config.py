@@ -459,6 +459,9 @@ def _check_atomic(job: JobSettings, where: str, upsert_deletes: str, problems: l
     for index, channel in enumerate(job.channels):
         if channel.mode != "upsert":
             problems.append(f"{where}.channel[{index}].mode: a job whose cuts are atomic takes upsert targets only")
+        elif channel.partition_by:
+            problems.append(f"{where}.channel[{index}].partition_by: a partitioned target takes position deletes, "
+                            f"which a job whose cuts are atomic cannot stage")
         elif channel.upsert_deletes == "position":
             problems.append(f"{where}.channel[{index}].upsert_deletes: a job whose cuts are atomic writes equality "
                             f"deletes, not position deletes")

@@ -22,6 +22,7 @@ from canalbridge.canal.server_defaults import (
 )
 from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.tls import TLS_MODES, SourceTls
+from canalbridge.sync.model.partitions import partition_fields
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.model.tables import TableId, TablePattern
 from canalbridge.sync.options import (
@@ -211,6 +212,12 @@ class ChannelSettings:
         None, check=one_of("auto", "position", "equality"), default_text="`[spark] upsert_deletes`",
         doc="this target's `[spark] upsert_deletes`: `position` for a table that readers without equality-delete "
             "support read (pyiceberg, DuckDB: see the reading page)")
+    partition_by: tuple[str, ...] | None = setting(
+        None, check=partition_fields, default_text="unpartitioned",
+        doc="the target's partition spec, made with the target or added to it: columns and Iceberg transforms of "
+            "them, `bucket(n, col)`, `truncate(w, col)`, `year(col)`, `month(col)`, `day(col)`, `hour(col)` "
+            "(e.g. `[\"bucket(16, id)\", \"day(created_at)\"]`); a partitioned upsert target takes position "
+            "deletes")
     pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
     schema_column: str | None = setting(None, check=non_empty,
                                         doc="a target column that records each row's source schema (shards merged "

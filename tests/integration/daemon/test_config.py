@@ -484,3 +484,15 @@ def test_atomic_cuts_take_upsert_targets_with_equality_deletes_in_one_catalog_an
     assert problems(tmp_path, inherited) == [
         'job[0].channel[0]: takes spark.upsert_deletes = "position"; a job whose cuts are atomic writes equality '
         "deletes (set the channel's upsert_deletes)"]
+
+
+def test_a_channels_partition_spec_is_checked_as_the_config_loads(tmp_path):
+    spec = VALID.replace('target = "lake.db.t"', 'target = "lake.db.t"\npartition_by = ["bucket(16, id)", "day(ts)"]')
+    assert load_config(write(tmp_path, spec), {}).jobs[0].channels[0].partition_by == ("bucket(16, id)", "day(ts)")
+    assert problems(tmp_path, spec.replace("day(ts)", "week(ts)")) == [
+        "job[0].channel[0].partition_by: 'week(ts)': week is not a transform (known: identity, bucket, truncate, "
+        "year, month, day, hour)"]
+    atomic = spec.replace("[[job.channel]]", "[job.cuts]\natomic = true\n[[job.channel]]", 1)
+    assert problems(tmp_path, atomic) == [
+        "job[0].channel[0].partition_by: a partitioned target takes position deletes, which a job whose cuts are "
+        "atomic cannot stage"]
