@@ -344,7 +344,8 @@ class IcebergWriter:
         unknown = next((field for field in fields if field.column.lower() not in names), None)
         if unknown is not None:
             raise TargetTableError(f"target {self.channel.target}: partition_by's {unknown} names {unknown.column}, "
-                                   f"which is not one of its columns")
+                                   f"which is not one of its columns (renamed or dropped by a DDL? name the column "
+                                   f"as the target has it)")
 
     def _partition(self, fields: list[PartitionField], columns: list[str]) -> None:
         """Add the fields of ``partition_by`` the target's spec lacks (a target made before they were set, or by

@@ -481,12 +481,14 @@ def test_a_truncate_the_job_applies_empties_the_target_between_the_rows_around_i
 @pytest.mark.timeout(900)
 def test_a_daemon_killed_once_a_ddl_is_in_the_target_resumes_exact(real_destination, canal, mariadb, spark,
                                                                    spark_settings, tmp_path):
-    """SIGKILL as soon as the DDL's commit shows in the target: mostly before its ack, which then replays it."""
+    """SIGKILL as soon as the DDL's commit shows in the target: mostly before its ack, which then replays it. The
+    target is partitioned by a bucket of its key, which a later DDL widens."""
     db = "ddl_kill"
     real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"])
     target = f"lake.{db}.t"
     config = write_daemon_config(tmp_path / "canalbridge.toml", canal, db, spark_settings.warehouse,
-                                 f'[[job.channel]]\nsource = "{db}.t"\ntarget = "{target}"')
+                                 f'[[job.channel]]\nsource = "{db}.t"\ntarget = "{target}"\n'
+                                 f'partition_by = ["bucket(4, id)"]')
     source = Source(mariadb, db, (), seed=2)
 
     def acked_all() -> bool:
@@ -510,11 +512,15 @@ def test_a_daemon_killed_once_a_ddl_is_in_the_target_resumes_exact(real_destinat
         source.sql("UPDATE t SET qty = 10 WHERE id = 1")
         source.sql("ALTER TABLE t CHANGE name label VARCHAR(40)")
         source.sql("INSERT INTO t VALUES (4, 40, 'd')")
+        source.sql("ALTER TABLE t MODIFY id BIGINT")
+        source.sql("INSERT INTO t VALUES (5000000000, 50, 'e')")
+        source.sql("UPDATE t SET label = 'B' WHERE id = 2")
         source.commit()
         assert eventually(lambda: daemon.poll() is not None or acked_all(), 300), daemon_log(config)[-3000:]
         stop(daemon, config)
     assert columns() == ["id", "qty", "label"]
-    final = TableDef(db, "t", (ColumnDef.of("id", "int(11)", is_key=True), ColumnDef.of("qty", "int(11)"),
+    assert [str(field) for field in TargetTable(spark, target).partition_fields()] == ["bucket(4, id)"]
+    final = TableDef(db, "t", (ColumnDef.of("id", "bigint(20)", is_key=True), ColumnDef.of("qty", "int(11)"),
                                ColumnDef.of("label", "varchar(40)")))
     assert_target_equals_source(spark, source, final, target)
 
