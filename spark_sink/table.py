@@ -88,13 +88,14 @@ class TargetTable:
 
     def create(self, columns: Sequence[TargetColumn], primary_key: Sequence[str], *,
                identifier_fields: Sequence[str] = (), replace: Mapping[str, str] | None = None,
-               partition_by: Sequence[PartitionField] = ()) -> None:
+               partition_by: Sequence[PartitionField] = (), properties: Mapping[str, str] | None = None) -> None:
         """Create the table (and its namespace) as format v2 with merge-on-read row-level writes,
         keeping only the newest metadata files.
 
         ``identifier_fields`` (NOT NULL columns) become Iceberg's identifier
         fields: what engines that upsert by key (Flink, for one) read.
-        ``partition_by``: the table's partition spec.
+        ``partition_by``: the table's partition spec; ``properties``: more table properties (the user's), over
+        these defaults.
         ``replace``: replace the table that exists, in one metadata commit,
         with an empty one of these columns and key, setting these properties
         too. Iceberg keeps the old snapshots in the table's history (time
@@ -113,6 +114,7 @@ class TargetTable:
             # equality deletes): keep the newest 100 (Iceberg's default) rather than all.
             "write.metadata.delete-after-commit.enabled": "true",
             PROP_PRIMARY_KEY: json.dumps(list(primary_key)),
+            **(properties or {}),
             **(replace or {}),
         }
         rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
@@ -244,6 +246,11 @@ class TargetTable:
         with ref_lock(self.target):
             self.spark.sql(f"CALL {catalog}.system.fast_forward(table => {table}, branch => 'main', "
                            f"to => {sql_string(name)})").collect()
+
+    def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Set table properties, in one metadata commit."""
+        rendered = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
+        self.spark.sql(f"ALTER TABLE {self.identifier} SET TBLPROPERTIES ({rendered})")
 
     def partition_fields(self) -> list[PartitionField]:
         """The fields of the table's current partition spec (void ones, which a dropped field leaves, left out)."""

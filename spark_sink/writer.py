@@ -313,7 +313,8 @@ class IcebergWriter:
             self._check_partition_columns(partition_by, [c.name for c in columns + self.mode.own_target_columns()])
             self.table.create(columns + self.mode.own_target_columns(), keyed_by,
                               identifier_fields=self.mode.identifier_fields(keyed_by),
-                              replace=rebuild_properties(self.job) if replacing else None, partition_by=partition_by)
+                              replace=rebuild_properties(self.job) if replacing else None, partition_by=partition_by,
+                              properties=self._table_properties())
             if replacing:  # (a replay finds it made anew: a failed apply is replayed into it)
                 self.table.drop_branch(self.branch)  # (Iceberg keeps it, at a snapshot main no longer has)
                 self.rebuild_pending, self._replaced = False, True
@@ -332,12 +333,24 @@ class IcebergWriter:
             schema = {c.name.lower(): c for c in self.table.schema()}
         if partition_by:
             self._partition(partition_by, list(schema))
+        wanted_properties = self._table_properties()
+        if wanted_properties:
+            have = self.table.properties()
+            differ = {key: value for key, value in wanted_properties.items() if have.get(key) != value}
+            if differ:
+                self.table.set_properties(differ)
+                self.log.info("spark.table_properties_set", properties=differ)
         mapped = {name.lower() for name in wanted} | {name.lower() for name in self.mode.own_columns()}
         # Target columns the rows do not fill: a column a DDL dropped and the target kept, or one the user added.
         self.unmapped = [c for name, c in schema.items() if name not in mapped]
         self._prepared_for = batch.target_columns
         self._ready = True
         self.mode.prepared(batch)
+
+    def _table_properties(self) -> dict[str, str]:
+        """The channel's ``table_properties`` as Iceberg spells them (booleans in lower case)."""
+        return {key: str(value).lower() if isinstance(value, bool) else str(value)
+                for key, value in self.channel.table_properties.items()}
 
     def _check_partition_columns(self, fields: list[PartitionField], columns: list[str]) -> None:
         names = {name.lower() for name in columns}

@@ -178,6 +178,20 @@ class CommitSettings:
         return RetrySettings(self.reconnect_attempts, self.retry_initial_seconds, self.retry_max_seconds)
 
 
+# Table properties a channel's table_properties may not set: canalbridge's own, and the format its writers write.
+OWN_TABLE_PROPERTIES = ("format-version",)
+OWN_PROPERTY_PREFIX = "canalbridge."
+
+
+def _table_properties(value: dict) -> str | None:
+    for key, item in value.items():
+        if not isinstance(item, (str, int, float, bool)):
+            return f"{key}: must be a string, number or boolean"
+        if key in OWN_TABLE_PROPERTIES or key.startswith(OWN_PROPERTY_PREFIX):
+            return f"{key}: canalbridge sets it (targets are Iceberg format 2, and canalbridge.* is its own)"
+    return None
+
+
 @dataclass(frozen=True)
 class ChannelSettings:
     """One source table synced into one target table, or a rule that makes such channels (a ``[[job.channel]]``).
@@ -218,6 +232,11 @@ class ChannelSettings:
             "them, `bucket(n, col)`, `truncate(w, col)`, `year(col)`, `month(col)`, `day(col)`, `hour(col)` "
             "(e.g. `[\"bucket(16, id)\", \"day(created_at)\"]`); a partitioned upsert target takes position "
             "deletes")
+    table_properties: dict[str, str] = setting(
+        {}, check=_table_properties, default_text="none",
+        doc="Iceberg table properties the target is made with, or set to when they differ "
+            "(`\"write.parquet.compression-codec\" = \"zstd\"`); not `format-version`, nor those canalbridge "
+            "keeps (`canalbridge.*`)")
     pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
     schema_column: str | None = setting(None, check=non_empty,
                                         doc="a target column that records each row's source schema (shards merged "

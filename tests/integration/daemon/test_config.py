@@ -496,3 +496,14 @@ def test_a_channels_partition_spec_is_checked_as_the_config_loads(tmp_path):
     assert problems(tmp_path, atomic) == [
         "job[0].channel[0].partition_by: a partitioned target takes position deletes, which a job whose cuts are "
         "atomic cannot stage"]
+
+
+def test_table_properties_pass_but_not_those_canalbridge_sets(tmp_path):
+    channel = 'target = "lake.db.t"\n[job.channel.table_properties]\n"write.parquet.compression-codec" = "zstd"\n'
+    text = VALID.replace('target = "lake.db.t"\n', channel)
+    assert load_config(write(tmp_path, text), {}).jobs[0].channels[0].table_properties == {
+        "write.parquet.compression-codec": "zstd"}
+    for key, value in (('"format-version"', '"3"'), ('"canalbridge.primary-key"', '"[]"')):
+        found = problems(tmp_path, text + f"{key} = {value}\n")
+        assert found == [f"job[0].channel[0].table_properties: {key.strip(chr(34))}: canalbridge sets it (targets "
+                         f"are Iceberg format 2, and canalbridge.* is its own)"], found

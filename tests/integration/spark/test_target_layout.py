@@ -1,6 +1,7 @@
-"""Partitioned targets (``[[job.channel]] partition_by``): made with the spec, or given the fields they lack
-without a rewrite; an update that moves a row to another partition leaves one row for its key, whichever
-``upsert_deletes`` the target asks for, and so does a target the user partitioned by hand."""
+"""A target's layout as its channel sets it. Partitions (``partition_by``): made with the spec, or given the
+fields they lack without a rewrite; an update that moves a row to another partition leaves one row for its key,
+whichever ``upsert_deletes`` the target asks for, and so does a target the user partitioned by hand. Table
+properties (``table_properties``): made with them, or set on a target made before."""
 
 from __future__ import annotations
 
@@ -78,3 +79,25 @@ def test_a_partition_field_of_no_column_stops_the_target_naming_it(spark, spark_
                                                r"names created_at, which is not one of its columns"):
         changes(sink, position(100), (INSERT, 1, "a"))
     assert not spark.catalog.tableExists(target)
+
+
+def test_table_properties_are_made_with_the_target_and_set_on_one_made_before(spark, spark_settings):
+    made = "lake.partitioned.with_properties"
+    wanted = {"write.parquet.compression-codec": "snappy", "commit.retry.num-retries": 7,
+              "write.object-storage.enabled": True}
+    changes(make_sink(spark, ChannelSettings("db.t", made, table_properties=wanted), JOB, spark_settings),
+            position(100), (INSERT, 1, "a"))
+    properties = TargetTable(spark, made).properties()
+    assert {key: properties[key] for key in wanted} == {"write.parquet.compression-codec": "snappy",
+                                                        "commit.retry.num-retries": "7",
+                                                        "write.object-storage.enabled": "true"}
+    assert properties["canalbridge.primary-key"] == '["id"]' and properties["write.delete.mode"] == "merge-on-read"
+
+    before = "lake.partitioned.properties_later"
+    changes(make_sink(spark, ChannelSettings("db.t", before), JOB, spark_settings), position(100), (INSERT, 1, "a"))
+    assert "write.metadata.metrics.default" not in TargetTable(spark, before).properties()
+    full = {"write.metadata.metrics.default": "full"}
+    sink = make_sink(spark, ChannelSettings("db.t", before, table_properties=full), JOB, spark_settings)
+    changes(sink, position(200), (INSERT, 2, "b"))
+    assert TargetTable(spark, before).properties()["write.metadata.metrics.default"] == "full"
+    assert rows(spark, before) == [(1, "a"), (2, "b")]
