@@ -264,11 +264,16 @@ class TargetTable:
                                             int(size.rstrip("]")) if size else None))
         return found
 
-    def add_partition_fields(self, fields: Sequence[PartitionField]) -> None:
-        """Add ``fields`` to the table's partition spec, one metadata commit each: the data written before keeps
-        its old spec (nothing is rewritten)."""
-        for field in fields:
-            self.spark.sql(f"ALTER TABLE {self.identifier} ADD PARTITION FIELD {partition_sql(field)}")
+    def add_partition_fields(self, fields: Sequence[PartitionField]) -> list[PartitionField]:
+        """Add those of ``fields`` the table's partition spec lacks, one metadata commit each (the data written
+        before keeps its old spec: nothing is rewritten); the fields added. Iceberg does not retry a spec change
+        that another commit beat, so this process makes them one at a time per table."""
+        with ref_lock(self.target):
+            have = {(field.transform, field.column.lower(), field.size) for field in self.partition_fields()}
+            missing = [field for field in fields if (field.transform, field.column.lower(), field.size) not in have]
+            for field in missing:
+                self.spark.sql(f"ALTER TABLE {self.identifier} ADD PARTITION FIELD {partition_sql(field)}")
+        return missing
 
     def properties(self) -> dict[str, str]:
         """The table's properties (format-version among them)."""

@@ -16,6 +16,7 @@ maintainer and the state reader act on the table through
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import shutil
@@ -310,7 +311,7 @@ class IcebergWriter:
                 for name, source in zip(batch.target_columns, batch.columns)
             ]
             keyed_by = key_names(batch)
-            self._check_partition_columns(partition_by, [c.name for c in columns + self.mode.own_target_columns()])
+            partition_by = self._spelled(partition_by, [c.name for c in columns + self.mode.own_target_columns()])
             self.table.create(columns + self.mode.own_target_columns(), keyed_by,
                               identifier_fields=self.mode.identifier_fields(keyed_by),
                               replace=rebuild_properties(self.job) if replacing else None, partition_by=partition_by,
@@ -332,7 +333,7 @@ class IcebergWriter:
             self.log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
             schema = {c.name.lower(): c for c in self.table.schema()}
         if partition_by:
-            self._partition(partition_by, list(schema))
+            self._partition(partition_by, [column.name for column in schema.values()])
         wanted_properties = self._table_properties()
         if wanted_properties:
             have = self.table.properties()
@@ -352,23 +353,26 @@ class IcebergWriter:
         return {key: str(value).lower() if isinstance(value, bool) else str(value)
                 for key, value in self.channel.table_properties.items()}
 
-    def _check_partition_columns(self, fields: list[PartitionField], columns: list[str]) -> None:
-        names = {name.lower() for name in columns}
-        unknown = next((field for field in fields if field.column.lower() not in names), None)
-        if unknown is not None:
-            raise TargetTableError(f"target {self.channel.target}: partition_by's {unknown} names {unknown.column}, "
-                                   f"which is not one of its columns (renamed or dropped by a DDL? name the column "
-                                   f"as the target has it)")
+    def _spelled(self, fields: list[PartitionField], columns: list[str]) -> list[PartitionField]:
+        """``fields`` with each column as the target spells it (Iceberg finds a partition's column by its exact
+        name); :class:`TargetTableError` for a field of no column of the target."""
+        spelled = {name.lower(): name for name in columns}
+        found = []
+        for field in fields:
+            name = spelled.get(field.column.lower())
+            if name is None:
+                raise TargetTableError(f"target {self.channel.target}: partition_by's {field} names {field.column}, "
+                                       f"which is not one of its columns (renamed or dropped by a DDL? name the "
+                                       f"column as the target has it)")
+            found.append(dataclasses.replace(field, column=name))
+        return found
 
     def _partition(self, fields: list[PartitionField], columns: list[str]) -> None:
         """Add the fields of ``partition_by`` the target's spec lacks (a target made before they were set, or by
         hand); those it has that the setting does not name stay."""
-        self._check_partition_columns(fields, columns)
-        have = {(field.transform, field.column.lower(), field.size) for field in self.table.partition_fields()}
-        missing = [field for field in fields if (field.transform, field.column.lower(), field.size) not in have]
-        if missing:
-            self.table.add_partition_fields(missing)
-            self.log.info("spark.partition_fields_added", fields=[str(field) for field in missing])
+        added = self.table.add_partition_fields(self._spelled(fields, columns))
+        if added:
+            self.log.info("spark.partition_fields_added", fields=[str(field) for field in added])
 
     def converted(self, batch: Layout) -> list[Column]:
         from pyspark.sql import functions as F

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 # The transforms, as the config spells them; those that take a width or a bucket count first.
 TRANSFORMS = ("identity", "bucket", "truncate", "year", "month", "day", "hour")
 _SIZED = ("bucket", "truncate")
+_TIMES = ("year", "month", "day", "hour")
+_MAX_SIZE = 2**31 - 1  # (Iceberg's, an int)
 _CALL = re.compile(r"^(\w+)\((.*)\)$")
 _COLUMN = re.compile(r"^[^\s(),`]+$")
 
@@ -40,19 +42,15 @@ class PartitionField:
         if transform not in TRANSFORMS:
             raise PartitionSpecError(f"{text!r}: {call.group(1)} is not a transform (known: {', '.join(TRANSFORMS)})")
         if transform in _SIZED:
-            if len(arguments) != 2 or not arguments[0].isdigit() or int(arguments[0]) < 1 \
+            if len(arguments) != 2 or not arguments[0].isdigit() or not 1 <= int(arguments[0]) <= _MAX_SIZE \
                     or not _COLUMN.match(arguments[1]):
                 size = "n" if transform == "bucket" else "w"
-                raise PartitionSpecError(f"{text!r}: write {_spelled(transform)}, {size} a whole number above 0")
+                raise PartitionSpecError(f"{text!r}: write {_spelled(transform)}, {size} a whole number from 1 to "
+                                         f"{_MAX_SIZE}")
             return cls(transform, arguments[1], int(arguments[0]))
         if len(arguments) != 1 or not _COLUMN.match(arguments[0]):
             raise PartitionSpecError(f"{text!r}: write {_spelled(transform)}")
         return cls(transform, arguments[0])
-
-    @property
-    def iceberg_transform(self) -> str:
-        """The transform as Iceberg prints it in a partition spec (``bucket[16]``, ``day``)."""
-        return self.transform if self.size is None else f"{self.transform}[{self.size}]"
 
     def __str__(self) -> str:
         if self.transform == "identity":
@@ -76,4 +74,8 @@ def partition_fields(value: list) -> str | None:
     seen = [(field.transform, field.column.lower()) for field in fields]
     if len(set(seen)) != len(seen):
         return "names the same transform of a column twice"
+    # (Iceberg refuses two of them on one column: each is a coarser view of the same time.)
+    times = [field.column.lower() for field in fields if field.transform in _TIMES]
+    if len(set(times)) != len(times):
+        return "names two of year, month, day and hour of one column: Iceberg takes one"
     return None

@@ -60,6 +60,15 @@ def test_a_target_made_before_gains_the_fields_it_lacks_and_keeps_its_files(spar
     assert specs == {0, 1}, "the rows written before stay in their files: nothing was rewritten"
     assert rows(spark, target) == [(1, "a"), (2, "B"), (3, "c")]
 
+    # Named in another case, the field it has is not added again; the one it lacks is, as the table spells it.
+    sink = make_sink(spark, ChannelSettings("db.t", target, partition_by=("BUCKET(4, ID)", "truncate(1, NAME)")),
+                     JOB, spark_settings)
+    changes(sink, position(300), (UPDATE, 3, "C"))
+    assert spec(spark, target) == ["bucket(4, id)", "truncate(1, name)"]
+    partition = spark.table(f"{quote_table(target)}.partitions").schema["partition"].dataType
+    assert partition.fieldNames() == ["id_bucket_4", "name_trunc_1"]  # (as Iceberg names them: read apart from ours)
+    assert rows(spark, target) == [(1, "a"), (2, "B"), (3, "C")]
+
 
 def test_a_target_the_user_partitioned_by_hand_stays_exact_as_rows_move(spark, spark_settings):
     target = "lake.partitioned.by_hand"
