@@ -229,7 +229,8 @@ class InMemoryWriter:
         self.seal().apply(end_position, label)
 
     def _apply(self, sealed: SealedInMemory, end_position: Position, label: str, publish: bool,
-               behind: Position | None) -> None:
+               behind: Position | None, *, stage: bool = False) -> StagedInMemory | None:
+        """Apply (or, with ``stage``, stage: it lands once an :class:`InMemoryPublisher` publishes it)."""
         with self._lock:
             held, self._held = self._held, []  # back only if this apply holds too: a failure drops them
         if sealed.raw_failure is not None:
@@ -249,31 +250,17 @@ class InMemoryWriter:
                 self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None)
             if last is not None and end_position < last:
                 raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
+            if stage:
+                assert not held, f"{self.table}: a write staged while rows are held"
+                return StagedInMemory(self, sealed, end_position, label, behind)
             if not publish:
                 self._held = [*held, (sealed, end_position, label, behind)]
-                return
+                return None
             for step in [*held, (sealed, end_position, label, behind)]:
                 self._land(*step)
             if self.commit_calls in self.fail_after_commit_at:
                 raise InjectedFailure(f"injected lost reply after commit #{self.commit_calls} to {self.table}")
-
-    def _stage(self, sealed: SealedInMemory, end_position: Position, label: str,
-               behind: Position | None) -> StagedInMemory:
-        if sealed.raw_failure is not None:
-            self._dropped("commit failed")
-            raise sealed.raw_failure
-        if self.before_commit is not None:
-            self.before_commit(self, end_position)
-        with self._lock:
-            assert not self._held, f"{self.table}: a write staged while rows are held"
-            self.commit_calls += 1
-            if self.commit_calls in self.fail_commit_at:
-                self.aborts.append("commit failed")
-                raise InjectedFailure(f"injected failure on commit #{self.commit_calls} to {self.table}")
-            last = self.commits[-1].end_position if len(self.commits) > self.forgotten_commits else None
-            if last is not None and end_position < last:
-                raise AssertionError(f"{self.table}: commit at {end_position} is before {last}")
-            return StagedInMemory(self, sealed, end_position, label, behind)
+        return None
 
     def _land(self, sealed: SealedInMemory, end_position: Position, label: str, behind: Position | None) -> None:
         """Make one applied transaction visible (the caller holds the lock)."""
@@ -367,8 +354,8 @@ class SealedInMemory:
               behind: Position | None = None) -> None:
         self.writer._apply(self, end_position, label, publish, behind)
 
-    def stage(self, end_position: Position, label: str, *, behind: Position | None = None) -> StagedInMemory:
-        return self.writer._stage(self, end_position, label, behind)
+    def stage(self, end_position: Position, label: str, *, behind: Position | None = None) -> StagedInMemory | None:
+        return self.writer._apply(self, end_position, label, True, behind, stage=True)
 
     def discard(self, reason: str) -> None:
         self.writer._dropped(reason)

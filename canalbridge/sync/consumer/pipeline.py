@@ -123,15 +123,13 @@ class CommitPipeline:
             except ChannelCommitError as exc:
                 failures.append(exc)
         staged = {source: result for source, result in results.items() if isinstance(result, Staged)}
+        unpublished: set[str] = set()
         if staged and failures:  # nothing of the cut is published: none of it landed in those targets
             for each in staged.values():
                 each.write.discard()
             unpublished = set(staged)
         elif staged:
             failures.extend(self._publish(in_flight.label, staged))
-            unpublished = set()
-        else:
-            unpublished = set()
         failed = {failure.channel for failure in failures}
         written = [source for source, result in results.items()
                    if result and source not in failed and source not in unpublished]

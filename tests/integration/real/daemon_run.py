@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from canalbridge.devkit.entries import TableDef
@@ -31,6 +32,15 @@ def write_daemon_config(path: Path, canal, destination: str, warehouse: str, cha
         credentials=f'password = "{password}"', batch_size=64, min_events=500, commit=commit, channels=channels))
     path.chmod(0o600)
     return path
+
+
+def spark_section(catalog: str, keys: Mapping[str, str], secret: str, variable: str) -> str:
+    """A ``[spark]`` body: ``local[2]``, targets in ``catalog`` configured by ``keys`` (``spark.*``), the key
+    ``secret`` read from the environment variable ``variable`` rather than the file (left out of ``keys``)."""
+    conf = {key: value for key, value in keys.items() if key != secret}
+    return (f'master = "local[2]"\ncatalog = "{catalog}"\n[spark.conf]\n'
+            + "".join(f'"{key}" = "{value}"\n' for key, value in conf.items())
+            + f'[spark.conf_env]\n"{secret}" = "{variable}"\n')
 
 
 def acked_through(config, position: EntryPosition) -> bool:

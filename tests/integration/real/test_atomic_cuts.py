@@ -23,7 +23,12 @@ from tests.helpers import eventually
 from tests.infra.nessie import NessieServer
 from tests.infra.s3proxy import CLIENT_ENV, S3ProxyServer, store_client_in
 from tests.infra.sql_source import PacedWriter, Source, create_sql
-from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
+from tests.integration.real.daemon_run import (
+    acked_through,
+    assert_target_equals_source,
+    spark_section,
+    write_daemon_config,
+)
 from tests.integration.real.test_cuts_across_tables import ACCOUNTS, ACCT, DB, LEDGER, START, Transfers, agree
 
 pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.faults]
@@ -42,14 +47,6 @@ def catalog_keys(nessie: NessieServer, name: str, prefix: str | None = None) -> 
             ".s3.access-key-id": nessie.store.access_key, ".s3.secret-access-key": nessie.store.secret_key,
             **({".prefix": prefix, ".cache-enabled": "false"} if prefix else {})}
     return {f"spark.sql.catalog.{name}{key}": value for key, value in keys.items()}
-
-
-def spark_section(nessie: NessieServer) -> str:
-    secret = f"spark.sql.catalog.{CATALOG}.s3.secret-access-key"
-    keys = {key: value for key, value in catalog_keys(nessie, CATALOG).items() if key != secret}
-    return (f'master = "local[2]"\ncatalog = "{CATALOG}"\n[spark.conf]\n'
-            + "".join(f'"{key}" = "{value}"\n' for key, value in keys.items())
-            + f'[spark.conf_env]\n"{secret}" = "{SECRET_VARIABLE}"\n')
 
 
 def staged_labels(config) -> list[str]:  # type: ignore[no-untyped-def]
@@ -137,7 +134,9 @@ def test_every_commit_of_main_holds_whole_transfers_in_both_tables_through_a_kil
         channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "{target(t)}"'
                              for t in (ACCT, LEDGER))
         config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, "", channels,
-                                     spark=spark_section(nessie))
+                                     spark=spark_section(CATALOG, catalog_keys(nessie, CATALOG),
+                                                         f"spark.sql.catalog.{CATALOG}.s3.secret-access-key",
+                                                         SECRET_VARIABLE))
         config.write_text(config.read_text() + "[job.cuts]\natomic = true\n")
         for key, value in {**CLIENT_ENV, SECRET_VARIABLE: store.secret_key}.items():
             monkeypatch.setenv(key, value)  # (the daemon's environment: tests.daemon_process passes this one on)

@@ -24,7 +24,12 @@ from canalbridge.sync.model.position import EntryPosition
 from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.sql_source import PacedWriter, Source, create_sql
-from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
+from tests.integration.real.daemon_run import (
+    acked_through,
+    assert_target_equals_source,
+    spark_section,
+    write_daemon_config,
+)
 
 pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.faults]
 
@@ -138,24 +143,21 @@ def jdbc_catalog(history_db, warehouse: Path) -> tuple[str, str]:
             f"{prefix}.uri": f"jdbc:mariadb://{history_db.host}:{history_db.port}/{CATALOG_DB}",
             f"{prefix}.jdbc.user": "cuts", f"{prefix}.jdbc.schema-version": "V1",
             f"{prefix}.warehouse": warehouse.as_uri()}
-    body = (f'master = "local[2]"\ncatalog = "{CATALOG}"\n[spark.conf]\n'
-            + "".join(f'"{key}" = "{value}"\n' for key, value in conf.items())
-            + f'[spark.conf_env]\n"{prefix}.jdbc.password" = "CUTLAKE_JDBC_PASSWORD"\n')
-    return body, password
+    return spark_section(CATALOG, conf, f"{prefix}.jdbc.password", "CUTLAKE_JDBC_PASSWORD"), password
 
 
 @pytest.mark.timeout(900)
 def test_a_reader_at_the_logged_cut_never_sees_tables_disagree_while_their_mains_do(
         real_destination, canal, mariadb, history_db, spark, tmp_path, monkeypatch):
     real_destination(DB, setup=[create_sql(ACCT), create_sql(LEDGER)])
-    spark_section, password = jdbc_catalog(history_db, tmp_path / "warehouse")
+    section, password = jdbc_catalog(history_db, tmp_path / "warehouse")
     monkeypatch.setenv("CUTLAKE_JDBC_PASSWORD", password)  # the daemon's environment, as a service manager sets it
     channels = "\n".join(f'[[job.channel]]\nsource = "{t.qualified}"\ntarget = "{target(t)}"' for t in (ACCT, LEDGER))
-    config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, "", channels, spark=spark_section)
+    config = write_daemon_config(tmp_path / "canalbridge.toml", canal, DB, "", channels, spark=section)
     config.write_text(config.read_text() + f"[job.cuts]\ninterval_seconds = 1\nkeep = {KEEP}\n")
     # The test's own session reads the same catalog (its own copy of each table, never a cached one).
     prefix = f"spark.sql.catalog.{CATALOG}"
-    for line in spark_section.split("[spark.conf]\n")[1].split("[spark.conf_env]")[0].splitlines():
+    for line in section.split("[spark.conf]\n")[1].split("[spark.conf_env]")[0].splitlines():
         key, value = (part.strip().strip('"') for part in line.split(" = ", 1))
         spark.conf.set(key, value)
     spark.conf.set(f"{prefix}.jdbc.password", password)

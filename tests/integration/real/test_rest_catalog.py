@@ -16,7 +16,12 @@ from tests.infra.canal_server import CanalDestination
 from tests.infra.rest_catalog import RestCatalogServer
 from tests.infra.s3proxy import CLIENT_ENV, S3ProxyServer, store_client_in
 from tests.infra.sql_source import Source, create_sql
-from tests.integration.real.daemon_run import acked_through, assert_target_equals_source, write_daemon_config
+from tests.integration.real.daemon_run import (
+    acked_through,
+    assert_target_equals_source,
+    spark_section,
+    write_daemon_config,
+)
 
 pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.faults]
 
@@ -27,6 +32,7 @@ USER, PASSWORD = "rest_reader", "rest-reader-secret"
 CATALOG = "rest"
 TARGET = f"{CATALOG}.{DB}.orders"
 SECRET_VARIABLE = "REST_S3_SECRET"
+SECRET_KEY = f"spark.sql.catalog.{CATALOG}.s3.secret-access-key"  # from SECRET_VARIABLE, not the file
 STORE_RETRY = "Retrying task after failure"  # the catalog's log, each time it tries the store again
 
 
@@ -34,15 +40,6 @@ def catalog_keys(catalog: RestCatalogServer, store: S3ProxyServer) -> dict[str, 
     """The Spark keys of a client of the REST catalog over the store, its secret key among them."""
     return {**catalog.spark_conf(CATALOG), **{f"spark.sql.catalog.{CATALOG}.{key}": value
                                               for key, value in store.iceberg_properties().items()}}
-
-
-def spark_section(catalog: RestCatalogServer, store: S3ProxyServer) -> str:
-    """``[spark]`` for the REST catalog over the store, the store's secret key by environment variable."""
-    secret = f"spark.sql.catalog.{CATALOG}.s3.secret-access-key"
-    keys = {key: value for key, value in catalog_keys(catalog, store).items() if key != secret}
-    return (f'master = "local[2]"\ncatalog = "{CATALOG}"\n[spark.conf]\n'
-            + "".join(f'"{key}" = "{value}"\n' for key, value in keys.items())
-            + f'[spark.conf_env]\n"{secret}" = "{SECRET_VARIABLE}"\n')
 
 
 def outage_pause(config) -> dict | None:
@@ -65,9 +62,10 @@ def test_a_job_through_a_rest_catalog_starts_by_itself_once_the_catalog_and_then
         source.commit()
         canal.add_destination(CanalDestination(DB, filter_regex=rf"{DB}\..*"))
         mariadb.snapshot_user(USER, PASSWORD, DB, SIGNALS)
+        section = spark_section(CATALOG, catalog_keys(catalog, store), SECRET_KEY, SECRET_VARIABLE)
         config = write_daemon_config(
             tmp_path / "canalbridge.toml", canal, DB, "unused", f'[[job.channel]]\nsource = "{ORDERS.qualified}"\n'
-            f'target = "{TARGET}"', spark=spark_section(catalog, store), commit="retry_max_seconds = 2")
+            f'target = "{TARGET}"', spark=section, commit="retry_max_seconds = 2")
         snapshot = (f'[job.snapshot]\nhost = "{mariadb.host}"\nport = {mariadb.port}\nuser = "{USER}"\n'
                     f'password = "{PASSWORD}"\nsignal_table = "{DB}.{SIGNALS}"\nchunk_rows = 100\n')
         config.write_text(config.read_text().replace("[[job.channel]]", snapshot + "[[job.channel]]", 1))

@@ -35,7 +35,10 @@ public final class CatalogTransaction {
    * when it can: it must be an Iceberg REST catalog.
    */
   public static String unsupported(SparkSession spark, String catalog) {
-    Map<String, String> settings = settings(spark, catalog);
+    return unsupported(catalog, settings(spark, catalog));
+  }
+
+  private static String unsupported(String catalog, Map<String, String> settings) {
     if (settings.isEmpty()) {
       return "no Spark catalog " + catalog + " is configured";
     }
@@ -72,12 +75,12 @@ public final class CatalogTransaction {
   }
 
   private static RESTCatalog client(SparkSession spark, Object hadoopConf, String catalog, int timeoutMs) {
-    String why = unsupported(spark, catalog);
+    Map<String, String> settings = settings(spark, catalog);
+    String why = unsupported(catalog, settings);
     if (why != null) {
       throw new IllegalArgumentException(
           "canalbridge: catalog " + catalog + " cannot commit several tables at once: " + why);
     }
-    Map<String, String> settings = settings(spark, catalog);
     // (Without them the HTTP client could wait for ever on a catalog that stopped answering.)
     settings.putIfAbsent(CONNECT_TIMEOUT, String.valueOf(timeoutMs));
     settings.putIfAbsent(SOCKET_TIMEOUT, String.valueOf(timeoutMs));
