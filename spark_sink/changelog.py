@@ -28,6 +28,7 @@ class ChangelogMode:
     )
     _OWN = ("_op", "_journal", "_offset", "_execute_time", "_seq")
     layout_note: str | None = None  # (appends rewrite no file)
+    filter_deletes = False  # a change the row filter refuses is not recorded
 
     def __init__(self, writer: IcebergWriter) -> None:
         self.writer = writer

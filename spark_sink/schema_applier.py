@@ -47,7 +47,8 @@ class IcebergSchemaApplier:
             new_key += [c for c in channel.origin_columns if c.lower() not in {k.lower() for k in new_key}]
         try:
             # A key the statement replaces may lose its columns in it (DROP PRIMARY KEY, DROP COLUMN id, ...).
-            operations = plan(columns, alteration.changes, drop_columns=alteration.drop_columns,
+            operations = plan(columns, writer.shaping.alteration(alteration.changes),
+                              drop_columns=alteration.drop_columns,
                               key=new_key if keys_change else key, shared=alteration.shared)
         except EvolutionRefused as exc:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position,

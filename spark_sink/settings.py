@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
 from canalbridge.sync.options import local_path, non_empty, one_of, positive, setting
+
+MASK_SALT_ENV = "CANALBRIDGE_MASK_SALT"
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,14 @@ class SparkSettings:
             "`spark.jars`, and a jar the config needs (the Iceberg runtime, a JDBC driver, Iceberg's AWS bundle) "
             "that is not there stops the start, naming its Maven coordinates; without it, Spark fetches them with "
             "`spark.jars.packages`; relative to the config file")
+    mask_salt_env: str = setting(
+        MASK_SALT_ENV, check=non_empty,
+        doc="the environment variable that holds the salt (at least 16 characters) the channels' `mask` columns "
+            "are keyed by; read only when a channel masks a column")
     # Not a key of the file: the loader sets it when a job has a [job.snapshot], whose reads need a JDBC driver.
     reads_sources: bool = False
+    # Not a key of the file: the loader reads it from mask_salt_env when a channel masks a column. Never shown.
+    mask_salt: str = dataclasses.field(default="", repr=False)
 
     @property
     def stages_through_driver(self) -> bool:

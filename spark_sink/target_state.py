@@ -52,7 +52,7 @@ class IcebergTargetReader:
         if marked:  # (a commit landed in the table made anew before its mark was dropped)
             clear_rebuild(table, writer.job)
         return TargetState(
-            tuple(c for c in columns if c not in own),
+            writer.shaping.row_columns([c for c in columns if c not in own]),
             None if stamp is None else stamp.position,
             None if stamp is None else stamp.label,
             None if stamp is None else stamp.refill,

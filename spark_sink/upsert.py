@@ -56,6 +56,7 @@ class UpsertMode:
     """
 
     meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint"))
+    filter_deletes = True  # an update that moves a row out of the row filter removes it
 
     def __init__(self, writer: IcebergWriter) -> None:
         self.writer = writer
@@ -196,7 +197,7 @@ class UpsertMode:
 
     def write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None
-        names = [quote(name) for name in txn.batch.target_columns]
+        names = [quote(name) for name in self.writer.written_columns]
         keys = [quote(name) for name in key_names(txn.batch)]
         if self.writer.unmapped:
             frame.createOrReplaceTempView(self.writer.view)
@@ -401,9 +402,11 @@ def _key_bound(changes: DataFrame, column: str) -> str:
     """
     from pyspark.sql import functions as F
 
+    if column not in changes.columns:
+        return ""  # (a column the channel leaves out of the target)
     suffix = _literal_suffix(changes.schema[column].dataType)
     if suffix is None:
-        return ""  # (text, dates: their literals are not worth the risk; those chunks scan the target)
+        return ""  # (text, dates, masked values: their literals are not worth the risk; those chunks scan the target)
     key = F.col(quote(column))
     bounds = sorted((int(low), int(high)) for _, low, high in
                     changes.groupBy("_chunk").agg(F.min(key), F.max(key)).collect() if low is not None)

@@ -21,6 +21,7 @@ class WriteMode(Protocol):
 
     meta_fields: tuple[tuple[str, str], ...]  # what a staged row carries before its values (``_op``, ``_seq``...)
     layout_note: str | None  # why this target's commits slow down as it grows, once prepared (status shows it)
+    filter_deletes: bool  # a row the channel's row_filter refuses: a delete of its key (True), or no change
 
     def before_images(self) -> BeforeImages:
         """Which before images the mode needs from the row mapper."""

@@ -41,6 +41,7 @@ from spark_sink.evolve import Column as TargetSchemaColumn
 from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
+from spark_sink.shaping import Shaping
 from spark_sink.staging import Layout, Staging, Transaction, key_names
 from spark_sink.stamp import clear_rebuild, position_properties, rebuild_properties
 from spark_sink.table import TargetColumn, TargetTable
@@ -94,6 +95,10 @@ class IcebergWriter:
         self.unmapped: list[TargetSchemaColumn] = []  # target columns the mapping does not fill
         self.log = log.bind(job=job, channel=channel.source, target=channel.target)
         self.mode = mode(self)
+        self.shaping = Shaping(channel, settings.mask_salt)
+        self.shaping.parse(spark)
+        # The target's columns a commit writes, as the table was last prepared (the rows' columns, shaped).
+        self.written_columns: tuple[str, ...] = ()
         self._open = self._new_transaction()
         # Applies held back from main (see sink.SealedTransaction.apply) are on this branch until one publishes.
         self.branch = f"canalbridge-staging-{job}"
@@ -206,6 +211,7 @@ class IcebergWriter:
             else:
                 assert rows is not None
                 frame = self.mode.typed(rows, batch)
+            frame = self.shaping.apply(frame, deletes=self.mode.filter_deletes)
             if stage:
                 # (The snapshot's progress stays as it was: a job whose cuts are atomic runs no snapshot.)
                 staged = self.mode.stage_write(frame, txn, properties)
@@ -301,15 +307,16 @@ class IcebergWriter:
             self.log.info("spark.rebuild_landed")
 
     def _prepare_table(self, batch: Layout) -> None:
-        wanted = list(batch.target_columns)
         replacing = self.rebuild_pending
         partition_by = [PartitionField.parse(text) for text in self.channel.partition_by or ()]
-        if replacing or self.table.columns() is None:
-            keys = set(key_names(batch))
-            columns = [
-                TargetColumn(name, spark_type(source.mysql_type), name in keys)
-                for name, source in zip(batch.target_columns, batch.columns)
-            ]
+        keys = set(key_names(batch))
+        existing = None if replacing else self.table.columns()
+        columns = self.shaping.columns(self.spark, [
+            TargetColumn(name, spark_type(source.mysql_type), name in keys)
+            for name, source in zip(batch.target_columns, batch.columns)
+        ], existing or ())
+        wanted = [column.name for column in columns]
+        if existing is None:
             keyed_by = key_names(batch)
             partition_by = self._spelled(partition_by, [c.name for c in columns + self.mode.own_target_columns()])
             self.table.create(columns + self.mode.own_target_columns(), keyed_by,
@@ -326,8 +333,8 @@ class IcebergWriter:
         schema = {c.name.lower(): c for c in self.table.schema()}
         # A column a DDL added with a narrower type than its rows have (MySQL's REAL is a DOUBLE, sqlglot
         # reads a FLOAT): widened where Iceberg can, so no value is narrowed on the way in.
-        widen = [w for name, source in zip(wanted, batch.columns)
-                 if (w := widening(schema[name.lower()], spark_type(source.mysql_type))) is not None]
+        widen = [w for column in columns
+                 if (w := widening(schema[column.name.lower()], column.spark_type)) is not None]
         if widen:
             self.table.evolve(widen, None)
             self.log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
@@ -345,6 +352,7 @@ class IcebergWriter:
         # Target columns the rows do not fill: a column a DDL dropped and the target kept, or one the user added.
         self.unmapped = [c for name, c in schema.items() if name not in mapped]
         self._prepared_for = batch.target_columns
+        self.written_columns = tuple(wanted)
         self._ready = True
         self.mode.prepared(batch)
 

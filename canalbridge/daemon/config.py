@@ -25,6 +25,7 @@ from canalbridge.daemon.control_access import SOCKET_NAME, address_problem
 from canalbridge.daemon.control_token import TOKEN_NAME
 from canalbridge.source_db.tls import VERIFYING
 from canalbridge.sync.errors import PatternError
+from canalbridge.sync.model.partitions import PartitionField, PartitionSpecError
 from canalbridge.sync.model.tables import TablePattern, TargetTemplate, merges
 from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
@@ -42,7 +43,7 @@ from canalbridge.sync.settings import (
 )
 from canalbridge.sync.source.canal.settings import CanalSettings
 from canalbridge.sync.source.kafka.settings import KAFKA_SECURITY, KafkaSettings
-from spark_sink.settings import SparkSettings
+from spark_sink.settings import MASK_SALT_ENV, SparkSettings
 
 
 class ConfigError(Exception):
@@ -200,6 +201,8 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
             token = ""
         daemon_values["control_token_env"] = token or None
     jobs = [_job(raw_job, index, path.parent, secret, problems, warnings) for index, raw_job in enumerate(raw_jobs)]
+    if any(channel.mask for job in jobs if job is not None for channel in job.channels):
+        spark_values["mask_salt"] = _mask_salt(spark_values.get("mask_salt_env", MASK_SALT_ENV), secret, problems)
     _check_across_jobs(jobs, problems)
     for index, job in enumerate(jobs):
         if job is not None and job.cuts.atomic:
@@ -222,6 +225,7 @@ def load_config(path: Path, environ: dict[str, str] | None = None, *, secrets: b
         reads_sources=any(job is not None and job.snapshot is not None for job in jobs),
         **_attributes(SparkSettings, {"spark": spark_values},
                       skip=("warehouse", "conf", "secret_conf", "spill_dir", "jars_dir")),
+        mask_salt=spark_values.get("mask_salt", ""),
     )
     if not spark.master.startswith("local") and spark.staging == "files" and "spill_dir" not in spark_values:
         warnings.append(f"spark.master is {spark.master!r} with staging = \"files\" but spark.spill_dir is not set: "
@@ -267,6 +271,7 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
         channel = _walk(raw_channel, "job.channel", channel_where, problems)
         given = set(raw_channel) if isinstance(raw_channel, dict) else set()
         _channel_tables(channel, given, channel_where, problems, warnings)
+        _check_shaping(channel, channel_where, problems)
         channels.append(channel)
     if "channel" in values and not values["channel"]:
         problems.append(f"{where}.channel: at least one [[job.channel]] is required")
@@ -394,6 +399,40 @@ def _channel_tables(channel: dict[str, Any], given: set[str], where: str, proble
         warnings.append(f"{where}: {pattern.text} merges tables into {template.text}; rows of different tables "
                         f"with the same key replace each other there. If the shards' keys may collide, set "
                         f"table_column (and schema_column) with source_in_key = true")
+
+
+def _check_shaping(channel: dict[str, Any], where: str, problems: list[str]) -> None:
+    """A channel's shaping settings against each other (the expressions are Spark's to read, at start)."""
+    def named(key: str) -> set[str]:
+        value = channel.get(key)
+        return {name.lower() for name in value} if isinstance(value, (list, tuple, dict)) else set()
+
+    excluded, masked, computed = named("exclude"), named("mask"), named("computed")
+    for name in sorted(excluded & masked):
+        problems.append(f"{where}.mask: {name} is also excluded; keep it in one of the two")
+    for name in sorted(named("key") & excluded):
+        problems.append(f"{where}.exclude: {name} is a key column; a target keeps its key")
+    for name in sorted(computed & (excluded | masked)):
+        problems.append(f"{where}.computed.{name}: also in exclude or mask, which name the row's own columns")
+    for entry in channel.get("partition_by") or ():
+        try:
+            column = PartitionField.parse(entry).column.lower()
+        except PartitionSpecError:
+            continue  # (its own check named it)
+        if column in excluded:
+            problems.append(f"{where}.partition_by: {entry} names {column}, which exclude leaves out of the target")
+
+
+MASK_SALT_LENGTH = 16  # a shorter salt makes the masked values a short dictionary search away
+
+
+def _mask_salt(variable: str, secret: _Secrets, problems: list[str]) -> str:
+    """The salt ``mask`` columns are keyed by, from the environment; never shown."""
+    salt = secret.read(variable, "spark.mask_salt_env (a channel masks columns)", empty_is_unset=True)
+    if salt and len(salt) < MASK_SALT_LENGTH:
+        problems.append(f"spark.mask_salt_env: the salt in {variable} must be at least {MASK_SALT_LENGTH} "
+                        f"characters")
+    return salt
 
 
 def _kafka(values: dict[str, Any], where: str, secret: _Secrets, problems: list[str]) -> KafkaSettings | None:

@@ -192,6 +192,15 @@ def _table_properties(value: dict) -> str | None:
     return None
 
 
+def _computed(value: dict) -> str | None:
+    for name, expression in value.items():
+        if name.startswith("_"):
+            return f"{name}: names starting with _ are canalbridge's own columns"
+        if not isinstance(expression, str) or not expression.strip():
+            return f"{name}: must be a Spark SQL expression"
+    return None
+
+
 @dataclass(frozen=True)
 class ChannelSettings:
     """One source table synced into one target table, or a rule that makes such channels (a ``[[job.channel]]``).
@@ -237,6 +246,23 @@ class ChannelSettings:
         doc="Iceberg table properties the target is made with, or set to when they differ "
             "(`\"write.parquet.compression-codec\" = \"zstd\"`); not `format-version`, nor those canalbridge "
             "keeps (`canalbridge.*`)")
+    exclude: tuple[str, ...] | None = setting(
+        None, check=names, default_text="none",
+        doc="target columns (as `columns` maps them) the target does not get; not a key column "
+            "(docs/guide/shaping.md#columns)")
+    mask: tuple[str, ...] | None = setting(
+        None, check=names, default_text="none",
+        doc="target columns written as an HMAC-SHA256 of their value (as text, in lower-case hex) keyed by the "
+            "salt in `[spark] mask_salt_env`: the same value masks the same in every table")
+    computed: dict[str, str] = setting(
+        {}, check=_computed, default_text="none",
+        doc="target columns made by a Spark SQL expression over the row (`order_day = \"to_date(created_at)\"`), "
+            "after the row's own columns; an expression whose columns a DDL drops or renames pauses the job")
+    row_filter: str | None = setting(
+        None, check=non_empty, default_text="every row",
+        doc="a Spark SQL predicate over the row: an upsert target holds the rows it is true of (an update that "
+            "makes it false deletes the row), a changelog target the changes it is true of; the snapshot "
+            "applies it too")
     pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
     schema_column: str | None = setting(None, check=non_empty,
                                         doc="a target column that records each row's source schema (shards merged "
@@ -251,6 +277,12 @@ class ChannelSettings:
     def keeps_every_change(self) -> bool:
         """A changelog keeps each change; an upsert target keeps the last change per key."""
         return self.mode == "changelog"
+
+    @property
+    def shaped(self) -> bool:
+        """Whether the target's columns or rows differ from the mapped source rows' (exclude, mask, computed,
+        row_filter)."""
+        return bool(self.exclude or self.mask or self.computed or self.row_filter)
 
     @property
     def origin_columns(self) -> tuple[str, ...]:

@@ -69,16 +69,22 @@ class OnDemand:
         shows each one's check."""
         chosen = self._chosen(tables)
         if not tables:
-            chosen = [c for c in chosen if not c.channel.keeps_every_change]
+            chosen = [c for c in chosen if not c.channel.keeps_every_change and not c.channel.shaped]
         changelogs = [c.name for c in chosen if c.channel.keeps_every_change]
         if changelogs or not chosen:
             raise JobStateError(f"job {self.name}: verify compares upsert targets, one row per key; "
                                 + (f"{', '.join(changelogs)} writes a changelog" if changelogs
-                                   else "the job has no upsert channel named for one table"))
+                                   else "the job has no upsert channel named for one table that leaves its rows "
+                                        "unshaped"))
         mapped = [c.name for c in chosen if c.channel.columns is not None]
         if mapped:
             raise JobStateError(f"job {self.name}: verify compares columns by name, and the channel of "
                                 f"{', '.join(mapped)} maps them by position (its columns setting)")
+        shaped = [c.name for c in chosen if c.channel.shaped]
+        if shaped:
+            raise JobStateError(f"job {self.name}: verify compares a target with its source row for row, and the "
+                                f"channel of {', '.join(shaped)} shapes its rows (exclude, mask, computed or "
+                                f"row_filter)")
         merged = [c.name for c in chosen if c.channel.merged]
         if merged:
             raise JobStateError(f"job {self.name}: verify compares a target with one table, and "

@@ -507,3 +507,41 @@ def test_table_properties_pass_but_not_those_canalbridge_sets(tmp_path):
         found = problems(tmp_path, text + f"{key} = {value}\n")
         assert found == [f"job[0].channel[0].table_properties: {key.strip(chr(34))}: canalbridge sets it (targets "
                          f"are Iceberg format 2, and canalbridge.* is its own)"], found
+
+
+SHAPED = ('target = "lake.db.t"\nexclude = ["note"]\nmask = ["email"]\nrow_filter = "status <> \'cancelled\'"\n'
+          '[job.channel.computed]\norder_day = "to_date(created)"\n')
+
+
+def test_a_channels_shaping_is_read_with_the_salt_from_the_environment_and_never_shown(tmp_path):
+    text = VALID.replace('target = "lake.db.t"\n', SHAPED)
+    salt = "sixteen or more characters"
+    config = load_config(write(tmp_path, text), {"CANALBRIDGE_MASK_SALT": salt})
+    channel = config.jobs[0].channels[0]
+    assert (channel.exclude, channel.mask, channel.computed, channel.row_filter) == (
+        ("note",), ("email",), {"order_day": "to_date(created)"}, "status <> 'cancelled'")
+    assert config.spark.mask_salt == salt and salt not in repr(config)
+    other = text.replace("[daemon]", '[spark]\nmask_salt_env = "ORDERS_SALT"\n[daemon]', 1)
+    assert load_config(write(tmp_path, other), {"ORDERS_SALT": salt}).spark.mask_salt == salt
+
+    assert problems(tmp_path, text) == [
+        "spark.mask_salt_env (a channel masks columns): environment variable CANALBRIDGE_MASK_SALT is not set"]
+    assert problems(tmp_path, text, {"CANALBRIDGE_MASK_SALT": "short"}) == [
+        "spark.mask_salt_env: the salt in CANALBRIDGE_MASK_SALT must be at least 16 characters"]
+    unmasked = VALID.replace('target = "lake.db.t"\n', 'target = "lake.db.t"\nexclude = ["note"]\n')
+    assert load_config(write(tmp_path, unmasked), {}).spark.mask_salt == "", "no mask, no salt asked for"
+
+
+def test_shaping_entries_that_contradict_each_other_are_named(tmp_path):
+    text = VALID.replace('target = "lake.db.t"\n', 'target = "lake.db.t"\nkey = ["id"]\nexclude = ["ID", "email"]\n'
+                         'mask = ["email"]\npartition_by = ["day(email)"]\n'
+                         '[job.channel.computed]\nEmail = "lower(email)"\n_day = "to_date(created)"\n')
+    assert problems(tmp_path, text, {"CANALBRIDGE_MASK_SALT": "sixteen or more characters"}) == [
+        "job[0].channel[0].computed: _day: names starting with _ are canalbridge's own columns",
+        "job[0].channel[0].mask: email is also excluded; keep it in one of the two",
+        "job[0].channel[0].exclude: id is a key column; a target keeps its key",
+        "job[0].channel[0].partition_by: day(email) names email, which exclude leaves out of the target"]
+    computed = VALID.replace('target = "lake.db.t"\n', 'target = "lake.db.t"\nmask = ["email"]\n'
+                             '[job.channel.computed]\nEmail = "lower(email)"\n')
+    assert problems(tmp_path, computed, {"CANALBRIDGE_MASK_SALT": "sixteen or more characters"}) == [
+        "job[0].channel[0].computed.email: also in exclude or mask, which name the row's own columns"]
