@@ -42,6 +42,9 @@ class ChangelogMode:
     def own_columns(self) -> tuple[str, ...]:
         return self._OWN
 
+    def added_columns(self) -> list[TargetColumn]:
+        return []  # (a target without them is no changelog: validate refuses it)
+
     def identifier_fields(self, key_names: list[str]) -> list[str]:
         return []  # a key appears once per change
 

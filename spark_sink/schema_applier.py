@@ -12,6 +12,7 @@ from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.ddl import ChangeKey, RenameTable, SchemaChange, TruncateTable, key_after, renamed
 from spark_sink.errors import EvolutionRefused
 from spark_sink.evolve import Column, MakeNullable, Operation, plan
+from spark_sink.shaping import ShapingRefused
 from spark_sink.stamp import position_properties
 from spark_sink.table import PROP_COLUMN_ALIASES, PROP_PRIMARY_KEY, PROP_SOURCE_TABLE
 from spark_sink.writer import IcebergWriter
@@ -32,6 +33,10 @@ class IcebergSchemaApplier:
         assert not writer.holding, "a DDL applied while rows are held on the branch"
         table = writer.live()
         if table.columns() is None:
+            try:  # (renames of masked and excluded columns are followed even so: the table is made with them)
+                writer.shaping.alteration(alteration.changes)
+            except ShapingRefused as exc:
+                raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
             return  # the table is created from the first rows, with their columns
         summary = position_properties(writer.job, label, stamp, snapshot=writer.snapshot_progress)
         if any(isinstance(c, TruncateTable) for c in alteration.changes):
@@ -45,15 +50,20 @@ class IcebergSchemaApplier:
         keys_change = any(isinstance(change, ChangeKey) for change in alteration.changes)
         if keys_change and new_key and channel.source_in_key:  # rows keep their source in the key
             new_key += [c for c in channel.origin_columns if c.lower() not in {k.lower() for k in new_key}]
+        writer.shaping.learn(properties)
+        try:
+            changes = writer.shaping.alteration(alteration.changes)
+        except ShapingRefused as exc:
+            raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
         try:
             # A key the statement replaces may lose its columns in it (DROP PRIMARY KEY, DROP COLUMN id, ...).
-            operations = plan(columns, writer.shaping.alteration(alteration.changes),
-                              drop_columns=alteration.drop_columns,
+            operations = plan(columns, changes, drop_columns=alteration.drop_columns,
                               key=new_key if keys_change else key, shared=alteration.shared)
         except EvolutionRefused as exc:
             raise SchemaChangeError(alteration.table, alteration.sql, alteration.position,
                                     f"{exc}; {rebuild_remedy(writer.job, channel.source)}") from exc
         table_properties = {PROP_PRIMARY_KEY: json.dumps(new_key)} if new_key != key else {}
+        table_properties.update(writer.shaping.record(properties))  # (masked and excluded columns renamed)
         identifier_fields = None  # (renamed with their columns by Iceberg)
         if keys_change:
             identifier_fields = self._key_identifier_fields(new_key, columns, alteration.changes, operations)

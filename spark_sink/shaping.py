@@ -24,7 +24,10 @@ before a masked or excluded column could reach the target under a new name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from canalbridge.sync.schema.ddl import (
@@ -47,19 +50,37 @@ if TYPE_CHECKING:
 
 MASK_FUNCTION = "canalbridge_mask"
 MASK_CLASS = "canalbridge.spark.Mask"
+# What the target took of the shaping: the columns its masked values and left-out columns are under (their
+# entries, and the new names DDLs renamed them to) and the salt's fingerprint, as JSON.
+PROP_SHAPING = "canalbridge.shaping"
 _MASKED_DDL_TYPE = "text"  # a masked column stays a string in the target, whatever a DDL makes it in the source
+_FINGERPRINT = b"canalbridge mask salt"
+
+
+class ShapingRefused(ValueError):
+    """A DDL the shaping cannot follow (the message names the entry and what to do)."""
 
 
 class Shaping:
-    """The shaping settings of one channel, applied by its writer."""
+    """The shaping settings of one channel, applied by its writer.
+
+    Masked and excluded columns follow renames: a DDL that renames one adds
+    the new name to the set, recorded in the target (:data:`PROP_SHAPING`,
+    read back by :meth:`learn`), so its values never reach the target in
+    clear or at all under the new name.
+    """
 
     def __init__(self, channel: ChannelSettings, salt: str) -> None:
         self.channel = channel
         self._salt = salt
-        self.excluded = {name.lower() for name in channel.exclude or ()}
-        self.masked = {name.lower() for name in channel.mask or ()}
+        self._entries_excluded = frozenset(name.lower() for name in channel.exclude or ())
+        self._entries_masked = frozenset(name.lower() for name in channel.mask or ())
+        self.excluded = set(self._entries_excluded)  # and the names DDLs renamed them to
+        self.masked = set(self._entries_masked)
+        self._renamed: dict[str, str] = {}  # a new name a DDL gave a masked or excluded column: its entry
         self.computed = dict(channel.computed)
         self.row_filter = channel.row_filter
+        self._registered: object = None  # the JVM session the mask function was registered in
 
     def __repr__(self) -> str:
         return f"Shaping({self.channel.target})"  # (never the salt)
@@ -70,31 +91,97 @@ class Shaping:
 
     # -- without Spark ---------------------------------------------------------------------------
 
+    def learn(self, properties: Mapping[str, str]) -> None:
+        """Take the target's record of renames: a column renamed since its ``mask`` or ``exclude`` entry named it
+        stays so under its new name, as long as the entry is there."""
+        recorded = self._recorded(properties)
+        for new, entry in (recorded["renamed"] if recorded else {}).items():
+            self._follow(entry, new)
+
+    def _follow(self, entry: str, new: str) -> None:
+        if entry in self._entries_masked:
+            self.masked.add(new)
+            self._renamed[new] = entry
+        elif entry in self._entries_excluded:
+            self.excluded.add(new)
+            self._renamed[new] = entry
+
+    def record(self, properties: Mapping[str, str]) -> dict[str, str]:
+        """The table property that records what the target took of the shaping, where ``properties`` (the
+        target's) differ: the entries, the renames followed, the salt's fingerprint."""
+        if not (self.masked or self.excluded or self._recorded(properties)):
+            return {}
+        value = json.dumps({"mask": sorted(self._entries_masked), "exclude": sorted(self._entries_excluded),
+                            "renamed": self._renamed, "salt": self._fingerprint() if self.masked else None},
+                           sort_keys=True)
+        return {} if properties.get(PROP_SHAPING) == value else {PROP_SHAPING: value}
+
+    def _fingerprint(self) -> str:
+        """Tells one salt from another and nothing of it (an HMAC of a constant)."""
+        return hmac.new(self._salt.encode(), _FINGERPRINT, hashlib.sha256).hexdigest()[:16]
+
+    def _recorded(self, properties: Mapping[str, str]) -> dict | None:
+        """The target's record (untrusted: checked), None without one."""
+        text = properties.get(PROP_SHAPING)
+        if text is None:
+            return None
+        try:
+            recorded = json.loads(text)
+            names = (isinstance(recorded, dict)
+                     and all(isinstance(recorded.get(key), list) and all(isinstance(n, str) for n in recorded[key])
+                             for key in ("mask", "exclude"))
+                     and isinstance(recorded.get("renamed"), dict)
+                     and all(isinstance(k, str) and isinstance(v, str) for k, v in recorded["renamed"].items()))
+            if not names:
+                raise ValueError("not canalbridge's record")
+        except ValueError as exc:
+            raise TargetTableError(f"target {self.channel.target}: table property {PROP_SHAPING} is not what "
+                                   f"canalbridge writes ({exc}); remove it, or rebuild the target") from None
+        return recorded
+
     def row_columns(self, target_columns: Sequence[str]) -> tuple[str, ...]:
         """The target's columns as the channel's rows map onto them: without the computed ones, with the
         excluded ones (at the end: rows map by name)."""
         computed = {name.lower() for name in self.computed}
         kept = tuple(name for name in target_columns if name.lower() not in computed)
         have = {name.lower() for name in kept}
-        return kept + tuple(name for name in self.channel.exclude or () if name.lower() not in have)
+        return kept + tuple(sorted(name for name in self.excluded if name not in have))
 
     def alteration(self, changes: Sequence[SchemaChange]) -> tuple[SchemaChange, ...]:
-        """A DDL's column changes as the target takes them: none for an excluded column (the target does not
-        have it; a rename of one leaves the rows a column of a new name, which the next commit stops at), and
-        a masked column stays text whatever type the DDL gives it."""
+        """A DDL's column changes as the target takes them: none for an excluded column, and a masked column
+        stays text whatever type the DDL gives it. A masked or excluded column renamed stays so under its new
+        name (:meth:`record` says so to the target). :class:`ShapingRefused`: an unmasked column renamed to a
+        masked name (the target would hold its values in clear under it), a column added under a computed
+        column's name."""
         taken: list[SchemaChange] = []
+        computed = {name.lower() for name in self.computed}
         for change in changes:
-            if isinstance(change, AddColumn | DropColumn | RenameColumn | ChangeColumn):
+            if isinstance(change, AddColumn) and change.column.name.lower() in computed:
+                raise ShapingRefused(f"the source gains a column {change.column.name}, the name of "
+                                     f"computed.{change.column.name}: rename the computed column, drop the "
+                                     f"target's column of that name (ALTER TABLE ... DROP COLUMN) and restart the "
+                                     f"daemon")
+            if isinstance(change, RenameColumn | ChangeColumn) and change.name.lower() != change.new_name.lower():
+                old, new = change.name.lower(), change.new_name.lower()
+                if old in self.excluded:
+                    self._follow(self._renamed.get(old, old), new)
+                    continue
+                if new in self.excluded:
+                    continue  # (renamed into an excluded name: the target keeps the old, as a dropped column)
+                if old in self.masked:
+                    self._follow(self._renamed.get(old, old), new)
+                elif new in self.masked:
+                    raise ShapingRefused(f"column {change.name} is renamed to {change.new_name}, which mask names: "
+                                         f"the target holds {change.name}'s values in clear; remove the entry, or "
+                                         f"rebuild the target")
+            elif isinstance(change, AddColumn | DropColumn | RenameColumn | ChangeColumn):
                 name = change.column.name if isinstance(change, AddColumn) else change.name
                 if name.lower() in self.excluded:
                     continue
             if isinstance(change, AddColumn):
                 change = AddColumn(self._column_def(change.column), self._place(change.place))
             elif isinstance(change, ChangeColumn):
-                if change.name.lower() in self.masked:
-                    change = ChangeColumn(change.name, ColumnDef(change.column.name, _MASKED_DDL_TYPE,
-                                                                 change.column.not_null), change.place)
-                change = ChangeColumn(change.name, change.column, self._place(change.place))
+                change = ChangeColumn(change.name, self._column_def(change.column), self._place(change.place))
             taken.append(change)
         return tuple(taken)
 
@@ -107,31 +194,51 @@ class Shaping:
         """``AFTER`` an excluded column (which the target lacks): where the column goes instead, at the end."""
         return Place() if place.after is not None and place.after.lower() in self.excluded else place
 
-    def check(self, columns: Sequence[str], key: Sequence[str], target: Sequence[str]) -> None:
-        """The entries against the rows' columns (``columns``, keyed by ``key``) and the target's (``target``);
-        :class:`TargetTableError` naming the entry.
+    def check(self, columns: Sequence[str], key: Sequence[str], target: Sequence[str] | None,
+              properties: Mapping[str, str]) -> None:
+        """The entries against the rows' columns (``columns``, keyed by ``key``) and the target's (``target``,
+        with ``properties``; None: the target is to be made); :class:`TargetTableError` naming the entry and
+        what to do.
 
-        A masked column the rows lack must be one the target kept when a DDL
-        dropped it: else a DDL renamed it (or dropped it, and the target with
-        it), and its values would reach the target unmasked under the new
-        name. An excluded column the rows lack is no matter: one renamed
-        brings the rows a column the target does not have, which stops the
-        commit anyway.
+        Each ``exclude`` and ``mask`` entry names a column of the rows, or one
+        the target has, or one a DDL renamed (a typo would let the column it
+        meant through; a pattern's tables may lack one). The target holds
+        nothing the shaping keeps out of it: no excluded column, no masked
+        column in clear (written before it was masked), none masked by another
+        salt; and no masked values of a column ``mask`` no longer names.
         """
-        have = {name.lower() for name in columns}
-        kept = {name.lower() for name in target}
-        for name in self.channel.mask or ():
-            if name.lower() not in have and name.lower() not in kept:
-                raise TargetTableError(
-                    f"target {self.channel.target}: mask names {name}, which neither the rows "
-                    f"({', '.join(columns)}) nor the target have: renamed by a DDL? name the column as the rows "
-                    f"have it (or remove the entry) and restart the daemon")
+        have = {name.lower() for name in columns} | {name.lower() for name in target or ()}
+        if self.channel.pattern is None:
+            for setting, entries in (("exclude", self._entries_excluded), ("mask", self._entries_masked)):
+                for name in sorted(entries - have - set(self._renamed.values())):
+                    raise TargetTableError(f"target {self.channel.target}: {setting} names {name}, which neither "
+                                           f"the rows ({', '.join(columns)}) nor the target have: name a column "
+                                           f"of theirs (a column a DDL dropped: remove the entry)")
+        recorded = self._recorded(properties) or {"mask": [], "exclude": [], "renamed": {}, "salt": None}
+        recorded_masked = set(recorded["mask"]) | {new for new, entry in recorded["renamed"].items()
+                                                   if entry in recorded["mask"]}
+        for name in target or ():
+            lowered = name.lower()
+            if lowered in self.excluded:
+                raise TargetTableError(f"target {self.channel.target}: it has column {name}, which exclude leaves "
+                                       f"out: drop the column from the target (ALTER TABLE ... DROP COLUMN), or "
+                                       f"rebuild it")
+            if lowered in self.masked and lowered not in recorded_masked:
+                raise TargetTableError(f"target {self.channel.target}: it holds column {name} in clear, written "
+                                       f"before mask named it: rebuild the target, or remove the entry")
+            if lowered in recorded_masked and lowered not in self.masked:
+                raise TargetTableError(f"target {self.channel.target}: it holds masked values of column {name}, "
+                                       f"which mask no longer names: name it again, or rebuild the target")
+        if self.masked and recorded.get("salt") not in (None, self._fingerprint()):
+            raise TargetTableError(f"target {self.channel.target}: its masked values were keyed by another salt "
+                                   f"(masked keys would no longer match): set the salt back, or rebuild the target")
+        rows = {name.lower() for name in columns}
         for name in key:
             if name.lower() in self.excluded:
                 raise TargetTableError(f"target {self.channel.target}: exclude names {name}, a key column; a "
                                        f"target keeps its key")
         for name in self.computed:
-            if name.lower() in have:
+            if name.lower() in rows:
                 raise TargetTableError(f"target {self.channel.target}: computed.{name} has the name of one of "
                                        f"the rows' columns; give it another")
 
@@ -152,17 +259,17 @@ class Shaping:
         return ([("row_filter", self.row_filter)] if self.row_filter is not None else []) + [
             (f"computed.{name}", text) for name, text in self.computed.items()]
 
-    def columns(self, spark: SparkSession, rows: Sequence[TargetColumn], target: Sequence[str]) -> list[TargetColumn]:
+    def columns(self, spark: SparkSession, rows: Sequence[TargetColumn], target: Sequence[str] | None,
+                properties: Mapping[str, str]) -> list[TargetColumn]:
         """The target's columns for rows of ``rows``' columns (a key column keeps its ``not_null``), the target
-        having ``target``'s: Spark's analysis of the shaping, over no rows. :class:`TargetTableError` names an
-        entry that does not fit."""
+        having ``target``'s (None: it is to be made) and ``properties``: Spark's analysis of the shaping, over no
+        rows. :class:`TargetTableError` names an entry that does not fit."""
+        self.learn(properties)
+        self.check([c.name for c in rows], [c.name for c in rows if c.not_null], target, properties)
         if not self.active:
             return list(rows)
-        from pyspark.sql.types import StructField, StructType, _parse_datatype_string
-
-        self.check([c.name for c in rows], [c.name for c in rows if c.not_null], target)
-        empty = spark.createDataFrame([], StructType([StructField(c.name, _parse_datatype_string(c.spark_type))
-                                                      for c in rows]))
+        schema = ", ".join(f"{quote(c.name)} {c.spark_type}" for c in rows)
+        empty = spark.createDataFrame([], schema)
         shaped = self.apply(empty, deletes=False)
         key = {c.name.lower() for c in rows if c.not_null}
         return [TargetColumn(field.name, field.dataType.simpleString(), field.name.lower() in key)
@@ -175,6 +282,7 @@ class Shaping:
         if not self.active:
             return frame
         from pyspark.sql import functions as F
+        from pyspark.sql.types import BinaryType
 
         keep: Column | None = None
         if self.row_filter is not None:
@@ -193,7 +301,9 @@ class Shaping:
                 continue
             column = F.col(quote(name))
             if lowered in self.masked:
-                column = F.call_function(MASK_FUNCTION, column.cast("string")).alias(name)
+                # Bytes as hex: as a string they would be read as UTF-8, and bytes that are not would collide.
+                value = F.hex(column) if isinstance(frame.schema[name].dataType, BinaryType) else column.cast("string")
+                column = F.call_function(MASK_FUNCTION, value).alias(name)
             elif keep is not None and name == "_op":
                 column = F.when(keep, column).otherwise(F.lit("D")).alias(name)
             columns.append(column)
@@ -202,11 +312,12 @@ class Shaping:
         return self._analysed(frame, lambda: frame.select(*columns))
 
     def _expression(self, entry: str, text: str) -> Column:
+        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
         try:
             return F.expr(text)
-        except Exception as exc:  # Spark's parser: the entry is not an expression
+        except AnalysisException as exc:  # (a ParseException): the entry is not an expression
             raise TargetTableError(f"target {self.channel.target}: {entry} = {text!r} is not a Spark SQL "
                                    f"expression: {_first_line(exc)}") from exc
 
@@ -214,20 +325,18 @@ class Shaping:
         """``shaped()``; if Spark's analysis refuses it (a column an expression names that the rows lack, a
         function that does not exist, a filter that is no predicate), a :class:`TargetTableError` naming the
         first entry that ``frame`` alone refuses."""
+        from pyspark.errors import AnalysisException
+
         try:
             return shaped()
-        except TargetTableError:
-            raise
-        except Exception:
+        except AnalysisException:
             from pyspark.sql import functions as F
 
             for entry, text in self._entries():
                 try:
                     expression = self._expression(entry, text)
                     frame.select(expression.cast("boolean") if entry == "row_filter" else expression)
-                except TargetTableError:
-                    raise
-                except Exception as refused:
+                except AnalysisException as refused:
                     raise TargetTableError(
                         f"target {self.channel.target}: {entry} = {text!r} does not fit the rows (a column it "
                         f"names renamed or dropped by a DDL?): {_first_line(refused)}; change the entry and "
@@ -235,15 +344,18 @@ class Shaping:
             if self.row_filter is not None:
                 try:
                     frame.where(F.expr(self.row_filter))
-                except Exception as refused:
+                except AnalysisException as refused:
                     raise TargetTableError(f"target {self.channel.target}: row_filter = {self.row_filter!r} is "
                                            f"not a predicate: {_first_line(refused)}") from refused
             raise
 
     def _register(self, spark: SparkSession) -> None:
-        """The mask function in ``spark`` (again after a lost session), keyed by the salt."""
+        """The mask function in ``spark``, once per session (again after a lost session), keyed by the salt: it
+        crosses to the JVM once, not with every commit."""
         from py4j.java_gateway import JavaClass
 
+        if self._registered is spark._jsparkSession:
+            return
         mask = spark.sparkContext._jvm
         for part in MASK_CLASS.split("."):
             mask = getattr(mask, part)
@@ -251,6 +363,7 @@ class Shaping:
             raise SparkSetupError(f"target {self.channel.target}: mask needs the canalbridge decoder jar on "
                                   f"Spark's classpath (looked for {decoder_jar()}): run `make decoder-jar`")
         mask.register(spark._jsparkSession, MASK_FUNCTION, self._salt)
+        self._registered = spark._jsparkSession
 
 
 def _first_line(exc: BaseException) -> str:

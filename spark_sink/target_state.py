@@ -43,6 +43,7 @@ class IcebergTargetReader:
             return TargetState()
         own = set(writer.mode.own_columns())
         properties = table.properties()
+        writer.shaping.learn(properties)  # (the excluded columns DDLs renamed: the rows map them too)
         stamp = read_stamp(table, writer.job, properties)  # (one read of the properties for both)
         marked = rebuild_marked(properties, writer.job)
         writer.rebuild_pending = marked and stamp is None

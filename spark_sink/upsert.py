@@ -16,6 +16,7 @@ from canalbridge.sync.errors import TargetKeyMismatchError, rebuild_remedy
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RowBatch
 from canalbridge.sync.model.position import Position
 from spark_sink import equality
+from spark_sink.change_columns import TRACKED_FIELDS, ChangeColumns
 from spark_sink.commit_properties import with_commit_properties
 from spark_sink.decode import removes
 from spark_sink.equality import Staged
@@ -28,7 +29,7 @@ from spark_sink.types import convert
 from spark_sink.writer import IcebergWriter, Layout, Transaction
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
 # An upsert commit broadcasts its changed keys to every executor up to this many staged rows;
@@ -55,11 +56,13 @@ class UpsertMode:
     target (:mod:`spark_sink.equality`).
     """
 
-    meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint"))
     filter_deletes = True  # an update that moves a row out of the row filter removes it
 
     def __init__(self, writer: IcebergWriter) -> None:
         self.writer = writer
+        self.change = ChangeColumns(writer.channel)
+        self.meta_fields: tuple[tuple[str, str], ...] = (("_op", "string"), ("_seq", "bigint")) + (
+            TRACKED_FIELDS if self.change.tracked else ())
         self._wants_equality = self._equality_available(writer.channel.upsert_deletes
                                                         or writer.settings.upsert_deletes)
         self._equality = False  # whether stream commits write equality deletes: learnt as the table is prepared
@@ -72,13 +75,17 @@ class UpsertMode:
         return self._equality
 
     def before_images(self) -> BeforeImages:
-        return BeforeImages.KEY_CHANGES
+        # A soft delete keeps the deleted row: its old image whole.
+        return BeforeImages.FULL if self.change.soft else BeforeImages.KEY_CHANGES
 
     def own_columns(self) -> tuple[str, ...]:
-        return ()
+        return self.change.names
 
     def own_target_columns(self) -> list[TargetColumn]:
-        return []
+        return self.change.target_columns()
+
+    def added_columns(self) -> list[TargetColumn]:
+        return self.change.target_columns()  # (metadata and soft deletes set on a target made before)
 
     def identifier_fields(self, key_names: list[str]) -> list[str]:
         return key_names  # one row per key
@@ -142,6 +149,10 @@ class UpsertMode:
         raise TargetKeyMismatchError(batch.table, self.writer.channel.target, rows_key, target_key, remedy)
 
     def truncate(self, summary: dict[str, str]) -> None:
+        if self.change.soft:
+            self.writer.log.warning("spark.truncate_not_applied", reason="soft deletes keep deleted rows, and a "
+                                    "TRUNCATE's rows are not in Canal's stream to mark")
+            return
         # Every row goes in one commit (Iceberg drops whole files: no delete files are written). On an
         # empty table Iceberg may commit nothing: the DDL is then met again after a restart, to no effect.
         def delete_all() -> None:
@@ -151,14 +162,25 @@ class UpsertMode:
         self.writer.log.info("spark.truncated")
 
     def stage(self, batch: RowBatch) -> list[tuple]:
-        # An UPDATE_BEFORE comes only when the key changed: it deletes the old key.
+        # An UPDATE_BEFORE comes only when the key changed (or whole, for soft deletes, and then the same key's
+        # UPDATE_AFTER follows it): it deletes the old key.
+        if self.change.tracked:
+            return [("D" if row.kind.removes else "U", self.writer.next_seq(), *self.change.staged(row),
+                     *row.values) for row in batch.rows]
         return [("D" if row.kind.removes else "U", self.writer.next_seq(), *row.values) for row in batch.rows]
 
     def from_changes(self, changes: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import functions as F
 
         op = F.when(removes(F.col("_kind")), F.lit("D")).otherwise(F.lit("U")).alias("_op")
-        return changes.select(op, "_seq", *[f"c{index}" for index in range(len(batch.columns))])
+        tracked = [name for name, _ in TRACKED_FIELDS] if self.change.tracked else []
+        return changes.select(op, "_seq", *tracked, *[f"c{index}" for index in range(len(batch.columns))])
+
+    def _last(self) -> list[Column]:
+        """``_op`` and the change columns of a key's last change."""
+        from pyspark.sql import functions as F
+
+        return self.change.columns() if self.change.tracked else [F.col("_op")]
 
     def typed(self, staged: DataFrame, batch: Layout) -> DataFrame:
         from pyspark.sql import Window
@@ -167,7 +189,7 @@ class UpsertMode:
         keys = [F.col(f"c{index}") for index in batch.key_indexes]
         latest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc())
         last_change = staged.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
-        return last_change.select(*self.writer.converted(batch), F.col("_op"))
+        return last_change.select(*self.writer.converted(batch), *self._last())
 
     def with_chunks(self, staged: DataFrame | None, batch: Layout, chunks: list[tuple[int, ChunkBatch]]
                     ) -> DataFrame:
@@ -180,24 +202,27 @@ class UpsertMode:
         width = len(batch.target_columns)
         typed = [convert(F.col(f"c{index}"), column.mysql_type).alias(f"c{index}")
                  for index, column in enumerate(batch.columns)]
-        frames = [] if staged is None else [staged.select(*typed, "_op", "_seq", F.lit(False).alias("_chunk"))]
+        tracked = [name for name, _ in TRACKED_FIELDS] if self.change.tracked else []
+        frames = [] if staged is None else [
+            staged.select(*typed, "_op", "_seq", *tracked, F.lit(False).alias("_chunk"))]
         for seq, chunk in chunks:
             frames.append(self.writer.chunk_rows(chunk, batch).select(
                 *[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
-                F.lit(seq).cast("bigint").alias("_seq"), F.lit(True).alias("_chunk")))
+                F.lit(seq).cast("bigint").alias("_seq"),
+                *(self.change.chunk_fields(chunk.position) if tracked else []), F.lit(True).alias("_chunk")))
         union = functools.reduce(lambda one, other: one.unionByName(other), frames)
         named = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
         if staged is None and len(chunks) == 1:
             # One chunk alone: its keys are unique already (a key range of a key that holds no NULL), and
             # ranking them would shuffle every row for nothing.
-            return union.select(*named, "_op", "_chunk")
+            return union.select(*named, *self._last(), "_chunk")
         latest = Window.partitionBy(*[F.col(f"c{index}") for index in batch.key_indexes]).orderBy(F.col("_seq").desc())
         last_change = union.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
-        return last_change.select(*named, "_op", "_chunk")
+        return last_change.select(*named, *self._last(), "_chunk")
 
     def write(self, frame: DataFrame, txn: Transaction, properties: dict[str, str], publish: bool) -> None:
         assert txn.batch is not None
-        names = [quote(name) for name in self.writer.written_columns]
+        names = [quote(name) for name in (*self.writer.written_columns, *self.change.names)]
         keys = [quote(name) for name in key_names(txn.batch)]
         if self.writer.unmapped:
             frame.createOrReplaceTempView(self.writer.view)
@@ -309,8 +334,8 @@ class UpsertMode:
         job's back. Only for a target of one table (named, or one a pattern takes) keyed by one integer column:
         MySQL orders text by collation and Spark by bytes, and a merged target holds other tables' rows in the
         same keys."""
-        if self.writer.channel.pattern is not None or self.writer.channel.merged:
-            return ""
+        if self.writer.channel.pattern is not None or self.writer.channel.merged or self.change.soft:
+            return ""  # (soft deletes: a row the source lacks stays, as deleted rows do)
         conditions = []
         for _, chunk in txn.chunks:
             if chunk.span is None or chunk.progress.where is not None or chunk.origin or len(chunk.key_indexes) != 1:

@@ -35,6 +35,10 @@ class WriteMode(Protocol):
         """The columns of :meth:`own_columns` as a new table gets them."""
         ...
 
+    def added_columns(self) -> list[TargetColumn]:
+        """Columns of :meth:`own_target_columns` a target made without them is given (NULL in its rows)."""
+        ...
+
     def identifier_fields(self, key_names: list[str]) -> list[str]:
         """Iceberg's identifier fields for a table keyed by ``key_names``."""
         ...

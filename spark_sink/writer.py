@@ -32,13 +32,14 @@ import structlog
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RawBatch, RowBatch
 from canalbridge.sync.model.partitions import PartitionField
 from canalbridge.sync.model.position import Position
+from canalbridge.sync.schema.ddl import Place
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
 from spark_sink.equality import Staged
 from spark_sink.errors import TargetTableError, ValueConversionError, data_error
+from spark_sink.evolve import Add, widening
 from spark_sink.evolve import Column as TargetSchemaColumn
-from spark_sink.evolve import widening
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.shaping import Shaping
@@ -314,7 +315,7 @@ class IcebergWriter:
         columns = self.shaping.columns(self.spark, [
             TargetColumn(name, spark_type(source.mysql_type), name in keys)
             for name, source in zip(batch.target_columns, batch.columns)
-        ], existing or ())
+        ], existing, {} if existing is None else self.table.properties())
         wanted = [column.name for column in columns]
         if existing is None:
             keyed_by = key_names(batch)
@@ -322,13 +323,17 @@ class IcebergWriter:
             self.table.create(columns + self.mode.own_target_columns(), keyed_by,
                               identifier_fields=self.mode.identifier_fields(keyed_by),
                               replace=rebuild_properties(self.job) if replacing else None, partition_by=partition_by,
-                              properties=self._table_properties())
+                              properties={**self._table_properties(), **self.shaping.record({})})
             if replacing:  # (a replay finds it made anew: a failed apply is replayed into it)
                 self.table.drop_branch(self.branch)  # (Iceberg keeps it, at a snapshot main no longer has)
                 self.rebuild_pending, self._replaced = False, True
                 self.log.warning("spark.table_replaced", columns=len(columns), key=list(keyed_by))
             else:
                 self.log.info("spark.table_created", columns=len(columns))
+        else:
+            computed = {name.lower() for name in self.shaping.computed}
+            self._add_columns(existing, [c for c in columns if c.name.lower() in computed]
+                              + self.mode.added_columns())
         self.table.validate(wanted + [c.name for c in self.mode.own_target_columns()])
         schema = {c.name.lower(): c for c in self.table.schema()}
         # A column a DDL added with a narrower type than its rows have (MySQL's REAL is a DOUBLE, sqlglot
@@ -342,9 +347,10 @@ class IcebergWriter:
         if partition_by:
             self._partition(partition_by, [column.name for column in schema.values()])
         wanted_properties = self._table_properties()
-        if wanted_properties:
+        if wanted_properties or self.shaping.active:
             have = self.table.properties()
             differ = {key: value for key, value in wanted_properties.items() if have.get(key) != value}
+            differ.update(self.shaping.record(have))  # (what a target made before shaping took of it)
             if differ:
                 self.table.set_properties(differ)
                 self.log.info("spark.table_properties_set", properties=differ)
@@ -355,6 +361,15 @@ class IcebergWriter:
         self.written_columns = tuple(wanted)
         self._ready = True
         self.mode.prepared(batch)
+
+    def _add_columns(self, existing: list[str], added: list[TargetColumn]) -> None:
+        """The columns of ``added`` a target made before lacks (computed columns, or an upsert target's
+        ``metadata`` and soft deletes, set since): added, NULL in the rows it holds."""
+        have = {name.lower() for name in existing}
+        missing = [c for c in added if c.name.lower() not in have]
+        if missing:
+            self.table.evolve([Add(c.name, c.spark_type, Place()) for c in missing], None)
+            self.log.info("spark.columns_added", columns=[c.name for c in missing])
 
     def _table_properties(self) -> dict[str, str]:
         """The channel's ``table_properties`` as Iceberg spells them (booleans in lower case)."""

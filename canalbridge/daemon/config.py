@@ -33,6 +33,7 @@ from canalbridge.sync.settings import (
     GET_SHARE_OF_STORE,
     JOB_SOURCES,
     MB,
+    METADATA_COLUMNS,
     ChannelSettings,
     CommitSettings,
     CutSettings,
@@ -270,8 +271,8 @@ def _job(raw: Any, index: int, base: Path, secret: _Secrets, problems: list[str]
         channel_where = f"{where}.channel[{position}]"
         channel = _walk(raw_channel, "job.channel", channel_where, problems)
         given = set(raw_channel) if isinstance(raw_channel, dict) else set()
+        _check_shaping(channel, channel_where, problems)  # (first: metadata's origin columns are checked with theirs)
         _channel_tables(channel, given, channel_where, problems, warnings)
-        _check_shaping(channel, channel_where, problems)
         channels.append(channel)
     if "channel" in values and not values["channel"]:
         problems.append(f"{where}.channel: at least one [[job.channel]] is required")
@@ -414,6 +415,22 @@ def _check_shaping(channel: dict[str, Any], where: str, problems: list[str]) -> 
         problems.append(f"{where}.exclude: {name} is a key column; a target keeps its key")
     for name in sorted(computed & (excluded | masked)):
         problems.append(f"{where}.computed.{name}: also in exclude or mask, which name the row's own columns")
+    metadata = channel.get("metadata") or ()
+    changelog = channel.get("mode") == "changelog"
+    if changelog and (channel.get("deletes") == "soft" or set(metadata) & {"op", "source_time", "position"}):
+        problems.append(f"{where}: metadata (op, source_time, position) and soft deletes are an upsert target's; a "
+                        f"changelog target records each change with its _op, _journal, _offset and _execute_time")
+    for name, key in (("schema", "schema_column"), ("table", "table_column")):
+        if name not in metadata:
+            continue
+        if "columns" in channel:
+            problems.append(f"{where}.metadata: {name} adds a column an explicit columns list does not name; "
+                            f"drop one of the two")
+        elif key in channel:
+            problems.append(f"{where}.metadata: {name} and {key} both name the source's {name}'s column; keep "
+                            f"one")
+        else:
+            channel[key] = METADATA_COLUMNS[name]  # (rows carry it, as a merged target's origin)
     for entry in channel.get("partition_by") or ():
         try:
             column = PartitionField.parse(entry).column.lower()

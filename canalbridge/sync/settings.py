@@ -192,6 +192,20 @@ def _table_properties(value: dict) -> str | None:
     return None
 
 
+# The columns ``metadata`` names, each an upsert target's own (a changelog target has its _op, _journal...).
+METADATA_COLUMNS = {"op": "_source_op", "source_time": "_source_time", "position": "_source_position",
+                    "schema": "_source_schema", "table": "_source_table"}
+# What ``deletes = "soft"`` adds to an upsert target.
+DELETED_COLUMN, DELETED_AT_COLUMN = "_is_deleted", "_deleted_at"  # (Iceberg reserves _deleted)
+
+
+def _metadata(value: list) -> str | None:
+    unknown = [item for item in value if item not in METADATA_COLUMNS]
+    if unknown or not value:
+        return f"must name some of {', '.join(METADATA_COLUMNS)}" + (f", not {unknown[0]!r}" if unknown else "")
+    return None
+
+
 def _computed(value: dict) -> str | None:
     for name, expression in value.items():
         if name.startswith("_"):
@@ -263,6 +277,15 @@ class ChannelSettings:
         doc="a Spark SQL predicate over the row: an upsert target holds the rows it is true of (an update that "
             "makes it false deletes the row), a changelog target the changes it is true of; the snapshot "
             "applies it too")
+    metadata: tuple[str, ...] | None = setting(
+        None, check=_metadata, default_text="none",
+        doc="columns of an upsert target about each row's last change, by name: `op` (`_source_op`: insert, "
+            "update, snapshot, delete), `source_time` (`_source_time`: when the source wrote it to its binlog), "
+            "`position` (`_source_position`: binlog file:offset), `schema` and `table` (`_source_schema`, "
+            "`_source_table`)")
+    deletes: str = setting("hard", check=one_of("hard", "soft"),
+                           doc="`soft`: an upsert target keeps a deleted row, with `_is_deleted` true and the delete's "
+                               "source time in `_deleted_at`; a later insert of its key brings it back")
     pattern: TablePattern | None = None  # a rule's; None: the channel of exactly ``source``
     schema_column: str | None = setting(None, check=non_empty,
                                         doc="a target column that records each row's source schema (shards merged "
@@ -283,6 +306,19 @@ class ChannelSettings:
         """Whether the target's columns or rows differ from the mapped source rows' (exclude, mask, computed,
         row_filter)."""
         return bool(self.exclude or self.mask or self.computed or self.row_filter)
+
+    @property
+    def soft_deletes(self) -> bool:
+        """A deleted row stays in the (upsert) target, marked deleted."""
+        return self.deletes == "soft"
+
+    @property
+    def change_columns(self) -> tuple[str, ...]:
+        """The columns of an upsert target about each row's last change that the rows do not carry: those of
+        ``metadata`` but the source's schema and table (origin columns, as ``schema_column`` and
+        ``table_column``), then those of soft deletes."""
+        named = [METADATA_COLUMNS[m] for m in ("op", "source_time", "position") if m in (self.metadata or ())]
+        return tuple(named) + ((DELETED_COLUMN, DELETED_AT_COLUMN) if self.soft_deletes else ())
 
     @property
     def origin_columns(self) -> tuple[str, ...]:

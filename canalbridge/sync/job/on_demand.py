@@ -69,7 +69,8 @@ class OnDemand:
         shows each one's check."""
         chosen = self._chosen(tables)
         if not tables:
-            chosen = [c for c in chosen if not c.channel.keeps_every_change and not c.channel.shaped]
+            chosen = [c for c in chosen if not c.channel.keeps_every_change and not c.channel.shaped
+                      and not c.channel.soft_deletes]
         changelogs = [c.name for c in chosen if c.channel.keeps_every_change]
         if changelogs or not chosen:
             raise JobStateError(f"job {self.name}: verify compares upsert targets, one row per key; "
@@ -80,11 +81,11 @@ class OnDemand:
         if mapped:
             raise JobStateError(f"job {self.name}: verify compares columns by name, and the channel of "
                                 f"{', '.join(mapped)} maps them by position (its columns setting)")
-        shaped = [c.name for c in chosen if c.channel.shaped]
+        shaped = [c.name for c in chosen if c.channel.shaped or c.channel.soft_deletes]
         if shaped:
             raise JobStateError(f"job {self.name}: verify compares a target with its source row for row, and the "
-                                f"channel of {', '.join(shaped)} shapes its rows (exclude, mask, computed or "
-                                f"row_filter)")
+                                f"channel of {', '.join(shaped)} shapes its rows (exclude, mask, computed, "
+                                f"row_filter or soft deletes)")
         merged = [c.name for c in chosen if c.channel.merged]
         if merged:
             raise JobStateError(f"job {self.name}: verify compares a target with one table, and "

@@ -545,3 +545,18 @@ def test_shaping_entries_that_contradict_each_other_are_named(tmp_path):
                              '[job.channel.computed]\nEmail = "lower(email)"\n')
     assert problems(tmp_path, computed, {"CANALBRIDGE_MASK_SALT": "sixteen or more characters"}) == [
         "job[0].channel[0].computed.email: also in exclude or mask, which name the row's own columns"]
+
+
+def test_metadata_columns_and_soft_deletes_are_an_upsert_targets(tmp_path):
+    text = VALID.replace('target = "lake.db.t"\n', 'target = "lake.db.t"\nmetadata = ["op", "position", "schema"]\n'
+                         'deletes = "soft"\n')
+    channel = load_config(write(tmp_path, text), {}).jobs[0].channels[0]
+    assert channel.change_columns == ("_source_op", "_source_position", "_is_deleted", "_deleted_at")
+    assert channel.origin_columns == ("_source_schema",), "the source's schema: a column the rows carry"
+    assert problems(tmp_path, text.replace('deletes = "soft"', 'mode = "changelog"')) == [
+        "job[0].channel[0]: metadata (op, source_time, position) and soft deletes are an upsert target's; a "
+        "changelog target records each change with its _op, _journal, _offset and _execute_time"]
+    assert problems(tmp_path, text.replace('"schema"]', '"schema", "gtid"]')) == [
+        "job[0].channel[0].metadata: must name some of op, source_time, position, schema, table, not 'gtid'"]
+    assert problems(tmp_path, text.replace('deletes = "soft"', 'schema_column = "db"')) == [
+        "job[0].channel[0].metadata: schema and schema_column both name the source's schema's column; keep one"]

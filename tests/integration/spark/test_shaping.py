@@ -23,6 +23,7 @@ from canalbridge.sync.snapshot.chunk_window import SnapshotChunk
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.errors import TargetTableError
 from spark_sink.identifiers import quote_table
+from spark_sink.shaping import Shaping
 from spark_sink.sink import make_sink
 from tests.integration.spark.test_equality_deletes import files_by_content
 
@@ -143,8 +144,9 @@ def test_a_changelog_target_records_the_changes_the_filter_keeps(spark, salted):
 
 
 def first_commit(spark, salted, **shaping) -> None:
-    """One order through a new sink of ``SHAPED`` changed by ``shaping``, into a target of its own."""
-    channel = dataclasses.replace(SHAPED, target=f"lake.shaping.refused_{'_'.join(shaping)}", **shaping)
+    """One order through a new sink of ``SHAPED`` changed by ``shaping``, into a target of its own (or
+    ``shaping["target"]``)."""
+    channel = dataclasses.replace(SHAPED, **{"target": f"lake.shaping.refused_{'_'.join(shaping)}", **shaping})
     sink = make_sink(spark, channel, JOB, salted)
     sink.writer.begin()
     sink.writer.commit(Stream(sink.writer, undecoded=False).send(EventType.INSERT, (None, order(1, "paid"))), "l1")
@@ -160,7 +162,34 @@ def test_an_entry_spark_cannot_read_stops_the_channel_naming_it(spark, salted):
     with pytest.raises(TargetTableError, match=r"row_filter = 'amount \+ 1' is not a predicate"):
         first_commit(spark, salted, row_filter="amount + 1")
     with pytest.raises(TargetTableError, match=r"mask names mail, which neither the rows .* nor the target have"):
-        first_commit(spark, salted, mask=("mail",))
+        first_commit(spark, salted, mask=("mail",))  # (a typo: the column it meant would go through in clear)
+
+
+def test_a_target_made_before_its_shaping_takes_its_computed_columns_but_not_values_it_holds_in_clear(
+        spark, salted):
+    target = "lake.shaping.made_before"
+    first_commit(spark, salted, target=target, exclude=None, mask=None, computed={}, row_filter=None)
+    for shaping, refused in (({"mask": ("email",)}, "it holds column email in clear, written before mask named it"),
+                             ({"exclude": ("note",)}, "it has column note, which exclude leaves out")):
+        with pytest.raises(TargetTableError, match=refused):
+            first_commit(spark, salted, target=target, **{"exclude": None, "mask": None, "computed": {}, **shaping})
+    first_commit(spark, salted, target=target, exclude=None, mask=None, row_filter=None)
+    assert sorted(tuple(row) for row in spark.sql(f"SELECT id, order_day FROM {target}").collect()) == [
+        (1, datetime.date(2026, 12, 1))], "(rows from before get the computed column: the commit rewrote this one)"
+
+    masked_target = "lake.shaping.salted"
+    first_commit(spark, salted, target=masked_target)
+    with pytest.raises(TargetTableError, match="its masked values were keyed by another salt"):
+        first_commit(spark, dataclasses.replace(salted, mask_salt="another salt, sixteen or more"),
+                     target=masked_target)
+
+
+def test_masked_bytes_hash_as_hex_and_the_salt_stays_out_of_the_plan(spark, salted):
+    shaping = Shaping(ChannelSettings("db.t", "lake.shaping.bytes", mask=("b",)), SALT)
+    frame = spark.createDataFrame([(1, bytearray(b"\xff\x00")), (2, bytearray(b"\xfe\x00"))], "id int, b binary")
+    shaped = shaping.apply(frame, deletes=False)
+    assert sorted(tuple(row) for row in shaped.collect()) == [(1, masked("FF00")), (2, masked("FE00"))]
+    assert SALT not in shaped._jdf.queryExecution().toString()
 
 
 @pytest.mark.parametrize("deletes", ["position", "equality"])
