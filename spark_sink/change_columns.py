@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from canalbridge.sync.model.changes import ChangeKind, ChangeRow
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.settings import DELETED_AT_COLUMN, DELETED_COLUMN, METADATA_COLUMNS, ChannelSettings
+from spark_sink.changelog import SNAPSHOT_OP
 from spark_sink.table import TargetColumn
 
 if TYPE_CHECKING:
@@ -28,10 +29,9 @@ if TYPE_CHECKING:
 TRACKED_FIELDS: tuple[tuple[str, str], ...] = (
     ("_kind", "string"), ("_journal", "string"), ("_offset", "bigint"), ("_execute_time_ms", "bigint"),
 )
-SNAPSHOT_KIND = "+S"  # a row a snapshot read (the changelog's code for it)
 _OPERATIONS = {ChangeKind.INSERT.value: "insert", ChangeKind.UPDATE_AFTER.value: "update",
                ChangeKind.DELETE.value: "delete", ChangeKind.UPDATE_BEFORE.value: "delete",
-               SNAPSHOT_KIND: "snapshot"}
+               SNAPSHOT_OP: "snapshot"}
 _TYPES = {METADATA_COLUMNS["op"]: "string", METADATA_COLUMNS["source_time"]: "timestamp",
           METADATA_COLUMNS["position"]: "string", DELETED_COLUMN: "boolean", DELETED_AT_COLUMN: "timestamp"}
 
@@ -58,7 +58,7 @@ class ChangeColumns:
         """:data:`TRACKED_FIELDS` of a snapshot chunk's rows: its close signal's position."""
         from pyspark.sql import functions as F
 
-        return [F.lit(SNAPSHOT_KIND).alias("_kind"), F.lit(position.journal).alias("_journal"),
+        return [F.lit(SNAPSHOT_OP).alias("_kind"), F.lit(position.journal).alias("_journal"),
                 F.lit(position.offset).cast("bigint").alias("_offset"),
                 F.lit(position.execute_time_ms).cast("bigint").alias("_execute_time_ms")]
 

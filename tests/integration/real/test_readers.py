@@ -39,7 +39,8 @@ READERS = ("Spark", "pyiceberg", "DuckDB")
 COMMIT = CommitSettings(interval_seconds=0.3, min_events=1, min_bytes=1, retries=0)
 # The current state of a changelog target: each key's last change, unless it removed the key. As on the page.
 CURRENT_STATE = """SELECT * FROM (
-  SELECT *, row_number() OVER (PARTITION BY id ORDER BY _journal DESC, _offset DESC, _seq DESC) AS _last
+  SELECT *, row_number() OVER (
+    PARTITION BY id ORDER BY length(_journal) DESC, _journal DESC, _offset DESC, _seq DESC) AS _last
   FROM changes)
 WHERE _last = 1 AND _op IN ('+I', '+U', '+S')"""
 
