@@ -17,9 +17,11 @@ change per key is chosen and before the write, so every path shapes alike:
 
 Which columns a shaped target has is learnt by Spark's analysis of the same
 shaping over an empty frame of the rows' columns (:meth:`Shaping.columns`),
-when the writer prepares the table: a column an entry names that the rows
-lack (dropped or renamed by a DDL) stops the commit there, naming the entry,
-before a masked or excluded column could reach the target under a new name.
+when the writer prepares the table: an expression that no longer fits the
+rows (a column it reads dropped or renamed by a DDL) stops the commit there,
+naming the entry. Masked and excluded columns follow renames instead
+(:meth:`Shaping.alteration`), and the target records what it took
+(:data:`PROP_SHAPING`), so that no value the shaping keeps out reaches it.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ if TYPE_CHECKING:
 
 MASK_FUNCTION = "canalbridge_mask"
 MASK_CLASS = "canalbridge.spark.Mask"
-# What the target took of the shaping: the columns its masked values and left-out columns are under (their
-# entries, and the new names DDLs renamed them to) and the salt's fingerprint, as JSON.
+# What the target took of the shaping, as JSON: the mask and exclude entries, the new names DDLs gave their
+# columns (new name -> entry), and the salt's fingerprint.
 PROP_SHAPING = "canalbridge.shaping"
 _MASKED_DDL_TYPE = "text"  # a masked column stays a string in the target, whatever a DDL makes it in the source
 _FINGERPRINT = b"canalbridge mask salt"
