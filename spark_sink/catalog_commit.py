@@ -16,13 +16,14 @@ the targets' stamps, read back, settle it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from canalbridge.sync.channel.sink import StagedWrite
 from canalbridge.sync.errors import PublishFailed
-from spark_sink.equality import Staged, _writer
+from spark_sink.classpath import decoder_class
+from spark_sink.equality import NEEDED_BY, Staged
 from spark_sink.errors import java_error
 
 if TYPE_CHECKING:
@@ -51,12 +52,8 @@ class PublishError(PublishFailed):
                                                   f"failed and the catalog {outcome}: {java_error(cause)}")
 
 
-def _transaction(spark: SparkSession):  # type: ignore[no-untyped-def]
-    _writer(spark)  # (the same jar: its error names what to build)
-    jvm = spark._jvm
-    for part in TRANSACTION_CLASS.split("."):
-        jvm = getattr(jvm, part)
-    return jvm
+def _transaction(spark: SparkSession) -> Any:
+    return decoder_class(spark, TRANSACTION_CLASS, NEEDED_BY)  # (the jar of the equality writer it publishes)
 
 
 def unsupported(spark: SparkSession, catalog: str) -> str | None:

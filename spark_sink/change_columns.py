@@ -43,6 +43,8 @@ class ChangeColumns:
         self.names = channel.change_columns
         self.soft = channel.soft_deletes
         self.tracked = bool(self.names)
+        # The staged fields the change columns are made of, as a frame's columns (none when untracked).
+        self.fields: tuple[str, ...] = tuple(name for name, _ in TRACKED_FIELDS) if self.tracked else ()
 
     def target_columns(self) -> list[TargetColumn]:
         return [TargetColumn(name, _TYPES[name]) for name in self.names]

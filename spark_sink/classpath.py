@@ -31,9 +31,13 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from spark_sink.errors import SparkSetupError
 from spark_sink.settings import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ICEBERG_VERSION = "1.11.0"  # the newest that works with pyspark 3.5; the Makefile fetches the same
 ICEBERG_ARTIFACT = "iceberg-spark-runtime-3.5_2.12"
@@ -108,6 +112,20 @@ def decoder_jar() -> Path:
     if packaged.is_file() or not uses_cache():
         return packaged
     return cache_dir() / "decoder" / DECODER_JAR
+
+
+def decoder_class(spark: SparkSession, name: str, needed_by: str) -> Any:
+    """The class ``name`` of the decoder jar in ``spark``'s JVM; :class:`SparkSetupError` saying that
+    ``needed_by`` needs the jar, and how to get it, when it is not on Spark's classpath."""
+    from py4j.java_gateway import JavaClass
+
+    found = spark.sparkContext._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise SparkSetupError(f"{needed_by} needs the canalbridge decoder jar on Spark's classpath (looked for "
+                              f"{decoder_jar()}): run `make decoder-jar`")
+    return found
 
 
 def needs(settings: SparkSettings) -> list[Need]:

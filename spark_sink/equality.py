@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from spark_sink.classpath import decoder_jar
-from spark_sink.errors import SparkSetupError, java_error
+from spark_sink.classpath import decoder_class
+from spark_sink.errors import java_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,17 +39,11 @@ class EqualityCommit:
     keys: int  # keys changed: each has an equality delete
 
 
-def _writer(spark: SparkSession) -> Any:
-    from py4j.java_gateway import JavaClass
+NEEDED_BY = '[spark] upsert_deletes = "equality"'
 
-    writer = spark._jvm
-    for part in WRITER_CLASS.split("."):
-        writer = getattr(writer, part)
-    if not isinstance(writer, JavaClass):
-        raise SparkSetupError(
-            f'[spark] upsert_deletes = "equality" needs the canalbridge decoder jar on Spark\'s classpath '
-            f"(looked for {decoder_jar()}): run `make decoder-jar`")
-    return writer
+
+def _writer(spark: SparkSession) -> Any:
+    return decoder_class(spark, WRITER_CLASS, NEEDED_BY)
 
 
 def require(spark: SparkSession) -> None:

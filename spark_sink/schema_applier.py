@@ -32,11 +32,15 @@ class IcebergSchemaApplier:
         writer, channel = self._writer, self._writer.channel
         assert not writer.holding, "a DDL applied while rows are held on the branch"
         table = writer.live()
-        if table.columns() is None:
-            try:  # (renames of masked and excluded columns are followed even so: the table is made with them)
-                writer.shaping.alteration(alteration.changes)
-            except ShapingRefused as exc:
-                raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
+        exists = table.columns() is not None
+        properties = table.properties() if exists else {}
+        writer.shaping.learn(properties)
+        try:  # (before the table exists too: renames of masked and excluded columns are followed, and it is
+            # made with them)
+            changes = writer.shaping.alteration(alteration.changes)
+        except ShapingRefused as exc:
+            raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
+        if not exists:
             return  # the table is created from the first rows, with their columns
         summary = position_properties(writer.job, label, stamp, snapshot=writer.snapshot_progress)
         if any(isinstance(c, TruncateTable) for c in alteration.changes):
@@ -44,17 +48,11 @@ class IcebergSchemaApplier:
             return
         own = set(writer.mode.own_columns())
         columns = [c for c in table.schema() if c.name not in own]
-        properties = table.properties()
         key = json.loads(properties.get(PROP_PRIMARY_KEY, "[]"))
         new_key = list(key_after(tuple(key), alteration.changes))
         keys_change = any(isinstance(change, ChangeKey) for change in alteration.changes)
         if keys_change and new_key and channel.source_in_key:  # rows keep their source in the key
             new_key += [c for c in channel.origin_columns if c.lower() not in {k.lower() for k in new_key}]
-        writer.shaping.learn(properties)
-        try:
-            changes = writer.shaping.alteration(alteration.changes)
-        except ShapingRefused as exc:
-            raise SchemaChangeError(alteration.table, alteration.sql, alteration.position, str(exc)) from exc
         try:
             # A key the statement replaces may lose its columns in it (DROP PRIMARY KEY, DROP COLUMN id, ...).
             operations = plan(columns, changes, drop_columns=alteration.drop_columns,

@@ -42,7 +42,7 @@ from canalbridge.sync.schema.ddl import (
     SchemaChange,
 )
 from canalbridge.sync.settings import ChannelSettings
-from spark_sink.classpath import decoder_jar
+from spark_sink.classpath import decoder_class
 from spark_sink.errors import SparkSetupError, TargetTableError, java_error
 from spark_sink.identifiers import quote
 from spark_sink.table import TargetColumn
@@ -354,16 +354,9 @@ class Shaping:
     def _register(self, spark: SparkSession) -> None:
         """The mask function in ``spark``, once per session (again after a lost session), keyed by the salt: it
         crosses to the JVM once, not with every commit."""
-        from py4j.java_gateway import JavaClass
-
         if self._registered is spark._jsparkSession:
             return
-        mask = spark.sparkContext._jvm
-        for part in MASK_CLASS.split("."):
-            mask = getattr(mask, part)
-        if not isinstance(mask, JavaClass):
-            raise SparkSetupError(f"target {self.channel.target}: mask needs the canalbridge decoder jar on "
-                                  f"Spark's classpath (looked for {decoder_jar()}): run `make decoder-jar`")
+        mask = decoder_class(spark, MASK_CLASS, f"target {self.channel.target}: mask")
         mask.register(spark._jsparkSession, MASK_FUNCTION, self._salt)
         self._registered = spark._jsparkSession
 

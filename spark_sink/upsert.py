@@ -173,8 +173,7 @@ class UpsertMode:
         from pyspark.sql import functions as F
 
         op = F.when(removes(F.col("_kind")), F.lit("D")).otherwise(F.lit("U")).alias("_op")
-        tracked = [name for name, _ in TRACKED_FIELDS] if self.change.tracked else []
-        return changes.select(op, "_seq", *tracked, *[f"c{index}" for index in range(len(batch.columns))])
+        return changes.select(op, "_seq", *self.change.fields, *[f"c{index}" for index in range(len(batch.columns))])
 
     def _last(self) -> list[Column]:
         """``_op`` and the change columns of a key's last change."""
@@ -202,14 +201,14 @@ class UpsertMode:
         width = len(batch.target_columns)
         typed = [convert(F.col(f"c{index}"), column.mysql_type).alias(f"c{index}")
                  for index, column in enumerate(batch.columns)]
-        tracked = [name for name, _ in TRACKED_FIELDS] if self.change.tracked else []
         frames = [] if staged is None else [
-            staged.select(*typed, "_op", "_seq", *tracked, F.lit(False).alias("_chunk"))]
+            staged.select(*typed, "_op", "_seq", *self.change.fields, F.lit(False).alias("_chunk"))]
         for seq, chunk in chunks:
             frames.append(self.writer.chunk_rows(chunk, batch).select(
                 *[f"c{index}" for index in range(width)], F.lit("U").alias("_op"),
                 F.lit(seq).cast("bigint").alias("_seq"),
-                *(self.change.chunk_fields(chunk.position) if tracked else []), F.lit(True).alias("_chunk")))
+                *(self.change.chunk_fields(chunk.position) if self.change.tracked else []),
+                F.lit(True).alias("_chunk")))
         union = functools.reduce(lambda one, other: one.unionByName(other), frames)
         named = [F.col(f"c{index}").alias(name) for index, name in enumerate(batch.target_columns)]
         if staged is None and len(chunks) == 1:
