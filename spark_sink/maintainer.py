@@ -60,18 +60,21 @@ class LiveFiles:
 
 
 def compact(table: TargetTable, files: LiveFiles | None = None) -> None:
-    """Rewrite small data files and those with many deleted rows, then compact position delete
-    files and drop dangling ones (each by Iceberg's default thresholds). A table with equality
-    deletes has every data file they apply to rewritten, and then holds none. ``files``: what
-    :func:`live_files` just said, when the caller has it."""
+    """Rewrite small data files and those with many deleted rows (Iceberg writes each file sorted by the
+    table's sort order, if it has one), then compact position delete files and drop dangling ones (each by
+    Iceberg's default thresholds). A table with equality deletes has every data file they apply to
+    rewritten, and then holds none. ``files``: what :func:`live_files` just said, when the caller has it."""
     catalog, name = table.procedure_names()
-    options = {"remove-dangling-deletes": "true"}
     equality_deletes = (files or live_files(table)).equality_deletes > 0
     if equality_deletes:
         # An equality delete applies to every older data file, and Iceberg's thresholds never pick a file
         # for one (its delete ratio counts deletes scoped to one file): left alone, they pile up. Every file
-        # they touch rewritten, they are all dangling.
-        options["delete-file-threshold"] = "1"
+        # they touch rewritten, they are all dangling, and removed below. Not by Iceberg's own removal: it
+        # matches a delete to the data files of its own spec, and would drop a partitioned target's deletes
+        # (under an unpartitioned spec that holds no data file) even where one committed since still applies.
+        options = {"delete-file-threshold": "1"}
+    else:
+        options = {"remove-dangling-deletes": "true"}
     pairs = ", ".join(f"{sql_string(key)}, {sql_string(value)}" for key, value in options.items())
     table.spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => {name}, "
                     f"options => map({pairs}))").collect()

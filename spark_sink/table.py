@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from canalbridge.sync.model.partitions import PartitionField
+from canalbridge.sync.model.sort_order import SortField
 from canalbridge.sync.schema.ddl import Place
 from spark_sink.errors import TargetTableError
 from spark_sink.evolve import Add, Column, Drop, MakeNullable, Move, Operation, Rename, Widen
@@ -263,6 +264,26 @@ class TargetTable:
                 found.append(PartitionField(transform, str(schema.findColumnName(field.sourceId())),
                                             int(size.rstrip("]")) if size else None))
         return found
+
+    def sort_fields(self) -> list[SortField]:
+        """The fields of the table's sort order (none: unsorted)."""
+        table = self.iceberg_table()
+        schema, found = table.schema(), []
+        for field in table.sortOrder().fields():
+            transform, _, size = str(field.transform().toString()).partition("[")
+            term = PartitionField(transform, str(schema.findColumnName(field.sourceId())),
+                                  int(size.rstrip("]")) if size else None)
+            found.append(SortField(term, str(field.direction().name()) == "DESC",
+                                   str(field.nullOrder().name()) == "NULLS_FIRST"))
+        return found
+
+    def set_sort_order(self, fields: Sequence[SortField]) -> None:
+        """Make ``fields`` the table's sort order, in one metadata commit. Spark's writes then sort each task's
+        rows, with no shuffle across tasks but by partition (a range shuffle, Iceberg's default for a sorted
+        table, would sample and shuffle every commit's rows)."""
+        order = ", ".join(f"{partition_sql(field.term)} {'DESC' if field.descending else 'ASC'} "
+                          f"NULLS {'FIRST' if field.nulls_first else 'LAST'}" for field in fields)
+        self.spark.sql(f"ALTER TABLE {self.identifier} WRITE DISTRIBUTED BY PARTITION LOCALLY ORDERED BY {order}")
 
     def add_partition_fields(self, fields: Sequence[PartitionField]) -> list[PartitionField]:
         """Add those of ``fields`` the table's partition spec lacks, one metadata commit each (the data written

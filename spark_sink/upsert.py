@@ -121,7 +121,7 @@ class UpsertMode:
         if not self._wants_equality:
             return False
         reason = ("the target has columns the mapping does not fill (MERGE INTO keeps them)" if self.writer.unmapped
-                  else equality.unsupported(self.writer.spark, self.writer.table.identifier, key_names(batch)))
+                  else equality.enable(self.writer.spark, self.writer.table.identifier, key_names(batch)))
         if reason is not None:
             self.writer.log.warning("spark.equality_deletes_off", reason=reason, deletes="position")
         return reason is None

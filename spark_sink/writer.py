@@ -16,7 +16,6 @@ maintainer and the state reader act on the table through
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 import shutil
@@ -30,16 +29,16 @@ from typing import TYPE_CHECKING, cast
 import structlog
 
 from canalbridge.sync.model.changes import BeforeImages, ChunkBatch, RawBatch, RowBatch
-from canalbridge.sync.model.partitions import PartitionField
 from canalbridge.sync.model.position import Position
 from canalbridge.sync.schema.ddl import Place
 from canalbridge.sync.settings import ChannelSettings
 from canalbridge.sync.snapshot.progress import TableProgress
 from spark_sink.decode import CHANGE_BITS, RAW_FIELDS, decode_failure, decoded_changes, jvm_decoder, register
 from spark_sink.equality import Staged
-from spark_sink.errors import TargetTableError, ValueConversionError, data_error
+from spark_sink.errors import ValueConversionError, data_error
 from spark_sink.evolve import Add, widening
 from spark_sink.evolve import Column as TargetSchemaColumn
+from spark_sink.layout import TargetLayout
 from spark_sink.session import get_spark, make_active, session_alive
 from spark_sink.settings import SparkSettings
 from spark_sink.shaping import Shaping
@@ -97,6 +96,7 @@ class IcebergWriter:
         self.log = log.bind(job=job, channel=channel.source, target=channel.target)
         self.mode = mode(self)
         self.shaping = Shaping(channel, settings.mask_salt)
+        self.layout = TargetLayout(channel, self.log)
         self.shaping.parse(spark)
         # The target's columns a commit writes, as the table was last prepared (the rows' columns, shaped).
         self.written_columns: tuple[str, ...] = ()
@@ -309,7 +309,6 @@ class IcebergWriter:
 
     def _prepare_table(self, batch: Layout) -> None:
         replacing = self.rebuild_pending
-        partition_by = [PartitionField.parse(text) for text in self.channel.partition_by or ()]
         keys = set(key_names(batch))
         existing = None if replacing else self.table.columns()
         columns = self.shaping.columns(self.spark, [
@@ -319,11 +318,11 @@ class IcebergWriter:
         wanted = [column.name for column in columns]
         if existing is None:
             keyed_by = key_names(batch)
-            partition_by = self._spelled(partition_by, [c.name for c in columns + self.mode.own_target_columns()])
-            self.table.create(columns + self.mode.own_target_columns(), keyed_by,
-                              identifier_fields=self.mode.identifier_fields(keyed_by),
-                              replace=rebuild_properties(self.job) if replacing else None, partition_by=partition_by,
-                              properties={**self._table_properties(), **self.shaping.record({})})
+            made = columns + self.mode.own_target_columns()
+            self.table.create(made, keyed_by, identifier_fields=self.mode.identifier_fields(keyed_by),
+                              replace=rebuild_properties(self.job) if replacing else None,
+                              partition_by=self.layout.spec([c.name for c in made]),
+                              properties={**self.layout.properties(), **self.shaping.record({})})
             if replacing:  # (a replay finds it made anew: a failed apply is replayed into it)
                 self.table.drop_branch(self.branch)  # (Iceberg keeps it, at a snapshot main no longer has)
                 self.rebuild_pending, self._replaced = False, True
@@ -344,16 +343,9 @@ class IcebergWriter:
             self.table.evolve(widen, None)
             self.log.info("spark.columns_widened", columns={w.name: w.spark_type for w in widen})
             schema = {c.name.lower(): c for c in self.table.schema()}
-        if partition_by:
-            self._partition(partition_by, [column.name for column in schema.values()])
-        wanted_properties = self._table_properties()
-        if wanted_properties or self.shaping.active:
-            have = self.table.properties()
-            differ = {key: value for key, value in wanted_properties.items() if have.get(key) != value}
-            differ.update(self.shaping.record(have))  # (what a target made before shaping took of it)
-            if differ:
-                self.table.set_properties(differ)
-                self.log.info("spark.table_properties_set", properties=differ)
+        # (with the shaping's record: what a target made before shaping took of it)
+        self.layout.apply(self.table, [column.name for column in schema.values()],
+                          self.shaping.record if self.shaping.active else None)
         mapped = {name.lower() for name in wanted} | {name.lower() for name in self.mode.own_columns()}
         # Target columns the rows do not fill: a column a DDL dropped and the target kept, or one the user added.
         self.unmapped = [c for name, c in schema.items() if name not in mapped]
@@ -370,32 +362,6 @@ class IcebergWriter:
         if missing:
             self.table.evolve([Add(c.name, c.spark_type, Place()) for c in missing], None)
             self.log.info("spark.columns_added", columns=[c.name for c in missing])
-
-    def _table_properties(self) -> dict[str, str]:
-        """The channel's ``table_properties`` as Iceberg spells them (booleans in lower case)."""
-        return {key: str(value).lower() if isinstance(value, bool) else str(value)
-                for key, value in self.channel.table_properties.items()}
-
-    def _spelled(self, fields: list[PartitionField], columns: list[str]) -> list[PartitionField]:
-        """``fields`` with each column as the target spells it (Iceberg finds a partition's column by its exact
-        name); :class:`TargetTableError` for a field of no column of the target."""
-        spelled = {name.lower(): name for name in columns}
-        found = []
-        for field in fields:
-            name = spelled.get(field.column.lower())
-            if name is None:
-                raise TargetTableError(f"target {self.channel.target}: partition_by's {field} names {field.column}, "
-                                       f"which is not one of its columns (renamed or dropped by a DDL? name the "
-                                       f"column as the target has it)")
-            found.append(dataclasses.replace(field, column=name))
-        return found
-
-    def _partition(self, fields: list[PartitionField], columns: list[str]) -> None:
-        """Add the fields of ``partition_by`` the target's spec lacks (a target made before they were set, or by
-        hand); those it has that the setting does not name stay."""
-        added = self.table.add_partition_fields(self._spelled(fields, columns))
-        if added:
-            self.log.info("spark.partition_fields_added", fields=[str(field) for field in added])
 
     def converted(self, batch: Layout) -> list[Column]:
         from pyspark.sql import functions as F

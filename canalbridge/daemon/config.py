@@ -26,6 +26,7 @@ from canalbridge.daemon.control_token import TOKEN_NAME
 from canalbridge.source_db.tls import VERIFYING
 from canalbridge.sync.errors import PatternError
 from canalbridge.sync.model.partitions import PartitionField, PartitionSpecError
+from canalbridge.sync.model.sort_order import SortField
 from canalbridge.sync.model.tables import TablePattern, TargetTemplate, merges
 from canalbridge.sync.options import Option, non_empty, one_of, options_of, port_or_zero, setting, toml_value
 from canalbridge.sync.settings import (
@@ -431,13 +432,15 @@ def _check_shaping(channel: dict[str, Any], where: str, problems: list[str]) -> 
                             f"one")
         else:
             channel[key] = METADATA_COLUMNS[name]  # (rows carry it, as a merged target's origin)
-    for entry in channel.get("partition_by") or ():
+    layout = [("partition_by", entry, PartitionField.parse) for entry in channel.get("partition_by") or ()] + [
+        ("sort_by", entry, lambda text: SortField.parse(text).term) for entry in channel.get("sort_by") or ()]
+    for key, entry, parse in layout:
         try:
-            column = PartitionField.parse(entry).column.lower()
+            column = parse(entry).column.lower()
         except PartitionSpecError:
             continue  # (its own check named it)
         if column in excluded:
-            problems.append(f"{where}.partition_by: {entry} names {column}, which exclude leaves out of the target")
+            problems.append(f"{where}.{key}: {entry} names {column}, which exclude leaves out of the target")
 
 
 MASK_SALT_LENGTH = 16  # a shorter salt makes the masked values a short dictionary search away
@@ -515,9 +518,6 @@ def _check_atomic(job: JobSettings, where: str, upsert_deletes: str, problems: l
     for index, channel in enumerate(job.channels):
         if channel.mode != "upsert":
             problems.append(f"{where}.channel[{index}].mode: a job whose cuts are atomic takes upsert targets only")
-        elif channel.partition_by:
-            problems.append(f"{where}.channel[{index}].partition_by: a partitioned target takes position deletes, "
-                            f"which a job whose cuts are atomic cannot stage")
         elif channel.upsert_deletes == "position":
             problems.append(f"{where}.channel[{index}].upsert_deletes: a job whose cuts are atomic writes equality "
                             f"deletes, not position deletes")

@@ -24,6 +24,7 @@ from canalbridge.source_db.connection import SourceDb
 from canalbridge.source_db.tls import TLS_MODES, SourceTls
 from canalbridge.sync.model.partitions import partition_fields
 from canalbridge.sync.model.position import Position
+from canalbridge.sync.model.sort_order import sort_fields
 from canalbridge.sync.model.tables import TableId, TablePattern
 from canalbridge.sync.options import (
     Option,
@@ -178,17 +179,20 @@ class CommitSettings:
         return RetrySettings(self.reconnect_attempts, self.retry_initial_seconds, self.retry_max_seconds)
 
 
-# Table properties a channel's table_properties may not set: canalbridge's own, and the format its writers write.
-OWN_TABLE_PROPERTIES = ("format-version",)
+# The table properties canalbridge keeps itself, which a channel's table_properties may not set.
 OWN_PROPERTY_PREFIX = "canalbridge."
+# The Iceberg formats canalbridge's writers write (format 1 has no delete files).
+FORMAT_VERSIONS = ("2", "3")
 
 
 def _table_properties(value: dict) -> str | None:
     for key, item in value.items():
         if not isinstance(item, (str, int, float, bool)):
             return f"{key}: must be a string, number or boolean"
-        if key in OWN_TABLE_PROPERTIES or key.startswith(OWN_PROPERTY_PREFIX):
-            return f"{key}: canalbridge sets it (targets are Iceberg format 2, and canalbridge.* is its own)"
+        if key.startswith(OWN_PROPERTY_PREFIX):
+            return f"{key}: canalbridge.* is canalbridge's own"
+        if key == "format-version" and str(item) not in FORMAT_VERSIONS:
+            return f"{key}: must be {' or '.join(FORMAT_VERSIONS)} (format 1 has no delete files)"
     return None
 
 
@@ -253,13 +257,20 @@ class ChannelSettings:
         None, check=partition_fields, default_text="unpartitioned",
         doc="the target's partition spec, made with the target or added to it: columns and Iceberg transforms of "
             "them, `bucket(n, col)`, `truncate(w, col)`, `year(col)`, `month(col)`, `day(col)`, `hour(col)` "
-            "(e.g. `[\"bucket(16, id)\", \"day(created_at)\"]`); a partitioned upsert target takes position "
-            "deletes")
+            "(e.g. `[\"bucket(16, id)\", \"day(created_at)\"]`); an update that moves a row to another "
+            "partition leaves one row for its key, whichever `upsert_deletes`")
+    sort_by: tuple[str, ...] | None = setting(
+        None, check=sort_fields, default_text="unsorted",
+        doc="the target's sort order, set on the target when it differs: columns or transforms of them as in "
+            "`partition_by`, each with `ASC` (the default) or `DESC` and `NULLS FIRST` or `NULLS LAST` (e.g. "
+            "`[\"customer_id\", \"created_at DESC\"]`); Spark's writes sort each task's rows by it, and "
+            "compaction writes each file sorted by it, which is where rows written with equality deletes are "
+            "sorted")
     table_properties: dict[str, str] = setting(
         {}, check=_table_properties, default_text="none",
         doc="Iceberg table properties the target is made with, or set to when they differ "
-            "(`\"write.parquet.compression-codec\" = \"zstd\"`); not `format-version`, nor those canalbridge "
-            "keeps (`canalbridge.*`)")
+            "(`\"write.parquet.compression-codec\" = \"zstd\"`), `format-version` among them (2, the default, "
+            "or 3; a target is upgraded, never downgraded); not those canalbridge keeps (`canalbridge.*`)")
     exclude: tuple[str, ...] | None = setting(
         None, check=names, default_text="none",
         doc="target columns (as `columns` maps them) the target does not get; not a key column "

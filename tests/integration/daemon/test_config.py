@@ -486,6 +486,17 @@ def test_atomic_cuts_take_upsert_targets_with_equality_deletes_in_one_catalog_an
         "deletes (set the channel's upsert_deletes)"]
 
 
+def test_a_channels_sort_order_is_checked_as_the_config_loads(tmp_path):
+    order = VALID.replace('target = "lake.db.t"', 'target = "lake.db.t"\nsort_by = ["bucket(16, id)", "ts desc"]')
+    assert load_config(write(tmp_path, order), {}).jobs[0].channels[0].sort_by == ("bucket(16, id)", "ts desc")
+    assert problems(tmp_path, order.replace("ts desc", "ts downwards")) == [
+        "job[0].channel[0].sort_by: 'ts downwards': write a column or a transform of one, then ASC or DESC, then "
+        "NULLS FIRST or NULLS LAST ('ts downwards' is neither a column nor a transform of one: write a column, or "
+        "one of identity(col), bucket(n, col), truncate(w, col), year(col), month(col), day(col), hour(col))"]
+    assert problems(tmp_path, order.replace("ts desc", "BUCKET(16, ID) ASC NULLS LAST")) == [
+        "job[0].channel[0].sort_by: names the same term twice"]
+
+
 def test_a_channels_partition_spec_is_checked_as_the_config_loads(tmp_path):
     spec = VALID.replace('target = "lake.db.t"', 'target = "lake.db.t"\npartition_by = ["bucket(16, id)", "day(ts)"]')
     assert load_config(write(tmp_path, spec), {}).jobs[0].channels[0].partition_by == ("bucket(16, id)", "day(ts)")
@@ -493,9 +504,8 @@ def test_a_channels_partition_spec_is_checked_as_the_config_loads(tmp_path):
         "job[0].channel[0].partition_by: 'week(ts)': week is not a transform (known: identity, bucket, truncate, "
         "year, month, day, hour)"]
     atomic = spec.replace("[[job.channel]]", "[job.cuts]\natomic = true\n[[job.channel]]", 1)
-    assert problems(tmp_path, atomic) == [
-        "job[0].channel[0].partition_by: a partitioned target takes position deletes, which a job whose cuts are "
-        "atomic cannot stage"]
+    # (a partitioned target takes equality deletes too, which a job whose cuts are atomic stages)
+    assert load_config(write(tmp_path, atomic), {}).jobs[0].channels[0].partition_by == ("bucket(16, id)", "day(ts)")
 
 
 def test_table_properties_pass_but_not_those_canalbridge_sets(tmp_path):
@@ -503,10 +513,12 @@ def test_table_properties_pass_but_not_those_canalbridge_sets(tmp_path):
     text = VALID.replace('target = "lake.db.t"\n', channel)
     assert load_config(write(tmp_path, text), {}).jobs[0].channels[0].table_properties == {
         "write.parquet.compression-codec": "zstd"}
-    for key, value in (('"format-version"', '"3"'), ('"canalbridge.primary-key"', '"[]"')):
-        found = problems(tmp_path, text + f"{key} = {value}\n")
-        assert found == [f"job[0].channel[0].table_properties: {key.strip(chr(34))}: canalbridge sets it (targets "
-                         f"are Iceberg format 2, and canalbridge.* is its own)"], found
+    assert problems(tmp_path, text + '"canalbridge.primary-key" = "[]"\n') == [
+        "job[0].channel[0].table_properties: canalbridge.primary-key: canalbridge.* is canalbridge's own"]
+    assert problems(tmp_path, text + '"format-version" = 1\n') == [
+        "job[0].channel[0].table_properties: format-version: must be 2 or 3 (format 1 has no delete files)"]
+    three = load_config(write(tmp_path, text + '"format-version" = 3\n'), {})
+    assert three.jobs[0].channels[0].table_properties["format-version"] == 3
 
 
 SHAPED = ('target = "lake.db.t"\nexclude = ["note"]\nmask = ["email"]\nrow_filter = "status <> \'cancelled\'"\n'
@@ -534,13 +546,14 @@ def test_a_channels_shaping_is_read_with_the_salt_from_the_environment_and_never
 
 def test_shaping_entries_that_contradict_each_other_are_named(tmp_path):
     text = VALID.replace('target = "lake.db.t"\n', 'target = "lake.db.t"\nkey = ["id"]\nexclude = ["ID", "email"]\n'
-                         'mask = ["email"]\npartition_by = ["day(email)"]\n'
+                         'mask = ["email"]\npartition_by = ["day(email)"]\nsort_by = ["email DESC"]\n'
                          '[job.channel.computed]\nEmail = "lower(email)"\n_day = "to_date(created)"\n')
     assert problems(tmp_path, text, {"CANALBRIDGE_MASK_SALT": "sixteen or more characters"}) == [
         "job[0].channel[0].computed: _day: names starting with _ are canalbridge's own columns",
         "job[0].channel[0].mask: email is also excluded; keep it in one of the two",
         "job[0].channel[0].exclude: id is a key column; a target keeps its key",
-        "job[0].channel[0].partition_by: day(email) names email, which exclude leaves out of the target"]
+        "job[0].channel[0].partition_by: day(email) names email, which exclude leaves out of the target",
+        "job[0].channel[0].sort_by: email DESC names email, which exclude leaves out of the target"]
     computed = VALID.replace('target = "lake.db.t"\n', 'target = "lake.db.t"\nmask = ["email"]\n'
                              '[job.channel.computed]\nEmail = "lower(email)"\n')
     assert problems(tmp_path, computed, {"CANALBRIDGE_MASK_SALT": "sixteen or more characters"}) == [

@@ -482,13 +482,14 @@ def test_a_truncate_the_job_applies_empties_the_target_between_the_rows_around_i
 def test_a_daemon_killed_once_a_ddl_is_in_the_target_resumes_exact(real_destination, canal, mariadb, spark,
                                                                    spark_settings, tmp_path):
     """SIGKILL as soon as the DDL's commit shows in the target: mostly before its ack, which then replays it. The
-    target is partitioned by a bucket of its key, which a later DDL widens."""
+    target is partitioned by a bucket of its key, which a later DDL widens, and takes position deletes (the real
+    shaping test writes equality deletes into a partitioned target)."""
     db = "ddl_kill"
     real_destination(db, setup=["CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"])
     target = f"lake.{db}.t"
     config = write_daemon_config(tmp_path / "canalbridge.toml", canal, db, spark_settings.warehouse,
                                  f'[[job.channel]]\nsource = "{db}.t"\ntarget = "{target}"\n'
-                                 f'partition_by = ["bucket(4, id)"]')
+                                 f'partition_by = ["bucket(4, id)"]\nupsert_deletes = "position"')
     source = Source(mariadb, db, (), seed=2)
 
     def acked_all() -> bool:

@@ -1,10 +1,10 @@
-"""A shaped target through the whole real stack: MariaDB's rows, from before Canal's start (the snapshot brings
-them) and streamed, into a target that leaves a column out, masks one, partitions by a computed one, keeps the
-rows a filter takes, records each row's last change and keeps deleted rows marked, while updates move rows out of
-and back into the filter and across partitions. The daemon is SIGKILLed once a snapshot chunk is handed over, and
-DDL changes a masked and an excluded column. The target is checked against MariaDB's rows shaped here, with
-Python's own HMAC, at the end; then a DDL renames the column the computed one reads, and the job pauses naming the
-entry, with no row written after it."""
+"""A shaped target through the whole real stack: MariaDB's rows, from before Canal's start (the snapshot brings them)
+and streamed, into a target that leaves a column out, masks one, partitions by a computed one, keeps the rows a
+filter takes, records each row's last change and keeps deleted rows marked, while updates move rows out of and
+back into the filter and across partitions (its equality deletes apply in every partition). The daemon is
+SIGKILLed once a snapshot chunk is handed over, and DDL changes a masked and an excluded column. The target is
+checked against MariaDB's rows shaped here, with Python's own HMAC, at the end; then a DDL renames the column the
+computed one reads, and the job pauses naming the entry, with no row written after it."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.daemon_process import daemon_log, job_status, running_daemon, stop
 from tests.helpers import eventually
 from tests.infra.canal_server import CanalDestination
 from tests.integration.real.daemon_run import acked_through, write_daemon_config
+from tests.integration.spark.test_equality_deletes import files_by_content
 
 pytestmark = [pytest.mark.real, pytest.mark.spark, pytest.mark.faults]
 
@@ -129,6 +130,7 @@ def test_a_shaped_target_through_a_snapshot_a_kill_and_ddl_equals_its_source_sha
         assert ops[3][0] == "delete" and {table for _, table, _ in ops.values()} == {"orders"}
         assert all(position.startswith("mysql-bin.") for _, _, position in ops.values()), ops
         assert [str(field) for field in TargetTable(spark, TARGET).partition_fields()] == ["order_day"]
+        assert "equality deletes" in files_by_content(spark, TARGET)  # (the rows moved across partitions by them)
 
         # The column the computed one reads is renamed: the job pauses at the next commit, naming the entry.
         before = target_rows(spark)

@@ -57,10 +57,9 @@ def test_updates_deletes_and_key_changes_across_commits_leave_each_key_once(spar
 
 
 def test_a_target_that_cannot_take_equality_deletes_keeps_the_position_path(spark, equality_settings):
-    target = "lake.equality_partitioned.t"
+    target = "lake.equality_format_1.t"
     spark.sql(f"CREATE TABLE {quote_table(target)} (id int NOT NULL, name string) USING iceberg "
-              "PARTITIONED BY (bucket(4, id)) TBLPROPERTIES ('format-version' = '2', "
-              "'write.delete.mode' = 'merge-on-read')")
+              "TBLPROPERTIES ('format-version' = '1')")
     spark.sql(f"ALTER TABLE {quote_table(target)} SET IDENTIFIER FIELDS id")
     sink = make_sink(spark, ChannelSettings("db.t", target), JOB, equality_settings)
     commit(sink, "l1", position(100), (1, "a"), (2, "b"))

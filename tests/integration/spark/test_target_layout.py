@@ -13,6 +13,7 @@ from canalbridge.sync.model.changes import ChangeKind
 from canalbridge.sync.settings import ChannelSettings
 from spark_sink.errors import TargetTableError
 from spark_sink.identifiers import quote_table
+from spark_sink.maintainer import compact
 from spark_sink.sink import make_sink
 from spark_sink.table import TargetTable
 from tests.integration.spark.test_equality_deletes import changes, files_by_content
@@ -42,9 +43,23 @@ def test_an_update_that_moves_a_row_to_another_partition_leaves_one_row_for_its_
     # Each update moves its row to the other name's partition; one key is deleted, one comes back.
     changes(sink, position(200), (UPDATE, 1, "even"), (UPDATE, 2, "odd"), (DELETE, 3, None), (UPDATE, 4, "odd"))
     changes(sink, position(300), (UPDATE, 1, "odd"), (INSERT, 3, "even"), (UPDATE, 4, "even"))
-    assert rows(spark, target) == [(1, "odd"), (2, "odd"), (3, "even"), (4, "even"), (5, "odd"), (6, "even"),
-                                   (7, "odd"), (8, "even")]
-    assert "equality deletes" not in files_by_content(spark, target), "a partitioned target takes position deletes"
+    moved = [(1, "odd"), (2, "odd"), (3, "even"), (4, "even"), (5, "odd"), (6, "even"), (7, "odd"), (8, "even")]
+    assert rows(spark, target) == moved
+    assert sink.writer.mode.equality_deletes == (deletes == "equality")
+    if deletes == "equality":
+        # Under an unpartitioned spec of the target's own, where Iceberg applies them in every partition; the
+        # rows stay in partitions.
+        files = spark.sql(f"SELECT content, spec_id, partition.name AS name FROM {quote_table(target)}.files")
+        data = {(row["spec_id"], row["name"] is None) for row in files.where("content = 0").collect()}
+        equality_deletes = {(row["spec_id"], row["name"] is None) for row in files.where("content = 2").collect()}
+        assert data == {(0, False)} and equality_deletes == {(1, True)}
+
+        # Compaction rewrites the files the deletes apply to, then drops them all, and nothing comes back.
+        compact(TargetTable(spark, target))
+        assert "equality deletes" not in files_by_content(spark, target)
+        assert rows(spark, target) == moved
+    else:
+        assert "equality deletes" not in files_by_content(spark, target)
 
 
 def test_a_target_made_before_gains_the_fields_it_lacks_and_keeps_its_files(spark, spark_settings):
@@ -70,15 +85,18 @@ def test_a_target_made_before_gains_the_fields_it_lacks_and_keeps_its_files(spar
     assert rows(spark, target) == [(1, "a"), (2, "B"), (3, "C")]
 
 
-def test_a_target_the_user_partitioned_by_hand_stays_exact_as_rows_move(spark, spark_settings):
-    target = "lake.partitioned.by_hand"
+@pytest.mark.parametrize("deletes", ["equality", "position"])
+def test_a_target_the_user_partitioned_by_hand_stays_exact_as_rows_move(spark, spark_settings, deletes):
+    target = f"lake.partitioned.by_hand_{deletes}"
     spark.sql(f"CREATE TABLE {target} (id int NOT NULL, name string) USING iceberg PARTITIONED BY (name) "
-              "TBLPROPERTIES ('format-version' = '2')")
+              "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')")
     spark.sql(f"ALTER TABLE {target} SET IDENTIFIER FIELDS id")
-    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings)
+    settings = dataclasses.replace(spark_settings, upsert_deletes=deletes)
+    sink = make_sink(spark, ChannelSettings("db.t", target), JOB, settings)
     changes(sink, position(100), (INSERT, 1, "a"), (INSERT, 2, "b"))
     changes(sink, position(200), (UPDATE, 1, "b"), (UPDATE, 2, "a"))
     assert rows(spark, target) == [(1, "b"), (2, "a")]
+    assert ("equality deletes" in files_by_content(spark, target)) == (deletes == "equality")
 
 
 def test_a_partition_field_of_no_column_stops_the_target_naming_it(spark, spark_settings):
@@ -110,3 +128,67 @@ def test_table_properties_are_made_with_the_target_and_set_on_one_made_before(sp
     changes(sink, position(200), (INSERT, 2, "b"))
     assert TargetTable(spark, before).properties()["write.metadata.metrics.default"] == "full"
     assert rows(spark, before) == [(1, "a"), (2, "b")]
+
+    # Its format is upgraded, never downgraded.
+    three = make_sink(spark, ChannelSettings("db.t", before, table_properties={"format-version": 3}), JOB,
+                      spark_settings)
+    changes(three, position(300), (UPDATE, 2, "B"))
+    assert TargetTable(spark, before).properties()["format-version"] == "3"
+    two = make_sink(spark, ChannelSettings("db.t", before, table_properties={"format-version": "2"}), JOB,
+                    spark_settings)
+    with pytest.raises(TargetTableError, match=r"target lake.partitioned.properties_later: table_properties' "
+                                               r"format-version is 2, and the target is format 3: Iceberg does not "
+                                               r"downgrade a table; set 3, or rebuild the target"):
+        changes(two, position(400), (INSERT, 3, "c"))
+    assert rows(spark, before) == [(1, "a"), (2, "B")]
+
+
+@pytest.mark.parametrize("deletes", ["equality", "position"])
+def test_a_format_3_target_stays_exact_as_rows_move_across_partitions(spark, spark_settings, deletes):
+    target = f"lake.partitioned.format_3_{deletes}"
+    channel = ChannelSettings("db.t", target, partition_by=("name",), table_properties={"format-version": 3})
+    sink = make_sink(spark, channel, JOB, dataclasses.replace(spark_settings, upsert_deletes=deletes))
+    changes(sink, position(100), (INSERT, 1, "a"), (INSERT, 2, "b"), (INSERT, 3, "a"))
+    changes(sink, position(200), (UPDATE, 1, "b"), (UPDATE, 2, "a"), (DELETE, 3, None))
+    assert rows(spark, target) == [(1, "b"), (2, "a")]
+    assert TargetTable(spark, target).properties()["format-version"] == "3"
+    deleted = spark.sql(f"SELECT DISTINCT content, file_format FROM {quote_table(target)}.files WHERE content > 0")
+    # (position deletes as format 3 writes them: deletion vectors, in Puffin files)
+    assert {tuple(row) for row in deleted.collect()} == ({(2, "PARQUET")} if deletes == "equality" else
+                                                         {(1, "PUFFIN")})
+
+
+def test_a_sort_order_is_given_to_the_target_and_compaction_writes_files_sorted_by_it(spark, spark_settings):
+    target = "lake.sorted.t"
+    changes(make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings), position(100), (INSERT, 1, "a"))
+    assert TargetTable(spark, target).sort_fields() == []
+
+    sink = make_sink(spark, ChannelSettings("db.t", target, sort_by=("NAME desc", "id")), JOB, spark_settings)
+    changes(sink, position(200), *[(INSERT, key, f"n{key % 3}") for key in range(2, 40)])
+    changes(sink, position(300), (UPDATE, 2, "n9"), (UPDATE, 39, "n0"))
+    table = TargetTable(spark, target)
+    assert [str(field) for field in table.sort_fields()] == ["name DESC NULLS LAST", "id ASC NULLS FIRST"]
+    # Each task's rows sorted, with no range shuffle of every commit's rows.
+    assert table.properties()["write.distribution-mode"] == "hash"
+    before = rows(spark, target)
+
+    def data_files() -> dict[str, int]:
+        files = spark.sql(f"SELECT file_path, sort_order_id FROM {quote_table(target)}.files WHERE content = 0")
+        return {row["file_path"]: row["sort_order_id"] for row in files.collect()}
+
+    # Equality-delete commits write the rows as they come, and say so (order 0: unsorted); compaction writes
+    # them sorted.
+    assert set(data_files().values()) == {0}
+    compact(table)
+    assert rows(spark, target) == before
+    sorted_files = [path for path, order in data_files().items() if order == 1]
+    assert sorted_files, "the files the deletes applied to are rewritten sorted"
+    for path in sorted_files:
+        held = [(row["name"], row["id"]) for row in spark.read.parquet(path).collect()]
+        by_id = sorted(held, key=lambda row: row[1])
+        assert held == sorted(by_id, key=lambda row: row[0], reverse=True)  # (a stable sort: by id within a name)
+
+    # A changed setting changes the order; the files written before keep theirs.
+    sink = make_sink(spark, ChannelSettings("db.t", target, sort_by=("id",)), JOB, spark_settings)
+    changes(sink, position(400), (INSERT, 40, "n1"))
+    assert [str(field) for field in table.sort_fields()] == ["id ASC NULLS FIRST"]

@@ -4,6 +4,8 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
@@ -17,20 +19,27 @@ import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileContent;
 import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.FileScanTask;
 import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.ManifestFiles;
 import org.apache.iceberg.ManifestReader;
+import org.apache.iceberg.PartitionKey;
+import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.RewriteFiles;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableUtil;
 import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.Transaction;
+import org.apache.iceberg.UpdatePartitionSpec;
 import org.apache.iceberg.exceptions.CleanableFailure;
+import org.apache.iceberg.exceptions.CommitFailedException;
 import org.apache.iceberg.deletes.EqualityDeleteWriter;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.io.CloseableIterable;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
@@ -39,6 +48,7 @@ import org.apache.iceberg.spark.SparkSchemaUtil;
 import org.apache.iceberg.spark.data.SparkParquetWriters;
 import org.apache.iceberg.spark.source.SerializableTableWithSize;
 import org.apache.iceberg.types.Types;
+import org.apache.iceberg.util.StructLikeMap;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.Function2;
@@ -73,18 +83,55 @@ public final class EqualityDeltaWriter {
 
   /**
    * Why {@code identifier}'s table cannot take equality deletes keyed by {@code keys}, or null
-   * when it can: a format-2 table, unpartitioned, whose identifier fields are the key.
+   * when it can: a format-2 (or later) table whose identifier fields are the key. A partitioned
+   * table takes them under an unpartitioned spec of its own, where Iceberg applies them to the data
+   * of every partition: an update that moves a row to another partition then deletes the old row
+   * wherever it is, which a delete in the new row's partition would not. {@link #enable} adds that
+   * spec, as a spec the table's writes do not use.
    */
   public static String unsupported(SparkSession spark, String identifier, List<String> keys) {
     return unsupported(load(spark, identifier), keys);
   }
 
+  /**
+   * Make {@code identifier}'s table ready for equality deletes keyed by {@code keys}, or say why it
+   * cannot take them (as {@link #unsupported}): a partitioned table without an unpartitioned spec
+   * gets one, committed as a spec that is not the default, so its data stays partitioned.
+   */
+  public static String enable(SparkSession spark, String identifier, List<String> keys) {
+    Table table = load(spark, identifier);
+    String reason = unsupportedKey(table, keys);
+    if (reason != null || globalSpec(table) != null) {
+      return reason;
+    }
+    // A spec change is not retried by Iceberg when another commit (another channel's, into a target they
+    // share) lands first: it is made again on the table as it then is.
+    for (int attempt = 1; globalSpec(table) == null; attempt++) {
+      UpdatePartitionSpec unpartitioned = table.updateSpec();
+      table.spec().fields().forEach(field -> unpartitioned.removeField(field.name()));
+      try {
+        unpartitioned.addNonDefaultSpec().commit();
+      } catch (CommitFailedException e) {
+        if (attempt == 3) {
+          throw e;
+        }
+      }
+      table.refresh();
+    }
+    return unsupported(table, keys);
+  }
+
   private static String unsupported(Table table, List<String> keys) {
+    String reason = unsupportedKey(table, keys);
+    if (reason == null && globalSpec(table) == null) {
+      return "the table is partitioned and has no unpartitioned spec to hold equality deletes";
+    }
+    return reason;
+  }
+
+  private static String unsupportedKey(Table table, List<String> keys) {
     if (TableUtil.formatVersion(table) < 2) {
       return "format-version 1 has no delete files";
-    }
-    if (!table.spec().isUnpartitioned()) {
-      return "the table is partitioned";
     }
     Set<String> wanted = new TreeSet<>();
     keys.forEach(k -> wanted.add(k.toLowerCase(Locale.ROOT)));
@@ -94,6 +141,17 @@ public final class EqualityDeltaWriter {
       return "its identifier fields " + identifiers + " are not the key " + wanted;
     }
     return null;
+  }
+
+  /** The table's unpartitioned spec, the one its equality deletes are written under; null if none. */
+  private static PartitionSpec globalSpec(Table table) {
+    if (table.spec().isUnpartitioned()) {
+      return table.spec();
+    }
+    return table.specs().values().stream()
+        .filter(PartitionSpec::isUnpartitioned)
+        .min(Comparator.comparingInt(PartitionSpec::specId))
+        .orElse(null);
   }
 
   /**
@@ -155,9 +213,7 @@ public final class EqualityDeltaWriter {
     }
     List<ContentFile<?>> files = new ArrayList<>();
     for (TaskFiles each : written.files) {
-      if (each.data != null) {
-        files.add(each.data);
-      }
+      files.addAll(each.data);
       if (each.deletes != null) {
         files.add(each.deletes);
       }
@@ -214,8 +270,8 @@ public final class EqualityDeltaWriter {
     Broadcast<Table> shipped = context.broadcast(SerializableTableWithSize.copyOf(table));
     int[] requiredOrdinals =
         IntStream.range(0, schema.columns().size()).filter(i -> schema.columns().get(i).isRequired()).toArray();
-    TaskWrite write = new TaskWrite(
-        shipped, UUID.randomUUID().toString(), rowType, keyIds, keyOrdinals, requiredOrdinals);
+    TaskWrite write = new TaskWrite(shipped, UUID.randomUUID().toString(), rowType, keyIds, keyOrdinals,
+        requiredOrdinals, table.spec().specId(), globalSpec(table).specId());
     try {
       return new Written(rows.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(write, false).collect());
     } finally {
@@ -234,9 +290,7 @@ public final class EqualityDeltaWriter {
     /** The files added to {@code delta}, stamped with {@code properties}. */
     RowDelta into(RowDelta delta, Map<String, String> properties) {
       for (TaskFiles each : files) {
-        if (each.data != null) {
-          delta.addRows(each.data);
-        }
+        each.data.forEach(delta::addRows);
         if (each.deletes != null) {
           delta.addDeletes(each.deletes);
         }
@@ -252,9 +306,9 @@ public final class EqualityDeltaWriter {
       long inserted = 0;
       long keysChanged = 0;
       for (TaskFiles each : files) {
-        if (each.data != null) {
+        for (DataFile file : each.data) {
           dataFiles++;
-          inserted += each.data.recordCount();
+          inserted += file.recordCount();
         }
         if (each.deletes != null) {
           deleteFiles++;
@@ -272,33 +326,35 @@ public final class EqualityDeltaWriter {
   }
 
   /**
-   * Remove the equality-delete files of an unpartitioned table that apply to no live data file any
-   * more (a data sequence number at most the lowest of its data files), as one RewriteFiles;
-   * returns how many. Iceberg's own clean-up keeps those of the same sequence number as the files
-   * a compaction wrote, so each compaction would leave the last commit's behind.
+   * Remove the table's equality-delete files that apply to no live data file any more, as one
+   * RewriteFiles; returns how many. Which delete applies to which file is what Iceberg's scan
+   * planning says, as for every reader (by sequence number, partition and the files' column
+   * bounds), so no read changes. Iceberg's own clean-up keeps those of the same sequence number as
+   * the files a compaction wrote, and matches deletes to the data files of their own spec, which
+   * takes a partitioned table's deletes (written under an unpartitioned spec) as dangling even where
+   * they apply.
    */
   public static int removeDanglingEqualityDeletes(SparkSession spark, String identifier) throws IOException {
     Table table = load(spark, identifier);
     Snapshot current = table.currentSnapshot();
-    if (current == null || table.specs().size() != 1 || !table.spec().isUnpartitioned()) {
-      return 0;  // (a partitioned table: Iceberg's remove-dangling-deletes works partition by partition)
+    if (current == null) {
+      return 0;
     }
-    long lowest = Long.MAX_VALUE;
-    for (ManifestFile manifest : current.dataManifests(table.io())) {
-      try (ManifestReader<DataFile> files = ManifestFiles.read(manifest, table.io(), table.specs())) {
-        for (DataFile file : files) {
-          lowest = Math.min(lowest, file.dataSequenceNumber());
-        }
+    Set<String> applied = new HashSet<>();
+    try (CloseableIterable<FileScanTask> tasks = table.newScan().useSnapshot(current.snapshotId()).planFiles()) {
+      for (FileScanTask task : tasks) {
+        task.deletes().forEach(file -> applied.add(file.location()));
       }
     }
+    // (validated from the scanned snapshot: a data file committed since has a higher sequence number, and
+    // no delete scanned here applies to it)
     RewriteFiles rewrite = table.newRewrite().validateFromSnapshot(current.snapshotId());
     int dangling = 0;
     for (ManifestFile manifest : current.deleteManifests(table.io())) {
       try (ManifestReader<DeleteFile> files =
           ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
         for (DeleteFile file : files) {
-          // An equality delete applies to data files of a lower sequence number only.
-          if (file.content() == FileContent.EQUALITY_DELETES && file.dataSequenceNumber() <= lowest) {
+          if (file.content() == FileContent.EQUALITY_DELETES && !applied.contains(file.location())) {
             rewrite.deleteFile(file.copyWithoutStats());
             dangling++;
           }
@@ -326,19 +382,19 @@ public final class EqualityDeltaWriter {
     return "`" + name.replace("`", "``") + "`";
   }
 
-  /** The files one task wrote: at most one data file and one equality-delete file. */
+  /** The files one task wrote: a data file per partition it wrote rows into, and one equality-delete file. */
   static final class TaskFiles implements Serializable {
     private static final long serialVersionUID = 1L;
-    final DataFile data;
+    final List<DataFile> data;
     final DeleteFile deletes;
 
-    TaskFiles(DataFile data, DeleteFile deletes) {
+    TaskFiles(List<DataFile> data, DeleteFile deletes) {
       this.data = data;
       this.deletes = deletes;
     }
 
     void delete(Table table) {
-      deleteQuietly(table, data == null ? null : data.location());
+      data.forEach(file -> deleteQuietly(table, file.location()));
       deleteQuietly(table, deletes == null ? null : deletes.location());
     }
   }
@@ -354,7 +410,10 @@ public final class EqualityDeltaWriter {
     }
   }
 
-  /** One task's rows into a data file and an equality-delete file of the key; on failure, neither stays. */
+  /**
+   * One task's rows into a data file per partition of the table's spec and one equality-delete
+   * file of the key under the table's unpartitioned spec; on failure, none of them stays.
+   */
   static final class TaskWrite
       implements Function2<Integer, Iterator<InternalRow>, Iterator<TaskFiles>> {
     private static final long serialVersionUID = 1L;
@@ -364,15 +423,19 @@ public final class EqualityDeltaWriter {
     private final int[] keyIds;
     private final int[] keyOrdinals;
     private final int[] requiredOrdinals;
+    private final int dataSpecId;
+    private final int deleteSpecId;
 
     TaskWrite(Broadcast<Table> table, String operation, StructType rowType, int[] keyIds, int[] keyOrdinals,
-        int[] requiredOrdinals) {
+        int[] requiredOrdinals, int dataSpecId, int deleteSpecId) {
       this.table = table;
       this.operation = operation;
       this.rowType = rowType;
       this.keyIds = keyIds;
       this.keyOrdinals = keyOrdinals;
       this.requiredOrdinals = requiredOrdinals;
+      this.dataSpecId = dataSpecId;
+      this.deleteSpecId = deleteSpecId;
     }
 
     @Override
@@ -381,6 +444,8 @@ public final class EqualityDeltaWriter {
         return Collections.emptyIterator();
       }
       Table target = table.value();
+      PartitionSpec dataSpec = target.specs().get(dataSpecId);
+      PartitionSpec deleteSpec = target.specs().get(deleteSpecId);
       TaskContext task = TaskContext.get();
       OutputFileFactory files =
           OutputFileFactory.builderFor(target, partition, task.taskAttemptId())
@@ -400,7 +465,10 @@ public final class EqualityDeltaWriter {
         keyTypes[i] = rowType.fields()[keyOrdinals[i]].dataType();
       }
       int op = rowType.fields().length;
-      DataWriter<InternalRow> data = null;
+      PartitionKey placed = new PartitionKey(dataSpec, target.schema());
+      InternalRowStruct view = new InternalRowStruct(target.schema(), rowType);
+      // (fanned out, as Iceberg's and Flink's writers do: the rows come in key order, not partition order)
+      Map<StructLike, DataWriter<InternalRow>> data = StructLikeMap.create(dataSpec.partitionType());
       EqualityDeleteWriter<InternalRow> deletes = null;
       List<String> opened = new ArrayList<>();
       try {
@@ -409,6 +477,7 @@ public final class EqualityDeltaWriter {
         deletes =
             Parquet.writeDeletes(deleteFile)
                 .forTable(target)
+                .withSpec(deleteSpec)
                 .rowSchema(keySchema)
                 .equalityFieldIds(keyIds)
                 .createWriterFunc(message -> SparkParquetWriters.buildWriter(keyType, message))
@@ -429,28 +498,36 @@ public final class EqualityDeltaWriter {
                     + rowType.fields()[required].name() + ", which the target declares NOT NULL");
               }
             }
-            if (data == null) {
-              EncryptedOutputFile dataFile = files.newOutputFile();
+            placed.partition(view.wrap(row));
+            DataWriter<InternalRow> writer = data.get(placed);
+            if (writer == null) {
+              PartitionKey where = placed.copy();
+              boolean partitioned = !dataSpec.isUnpartitioned();
+              EncryptedOutputFile dataFile = partitioned ? files.newOutputFile(dataSpec, where) : files.newOutputFile();
               opened.add(dataFile.encryptingOutputFile().location());
-              data =
+              writer =
                   Parquet.writeData(dataFile)
                       .forTable(target)
+                      .withSpec(dataSpec)
+                      .withPartition(partitioned ? where : null)
                       .createWriterFunc(message -> SparkParquetWriters.buildWriter(rowType, message))
                       .overwrite()
                       .build();
+              data.put(where, writer);
             }
-            data.write(row);
+            writer.write(row);
           }
         }
         deletes.close();
-        if (data != null) {
-          data.close();
+        List<DataFile> written = new ArrayList<>();
+        for (DataWriter<InternalRow> writer : data.values()) {
+          writer.close();
+          written.add(writer.toDataFile());
         }
-        TaskFiles written = new TaskFiles(data == null ? null : data.toDataFile(), deletes.toDeleteFile());
-        return Collections.singletonList(written).iterator();
+        return Collections.singletonList(new TaskFiles(written, deletes.toDeleteFile())).iterator();
       } catch (IOException | RuntimeException e) {
         closeQuietly(deletes);
-        closeQuietly(data);
+        data.values().forEach(TaskWrite::closeQuietly);
         opened.forEach(location -> deleteQuietly(target, location));
         throw e;
       }
