@@ -30,6 +30,16 @@ class TargetLayout:
         return {key: str(value).lower() if isinstance(value, bool) else str(value)
                 for key, value in self.channel.table_properties.items()}
 
+    def made_with(self, replaced: Mapping[str, str] | None) -> dict[str, str]:
+        """The properties a target is made with: the channel's, and, when it replaces a target (a rebuild;
+        ``replaced``: that target's properties), at least that target's format, which Iceberg does not lower."""
+        wanted = self.properties()
+        if replaced:
+            self._check_format(wanted, replaced)
+            if "format-version" in replaced:
+                wanted.setdefault("format-version", replaced["format-version"])
+        return wanted
+
     def spec(self, columns: list[str]) -> list[PartitionField]:
         """``partition_by`` with each column as the target spells it (Iceberg finds a partition's column by its
         exact name); :class:`TargetTableError` for a field of no column of the target."""
@@ -59,13 +69,13 @@ class TargetLayout:
                 self.log.info("spark.table_properties_set", properties=differ)
 
     def _check_format(self, wanted: Mapping[str, str], have: Mapping[str, str]) -> None:
-        """Iceberg upgrades a table's format, never downgrades it: a lower ``format-version`` than the
-        target's stops the target, naming both, before any property is set."""
+        """Iceberg upgrades a table's format, never downgrades it, nor replaces it with a table of a lower one:
+        a lower ``format-version`` than the target's stops the target, naming both, before any change."""
         wanted_version, have_version = wanted.get("format-version"), have.get("format-version")
         if wanted_version and have_version and have_version.isdigit() and int(wanted_version) < int(have_version):
             raise TargetTableError(f"target {self.channel.target}: table_properties' format-version is "
                                    f"{wanted_version}, and the target is format {have_version}: Iceberg does not "
-                                   f"downgrade a table; set {have_version}, or rebuild the target")
+                                   f"downgrade a table, nor rebuild it at a lower format; set {have_version}")
 
     def _sort(self, table: TargetTable, columns: list[str]) -> None:
         """Set the target's sort order to ``sort_by`` where it differs (a field Iceberg would spell otherwise

@@ -82,7 +82,7 @@ def compact(table: TargetTable, files: LiveFiles | None = None) -> None:
         try:
             equality.remove_dangling_deletes(table.spark, table.identifier)
         except SparkSetupError:
-            pass  # (written by another tool, and no canalbridge jar: what Iceberg removed must do)
+            pass  # (written by another tool, and no canalbridge jar: they stay, applying to no file)
     table.spark.sql(f"CALL {catalog}.system.rewrite_position_delete_files(table => {name})").collect()
 
 

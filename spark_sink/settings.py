@@ -59,10 +59,9 @@ class SparkSettings:
             "target's key column and writes position deletes: the join grows with the table), `equality` (an "
             "equality delete per changed key and no read of the target, as Flink's Iceberg sink writes: a commit "
             "costs the same at any table size, readers match rows against the deletes until compaction, which "
-            "then rewrites every file they apply to; "
-            "needs the decoder jar and a format-2 target whose identifier fields are the key (a partitioned one's "
-            "deletes apply in every partition), and "
-            "other targets and snapshot chunks keep `position`), `auto` (`equality` when the decoder jar is on "
+            "then rewrites every file they apply to; needs the decoder jar and a format 2 or 3 target whose "
+            "identifier fields are the key (a partitioned one's deletes apply in every partition), and other "
+            "targets and snapshot chunks keep `position`), `auto` (`equality` when the decoder jar is on "
             "Spark's classpath, else `position`); see the performance page")
 
     jars_dir: str | None = setting(

@@ -319,10 +319,11 @@ class IcebergWriter:
         if existing is None:
             keyed_by = key_names(batch)
             made = columns + self.mode.own_target_columns()
+            replaced = self.table.properties() if replacing and self.table.columns() is not None else None
             self.table.create(made, keyed_by, identifier_fields=self.mode.identifier_fields(keyed_by),
                               replace=rebuild_properties(self.job) if replacing else None,
                               partition_by=self.layout.spec([c.name for c in made]),
-                              properties={**self.layout.properties(), **self.shaping.record({})})
+                              properties={**self.layout.made_with(replaced), **self.shaping.record({})})
             if replacing:  # (a replay finds it made anew: a failed apply is replayed into it)
                 self.table.drop_branch(self.branch)  # (Iceberg keeps it, at a snapshot main no longer has)
                 self.rebuild_pending, self._replaced = False, True

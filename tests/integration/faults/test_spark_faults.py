@@ -115,7 +115,7 @@ def test_small_canal_store_and_slow_commits_still_converge(spark, spark_settings
     server = dev_server_factory(DestinationConfig("example", "canal", PASSWORD, capacity=capacity))
     tables = standard_tables(2)[1:]  # orders
     # Source transactions of up to 600 row events: several times what the store holds un-acked.
-    workload = Workload(WorkloadSpec(tables=tables, row_changes=4000, rows_per_transaction=(50, 600),
+    workload = Workload(WorkloadSpec(tables=tables, row_changes=2000, rows_per_transaction=(50, 600),
                                      rows_per_event=1, seed=57))
     server.feed("example", workload)
     config = write_config(tmp_path, server.port, spark_settings.warehouse, "smallstore", tables)

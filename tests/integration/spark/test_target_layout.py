@@ -138,9 +138,18 @@ def test_table_properties_are_made_with_the_target_and_set_on_one_made_before(sp
                     spark_settings)
     with pytest.raises(TargetTableError, match=r"target lake.partitioned.properties_later: table_properties' "
                                                r"format-version is 2, and the target is format 3: Iceberg does not "
-                                               r"downgrade a table; set 3, or rebuild the target"):
+                                               r"downgrade a table, nor rebuild it at a lower format; set 3"):
         changes(two, position(400), (INSERT, 3, "c"))
     assert rows(spark, before) == [(1, "a"), (2, "B")]
+
+    # A rebuild makes it anew at its format, which Iceberg would not lower, unless the channel names one.
+    plain = make_sink(spark, ChannelSettings("db.t", before), JOB, spark_settings)
+    assert plain.state.mark_rebuild()
+    rebuilt = make_sink(spark, ChannelSettings("db.t", before), JOB, spark_settings)
+    assert rebuilt.state.read_state().rebuild
+    changes(rebuilt, position(500), (INSERT, 5, "e"))
+    assert rows(spark, before) == [(5, "e")]
+    assert TargetTable(spark, before).properties()["format-version"] == "3"
 
 
 @pytest.mark.parametrize("deletes", ["equality", "position"])

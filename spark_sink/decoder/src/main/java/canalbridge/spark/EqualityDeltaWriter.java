@@ -104,8 +104,8 @@ public final class EqualityDeltaWriter {
     if (reason != null || globalSpec(table) != null) {
       return reason;
     }
-    // A spec change is not retried by Iceberg when another commit (another channel's, into a target they
-    // share) lands first: it is made again on the table as it then is.
+    // A spec change is not retried by Iceberg when another commit (maintenance's, another tool's) lands
+    // first: it is made again on the table as it then is.
     for (int attempt = 1; globalSpec(table) == null; attempt++) {
       UpdatePartitionSpec unpartitioned = table.updateSpec();
       table.spec().fields().forEach(field -> unpartitioned.removeField(field.name()));
@@ -346,8 +346,8 @@ public final class EqualityDeltaWriter {
         task.deletes().forEach(file -> applied.add(file.location()));
       }
     }
-    // (validated from the scanned snapshot: a data file committed since has a higher sequence number, and
-    // no delete scanned here applies to it)
+    // (A data file committed since the scanned snapshot has a higher sequence number, which no delete scanned
+    // here applies to, or, written by a compaction, a subset of the rows of files the scan saw.)
     RewriteFiles rewrite = table.newRewrite().validateFromSnapshot(current.snapshotId());
     int dangling = 0;
     for (ManifestFile manifest : current.deleteManifests(table.io())) {
