@@ -6,12 +6,14 @@ sleeps in place of synchronisation.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -32,10 +34,16 @@ class ServiceError(RuntimeError):
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 PORTS_BELOW_EPHEMERAL = 12000  # how far below the ephemeral range free_port looks
+# The ports free_port handed out lately in this process. A port is free when probed and bound only once its
+# service starts, so two asked for together (a Spark master's RPC and web UI ports) could otherwise be the same
+# one: the master then moved its web UI to the next port, and the test polled the RPC port over HTTP.
+_handed_out: collections.deque[int] = collections.deque(maxlen=1024)
+_handed_out_lock = threading.Lock()
 
 
 def free_port(host: str = LOOPBACK) -> int:
-    """A port on ``host`` that nothing uses right now, below the OS's ephemeral range.
+    """A port on ``host`` that nothing uses right now, below the OS's ephemeral range, and not one this
+    process handed out lately (whoever asked for it may not have bound it yet).
 
     Port 0 would get one from the ephemeral range, where outgoing connections
     take their local ports too: a service started (or restarted) on it later
@@ -47,16 +55,21 @@ def free_port(host: str = LOOPBACK) -> int:
     except (OSError, ValueError, IndexError):
         low = 32768  # Linux's default
     ports = worker_share(range(max(1024, low - PORTS_BELOW_EPHEMERAL), low))
-    for port in random.sample(ports, min(100, len(ports))):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host, port))
-            except OSError:
+    with _handed_out_lock:
+        for port in random.sample(ports, min(100, len(ports))):
+            if port in _handed_out:
                 continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.append(port)
             return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # nothing below: let the OS pick
-        probe.bind((host, 0))
-        chosen: int = probe.getsockname()[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # nothing below: let the OS pick
+            probe.bind((host, 0))
+            chosen: int = probe.getsockname()[1]
+        _handed_out.append(chosen)
         return chosen
 
 
