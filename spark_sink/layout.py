@@ -51,16 +51,17 @@ class TargetLayout:
         """Give ``table`` what the settings name and it lacks: partition fields (those it has that the
         setting does not name stay; rows written before keep their spec), the sort order, and the table
         properties, with those ``record`` (the shaping's) makes of the properties the target has."""
+        wanted = self.properties()
+        if "format-version" in wanted:
+            self._check_format(wanted, table.properties())  # (before any change)
         if self.partition_by:
             added = table.add_partition_fields(self.spec(columns))
             if added:
                 self.log.info("spark.partition_fields_added", fields=[str(field) for field in added])
         if self.sort_by:
             self._sort(table, columns)
-        wanted = self.properties()
         if wanted or record is not None:
-            have = table.properties()
-            self._check_format(wanted, have)
+            have = table.properties()  # (after the sort order, which sets write.distribution-mode)
             differ = {key: value for key, value in wanted.items() if have.get(key) != value}
             if record is not None:
                 differ.update(record(have))
