@@ -51,17 +51,10 @@ def require(spark: SparkSession) -> None:
     _writer(spark)
 
 
-def unsupported(spark: SparkSession, identifier: str, keys: Sequence[str]) -> str | None:
-    """Why ``identifier`` cannot take equality deletes keyed by ``keys`` (None: it can): it must be a
-    format-2 (or later) table whose Iceberg identifier fields are the key and, if partitioned, hold an
-    unpartitioned spec for them (:func:`enable`)."""
-    reason = _writer(spark).unsupported(spark._jsparkSession, identifier, list(keys))
-    return None if reason is None else str(reason)
-
-
 def enable(spark: SparkSession, identifier: str, keys: Sequence[str]) -> str | None:
-    """Make ``identifier`` ready for equality deletes keyed by ``keys``, or say why it cannot take them (as
-    :func:`unsupported`). A partitioned table gets an unpartitioned spec that its writes do not use: the
+    """Make ``identifier`` ready for equality deletes keyed by ``keys``, or say why it cannot take them (None:
+    it can): it must be a format-2 (or later) table whose Iceberg identifier fields are the key. A
+    partitioned table gets an unpartitioned spec that its writes do not use: the
     deletes are written under it, so that Iceberg applies them in every partition and an update that moves
     a row across partitions deletes the old row where it is."""
     reason = _writer(spark).enable(spark._jsparkSession, identifier, list(keys))

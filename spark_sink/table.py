@@ -256,33 +256,20 @@ class TargetTable:
     def partition_fields(self) -> list[PartitionField]:
         """The fields of the table's current partition spec (void ones, which a dropped field leaves, left out)."""
         table = self.iceberg_table()
-        schema, found = table.schema(), []
-        for field in table.spec().fields():
-            text = str(field.transform().toString())
-            transform, _, size = text.partition("[")
-            if transform != "void":
-                found.append(PartitionField(transform, str(schema.findColumnName(field.sourceId())),
-                                            int(size.rstrip("]")) if size else None))
-        return found
+        terms = [_term(table.schema(), field) for field in table.spec().fields()]
+        return [term for term in terms if term.transform != "void"]
 
     def sort_fields(self) -> list[SortField]:
         """The fields of the table's sort order (none: unsorted)."""
         table = self.iceberg_table()
-        schema, found = table.schema(), []
-        for field in table.sortOrder().fields():
-            transform, _, size = str(field.transform().toString()).partition("[")
-            term = PartitionField(transform, str(schema.findColumnName(field.sourceId())),
-                                  int(size.rstrip("]")) if size else None)
-            found.append(SortField(term, str(field.direction().name()) == "DESC",
-                                   str(field.nullOrder().name()) == "NULLS_FIRST"))
-        return found
+        return [SortField(_term(table.schema(), field), str(field.direction().name()) == "DESC",
+                          str(field.nullOrder().name()) == "NULLS_FIRST") for field in table.sortOrder().fields()]
 
     def set_sort_order(self, fields: Sequence[SortField]) -> None:
         """Make ``fields`` the table's sort order, in one metadata commit. Spark's writes then sort each task's
         rows, with no shuffle across tasks but by partition (a range shuffle, Iceberg's default for a sorted
         table, would sample and shuffle every commit's rows)."""
-        order = ", ".join(f"{partition_sql(field.term)} {'DESC' if field.descending else 'ASC'} "
-                          f"NULLS {'FIRST' if field.nulls_first else 'LAST'}" for field in fields)
+        order = ", ".join(f"{partition_sql(field.term)} {field.order}" for field in fields)
         self.spark.sql(f"ALTER TABLE {self.identifier} WRITE DISTRIBUTED BY PARTITION LOCALLY ORDERED BY {order}")
 
     def add_partition_fields(self, fields: Sequence[PartitionField]) -> list[PartitionField]:
@@ -347,6 +334,14 @@ def slow_layout_note(properties: dict[str, str], mode_property: str) -> str | No
                 f"key, so commits slow down as the table grows; set TBLPROPERTIES ('{mode_property}'="
                 "'merge-on-read')")
     return None
+
+
+def _term(schema: Any, field: Any) -> PartitionField:
+    """A JVM partition or sort field of ``schema`` (Iceberg's schema) as the config names one: its transform
+    (``bucket[16]`` is a bucket of size 16) of its source column."""
+    transform, _, size = str(field.transform().toString()).partition("[")
+    return PartitionField(transform, str(schema.findColumnName(field.sourceId())),
+                          int(size.rstrip("]")) if size else None)
 
 
 def partition_sql(field: PartitionField) -> str:

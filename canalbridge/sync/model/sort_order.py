@@ -35,8 +35,13 @@ class SortField:
                                      f"NULLS FIRST or NULLS LAST ({exc})") from None
         return cls(field, descending, not descending if nulls is None else nulls.lower() == "first")
 
+    @property
+    def order(self) -> str:
+        """The direction and the nulls' place, as SQL writes them (``DESC NULLS LAST``)."""
+        return f"{'DESC' if self.descending else 'ASC'} NULLS {'FIRST' if self.nulls_first else 'LAST'}"
+
     def __str__(self) -> str:
-        return f"{self.term} {'DESC' if self.descending else 'ASC'} NULLS {'FIRST' if self.nulls_first else 'LAST'}"
+        return f"{self.term} {self.order}"
 
 
 def sort_fields(value: list) -> str | None:

@@ -130,7 +130,7 @@ def test_staged_commits_of_two_targets_land_in_one_nessie_commit_and_a_refused_o
     sinks = [make_sink(spark, ChannelSettings("db.t", target), JOB, spark_settings) for target in targets]
     for sink in sinks:
         commit_rows(sink, "c1", position(100), (1, "a"), (2, "b"))
-    assert all(equality.unsupported(spark, target, ["id"]) is None for target in targets)
+    assert all(equality.enable(spark, target, ["id"]) is None for target in targets)
 
     head = nessie.head()
     staged = [equality.stage(spark, target, changes(spark, (1, "a2"), (2, None), (3, "c")), ["id"],

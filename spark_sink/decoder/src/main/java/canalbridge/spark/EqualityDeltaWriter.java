@@ -82,26 +82,18 @@ public final class EqualityDeltaWriter {
   private EqualityDeltaWriter() {}
 
   /**
-   * Why {@code identifier}'s table cannot take equality deletes keyed by {@code keys}, or null
-   * when it can: a format-2 (or later) table whose identifier fields are the key. A partitioned
-   * table takes them under an unpartitioned spec of its own, where Iceberg applies them to the data
-   * of every partition: an update that moves a row to another partition then deletes the old row
-   * wherever it is, which a delete in the new row's partition would not. {@link #enable} adds that
-   * spec, as a spec the table's writes do not use.
-   */
-  public static String unsupported(SparkSession spark, String identifier, List<String> keys) {
-    return unsupported(load(spark, identifier), keys);
-  }
-
-  /**
    * Make {@code identifier}'s table ready for equality deletes keyed by {@code keys}, or say why it
-   * cannot take them (as {@link #unsupported}): a partitioned table without an unpartitioned spec
-   * gets one, committed as a spec that is not the default, so its data stays partitioned.
+   * cannot take them (null: it can): it must be a format-2 (or later) table whose identifier fields
+   * are the key. A partitioned table takes them under an unpartitioned spec of its own, where
+   * Iceberg applies them to the data of every partition: an update that moves a row to another
+   * partition then deletes the old row wherever it is, which a delete in the new row's partition
+   * would not. A table without that spec gets one, committed as a spec that is not the default, so
+   * its data stays partitioned.
    */
   public static String enable(SparkSession spark, String identifier, List<String> keys) {
     Table table = load(spark, identifier);
     String reason = unsupportedKey(table, keys);
-    if (reason != null || globalSpec(table) != null) {
+    if (reason != null) {
       return reason;
     }
     // A spec change is not retried by Iceberg when another commit (maintenance's, another tool's) lands
@@ -118,9 +110,10 @@ public final class EqualityDeltaWriter {
       }
       table.refresh();
     }
-    return unsupported(table, keys);
+    return null;
   }
 
+  /** Why {@code table} cannot take equality deletes keyed by {@code keys} as it is now, or null. */
   private static String unsupported(Table table, List<String> keys) {
     String reason = unsupportedKey(table, keys);
     if (reason == null && globalSpec(table) == null) {
